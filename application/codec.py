@@ -1,0 +1,100 @@
+"""Task envelopes on the wire: flat string fields, validated by pydantic at the boundary.
+
+Adapters store ``encode_envelope(...)`` as the stream entry's fields and hand what they read
+to ``decode_envelope``; a malformed entry raises ``InvalidEnvelopeError`` and is kept, raw,
+as evidence (R4). ``schema_version`` travels as its own field so a worker can refuse a newer
+envelope without having to understand the rest of it (W11).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from plaita.domain.envelope import (
+    CURRENT_SCHEMA_VERSION,
+    CarrierKind,
+    ResumeType,
+    TaskEnvelope,
+    check_schema_version,
+)
+from plaita.domain.errors import InvalidEnvelopeError
+
+ENVELOPE_FIELD = "envelope"
+SCHEMA_FIELD = "schema_version"
+
+
+class EnvelopeDocument(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    kind: Literal["start", "resume"]
+    execution_id: str = Field(min_length=1)
+    flow_id: str = Field(min_length=1)
+    timestamp_ms: int = Field(ge=0)
+    version: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    resume_type: Literal["continue", "retry", "event", "timeout", "cancel"] | None = None
+    event: dict[str, Any] | None = None
+    subscription_id: str | None = None
+    tenant_id: str = Field(default="default", min_length=1)
+    dedup_key: str | None = None
+
+
+def encode_envelope(envelope: TaskEnvelope) -> dict[str, str]:
+    document = {
+        "kind": envelope.kind.value,
+        "execution_id": envelope.execution_id,
+        "flow_id": envelope.flow_id,
+        "timestamp_ms": envelope.timestamp_ms,
+        "version": envelope.version,
+        "params": dict(envelope.params),
+        "resume_type": None if envelope.resume_type is None else envelope.resume_type.value,
+        "event": None if envelope.event is None else dict(envelope.event),
+        "subscription_id": envelope.subscription_id,
+        "tenant_id": envelope.tenant_id,
+        "dedup_key": envelope.dedup_key,
+    }
+    return {
+        ENVELOPE_FIELD: json.dumps(document, separators=(",", ":")),
+        SCHEMA_FIELD: str(envelope.schema_version),
+    }
+
+
+def decode_envelope(fields: Mapping[str, str]) -> TaskEnvelope:
+    """Rebuild the envelope, or raise ``InvalidEnvelopeError`` / ``SchemaVersionError``."""
+    raw_version = fields.get(SCHEMA_FIELD, str(CURRENT_SCHEMA_VERSION))
+    try:
+        schema_version = int(raw_version)
+    except ValueError:
+        raise InvalidEnvelopeError(f"schema_version {raw_version!r} is not an integer") from None
+    check_schema_version(schema_version)
+    text = fields.get(ENVELOPE_FIELD)
+    if text is None:
+        raise InvalidEnvelopeError(f"entry has no {ENVELOPE_FIELD!r} field: {sorted(fields)}")
+    try:
+        document = EnvelopeDocument.model_validate_json(text)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '<envelope>'}: {e['msg']}" for e in exc.errors()
+        )
+        raise InvalidEnvelopeError(f"malformed task envelope: {problems}") from None
+    try:
+        return TaskEnvelope(
+            kind=CarrierKind(document.kind),
+            execution_id=document.execution_id,
+            flow_id=document.flow_id,
+            timestamp_ms=document.timestamp_ms,
+            version=document.version,
+            params=document.params,
+            resume_type=None if document.resume_type is None else ResumeType(document.resume_type),
+            event=document.event,
+            subscription_id=document.subscription_id,
+            tenant_id=document.tenant_id,
+            dedup_key=document.dedup_key,
+            schema_version=schema_version,
+        )
+    except ValueError as exc:
+        raise InvalidEnvelopeError(f"malformed task envelope: {exc}") from None

@@ -1,0 +1,195 @@
+"""Ports: what the application needs from the outside world, as async Protocols.
+
+Every port has one contract suite in ``tests/contract/`` that each adapter family (memory,
+fakeredis, real Redis, later SQL) must pass; the memory twin raises the same named errors as
+the real store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import attrs
+
+from plaita.domain.envelope import TaskEnvelope
+from plaita.domain.events import Event, EventSubscription
+from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.flow import Flow
+from plaita.domain.lease import Lease
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int:
+        """Wall-clock time in milliseconds since the epoch (for records and ages)."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds from an arbitrary origin that never goes backwards (for deadlines)."""
+        ...
+
+
+class IdGenerator(Protocol):
+    def new_id(self) -> str:
+        """A fresh, globally unique id."""
+        ...
+
+
+# --- task queue (W1, W2) -----------------------------------------------------------------
+
+
+@attrs.frozen
+class Delivery:
+    """One carrier as read from the queue.
+
+    ``envelope`` is None when the entry could not be decoded; ``problem`` then says why and
+    ``raw`` keeps the fields as evidence for the dead-letter queue (R4).
+    """
+
+    message_id: str
+    envelope: TaskEnvelope | None
+    raw: dict[str, str]
+    delivery_count: int
+    reclaimed: bool = False
+    problem: str | None = None
+
+
+@attrs.frozen
+class QueueStats:
+    length: int
+    pending: int
+
+
+class TaskQueue(Protocol):
+    async def ensure_group(self) -> None:
+        """Create the stream and its consumer group if missing (group starts at id 0)."""
+        ...
+
+    async def enqueue(self, envelope: TaskEnvelope) -> str:
+        """Append a carrier; return its message id."""
+        ...
+
+    async def read(self, consumer: str, *, count: int, block_ms: int) -> list[Delivery]:
+        """New carriers for ``consumer``; waits up to ``block_ms`` when there are none."""
+        ...
+
+    async def ack(self, message_id: str) -> None:
+        """Mark a carrier done; only after its dispatch returned (W1)."""
+        ...
+
+    async def reclaim(self, consumer: str, *, min_idle_ms: int, count: int) -> list[Delivery]:
+        """Take over carriers pending on other consumers longer than ``min_idle_ms`` (W2)."""
+        ...
+
+    async def stats(self) -> QueueStats:
+        """Stream length and number of pending (delivered, not acked) carriers."""
+        ...
+
+
+# --- storage (S1, S2, W4) ---------------------------------------------------------------
+
+
+class ExecutionRepository(Protocol):
+    async def load(self, execution_id: str) -> ExecutionState | None:
+        """The stored checkpoint, or None."""
+        ...
+
+    async def save(self, state: ExecutionState, *, fence: int) -> None:
+        """Store ``state`` if ``fence`` is the execution's current lease generation.
+
+        Raises ``ExecutionLeaseError`` (nothing written) when it is not (W4).
+        """
+        ...
+
+    async def list(
+        self, *, flow_id: str | None = None, status: ExecutionStatus | None = None, limit: int = 100
+    ) -> Sequence[ExecutionState]:
+        """Executions, newest first, filtered by flow and status."""
+        ...
+
+
+class LeaseManager(Protocol):
+    async def acquire(self, execution_id: str, holder_id: str, *, ttl_ms: int) -> Lease | None:
+        """Take the lease with a new fence generation; None if another holder has it (W3)."""
+        ...
+
+    async def renew(self, lease: Lease, *, ttl_ms: int) -> bool:
+        """Extend the lease if it is still ours; False when it was lost."""
+        ...
+
+    async def release(self, lease: Lease) -> bool:
+        """Give the lease up if it is still ours; False when it was already gone."""
+        ...
+
+    async def holder(self, execution_id: str) -> Lease | None:
+        """Who holds the lease now, or None."""
+        ...
+
+    async def current_generation(self, execution_id: str) -> int | None:
+        """The last generation handed out (never reset), or None if never acquired."""
+        ...
+
+
+class FlowRepository(Protocol):
+    async def put(self, flow: Flow) -> None:
+        """Store a definition under (flow_id, version) and make it the latest."""
+        ...
+
+    async def get(self, flow_id: str, version: str | None = None) -> Flow | None:
+        """A definition by id and version (the latest when version is None), or None."""
+        ...
+
+    async def list_ids(self) -> Sequence[str]:
+        """Ids of every registered flow, sorted."""
+        ...
+
+
+# --- events (V1-V4) ---------------------------------------------------------------------
+
+
+class SubscriptionStore(Protocol):
+    async def add(self, subscription: EventSubscription) -> None:
+        """Store a subscription and index it by event type and execution."""
+        ...
+
+    async def remove(self, subscription_id: str) -> bool:
+        """Delete a subscription and its index entries; False if it did not exist."""
+        ...
+
+    async def get(self, subscription_id: str) -> EventSubscription | None:
+        """A subscription by id, or None."""
+        ...
+
+    async def find(self, event_type: str) -> Sequence[EventSubscription]:
+        """Every subscription for ``event_type`` (matching beyond the type is the domain's)."""
+        ...
+
+
+@attrs.frozen
+class EventNotification:
+    notification_id: str
+    event_id: str
+
+
+class EventLog(Protocol):
+    async def append(self, event: Event) -> None:
+        """Store the event record and notify event filters, atomically."""
+        ...
+
+    async def get(self, event_id: str) -> Event | None:
+        """An event by id, or None."""
+        ...
+
+    async def ensure_group(self) -> None:
+        """Create the notification stream and the event-filter consumer group if missing."""
+        ...
+
+    async def read_notifications(
+        self, consumer: str, *, count: int, block_ms: int
+    ) -> list[EventNotification]:
+        """New notifications for ``consumer`` (first its own pending ones after a restart)."""
+        ...
+
+    async def ack_notification(self, notification_id: str) -> None:
+        """Mark a notification handled."""
+        ...

@@ -1,0 +1,101 @@
+"""Named errors of the plaita domain.
+
+Every error says what was wrong and, where it helps, what to do about it. Callers catch the
+family (``FlowDefinitionError``, ``ExecutionStateError`` …) or the exact name.
+"""
+
+from __future__ import annotations
+
+
+class PlaitaError(Exception):
+    """Root of every error plaita raises on purpose."""
+
+
+# --- flow definitions (E1) -------------------------------------------------------------
+
+
+class FlowDefinitionError(PlaitaError):
+    """A flow definition is not valid; nothing was registered or run."""
+
+
+class InvalidFlowDocumentError(FlowDefinitionError):
+    """The document is not a flow definition (bad JSON, wrong field types, unknown type)."""
+
+
+class DuplicateNodeIdError(FlowDefinitionError):
+    """Two nodes share one id."""
+
+
+class MissingStartNodeError(FlowDefinitionError):
+    """``start`` names no node of the flow."""
+
+
+class UnknownNodeTargetError(FlowDefinitionError):
+    """A node points (``next``, ``then``, ``cases`` …) at a node that does not exist."""
+
+
+class EmptyEventTypeError(FlowDefinitionError):
+    """An ``event`` node has an empty ``event_type``."""
+
+
+class InvalidTimeoutError(FlowDefinitionError):
+    """A timeout or duration is negative, non-finite, too large or not parseable."""
+
+
+class InvalidHandlerReferenceError(FlowDefinitionError):
+    """A task handler is not written as ``module:function``."""
+
+
+class HandlerNotAllowedError(FlowDefinitionError):
+    """A task names a handler module outside the worker's ``--handler-modules`` allowlist."""
+
+
+class InvalidExpressionError(FlowDefinitionError):
+    """A condition or parameter expression does not parse."""
+
+
+# --- executions ---------------------------------------------------------------------
+
+
+class ExecutionStateError(PlaitaError):
+    """An execution cannot do what was asked in the state it is in."""
+
+
+class IllegalTransitionError(ExecutionStateError):
+    """The execution state machine forbids this status change."""
+
+
+class ExecutionIdConflictError(ExecutionStateError):
+    """The execution id already belongs to an execution of another flow (W6)."""
+
+
+class ResumeProtocolError(ExecutionStateError):
+    """A resume carrier does not belong to the checkpoint it met (W7)."""
+
+
+class ExecutionLeaseError(PlaitaError):
+    """A write was fenced off: this holder's lease generation is no longer current (W4)."""
+
+
+class LeaseConflictError(ExecutionLeaseError):
+    """Another holder owns the execution's lease right now (W3)."""
+
+
+class UnknownFlowError(PlaitaError):
+    """No flow definition is registered under this id (and version)."""
+
+
+class UnknownExecutionError(PlaitaError):
+    """No execution is stored under this id."""
+
+
+class SchemaVersionError(PlaitaError):
+    """A task envelope carries a schema version this build does not understand (W11)."""
+
+
+class InvalidEnvelopeError(PlaitaError):
+    """A task envelope is malformed; it is dead-lettered with its raw fields (R4)."""
+
+
+class InvalidEventError(PlaitaError):
+    """An event or subscription is not valid (V1)."""

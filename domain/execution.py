@@ -1,0 +1,201 @@
+"""Execution state and its state machine.
+
+An execution is ``running`` while a worker may advance it, ``suspended`` while it waits for an
+event or a timer, and ends ``completed``, ``error`` or ``cancelled``. ``error`` absorbs every
+change except the explicit wake-up of a retry (W7).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from plaita.domain.errors import IllegalTransitionError
+
+JSON = Any
+
+
+class ExecutionStatus(enum.StrEnum):
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    COMPLETED = "completed"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES = frozenset(
+    {ExecutionStatus.COMPLETED, ExecutionStatus.ERROR, ExecutionStatus.CANCELLED}
+)
+
+_S = ExecutionStatus
+LEGAL_TRANSITIONS: Mapping[ExecutionStatus, frozenset[ExecutionStatus]] = {
+    _S.RUNNING: frozenset({_S.RUNNING, _S.SUSPENDED, _S.COMPLETED, _S.ERROR, _S.CANCELLED}),
+    _S.SUSPENDED: frozenset({_S.RUNNING, _S.ERROR, _S.CANCELLED}),
+    _S.ERROR: frozenset({_S.RUNNING}),
+    _S.COMPLETED: frozenset(),
+    _S.CANCELLED: frozenset(),
+}
+
+
+def check_transition(current: ExecutionStatus, target: ExecutionStatus) -> None:
+    if target not in LEGAL_TRANSITIONS[current]:
+        raise IllegalTransitionError(
+            f"an execution that is {current.value} cannot become {target.value}"
+        )
+
+
+@attrs.frozen
+class ExecutionError:
+    """Why an execution ended in ``error``: a code, a message and the node that failed."""
+
+    code: int
+    message: str
+    node_id: str | None = None
+    kind: str = "FlowErrorException"
+
+    def to_json(self) -> dict[str, JSON]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, JSON]) -> ExecutionError:
+        return cls(
+            code=int(raw["code"]),
+            message=str(raw["message"]),
+            node_id=raw.get("node_id"),
+            kind=str(raw.get("kind", "FlowErrorException")),
+        )
+
+
+@attrs.frozen
+class Suspension:
+    """Where a suspended execution waits: an event subscription or a timer."""
+
+    node_id: str
+    subscription_id: str | None = None
+    wake_at_ms: int | None = None
+
+    def to_json(self) -> dict[str, JSON]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, JSON]) -> Suspension:
+        return cls(
+            node_id=str(raw["node_id"]),
+            subscription_id=raw.get("subscription_id"),
+            wake_at_ms=raw.get("wake_at_ms"),
+        )
+
+
+@attrs.frozen
+class ExecutionState:
+    """The checkpoint of one execution; every field is JSON-serialisable."""
+
+    execution_id: str
+    flow_id: str
+    flow_version: str
+    fingerprint: str
+    status: ExecutionStatus
+    created_at_ms: int
+    updated_at_ms: int
+    tenant_id: str = "default"
+    input: Mapping[str, JSON] = attrs.field(factory=dict)
+    variables: Mapping[str, JSON] = attrs.field(factory=dict)
+    node_results: Mapping[str, JSON] = attrs.field(factory=dict)
+    next_node_id: str | None = None
+    last_node_id: str | None = None
+    last_branch: str | None = None
+    suspension: Suspension | None = None
+    result: JSON = None
+    error: ExecutionError | None = None
+    steps: int = 0
+
+    @classmethod
+    def new(
+        cls,
+        *,
+        execution_id: str,
+        flow_id: str,
+        flow_version: str,
+        fingerprint: str,
+        start_node_id: str,
+        input: Mapping[str, JSON],
+        now_ms: int,
+        tenant_id: str = "default",
+    ) -> ExecutionState:
+        return cls(
+            execution_id=execution_id,
+            flow_id=flow_id,
+            flow_version=flow_version,
+            fingerprint=fingerprint,
+            status=ExecutionStatus.RUNNING,
+            created_at_ms=now_ms,
+            updated_at_ms=now_ms,
+            tenant_id=tenant_id,
+            input=dict(input),
+            next_node_id=start_node_id,
+        )
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status.is_terminal
+
+    def transition(self, target: ExecutionStatus, *, now_ms: int, **changes: Any) -> ExecutionState:
+        """Return the state moved to ``target``; ``IllegalTransitionError`` if not allowed."""
+        check_transition(self.status, target)
+        if target is not ExecutionStatus.SUSPENDED:
+            changes.setdefault("suspension", None)
+        return attrs.evolve(self, status=target, updated_at_ms=now_ms, **changes)
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "execution_id": self.execution_id,
+            "flow_id": self.flow_id,
+            "flow_version": self.flow_version,
+            "fingerprint": self.fingerprint,
+            "status": self.status.value,
+            "created_at_ms": self.created_at_ms,
+            "updated_at_ms": self.updated_at_ms,
+            "tenant_id": self.tenant_id,
+            "input": dict(self.input),
+            "variables": dict(self.variables),
+            "node_results": dict(self.node_results),
+            "next_node_id": self.next_node_id,
+            "last_node_id": self.last_node_id,
+            "last_branch": self.last_branch,
+            "suspension": None if self.suspension is None else self.suspension.to_json(),
+            "result": self.result,
+            "error": None if self.error is None else self.error.to_json(),
+            "steps": self.steps,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, JSON]) -> ExecutionState:
+        suspension = raw.get("suspension")
+        error = raw.get("error")
+        return cls(
+            execution_id=raw["execution_id"],
+            flow_id=raw["flow_id"],
+            flow_version=raw["flow_version"],
+            fingerprint=raw.get("fingerprint", ""),
+            status=ExecutionStatus(raw["status"]),
+            created_at_ms=int(raw["created_at_ms"]),
+            updated_at_ms=int(raw["updated_at_ms"]),
+            tenant_id=raw.get("tenant_id", "default"),
+            input=raw.get("input") or {},
+            variables=raw.get("variables") or {},
+            node_results=raw.get("node_results") or {},
+            next_node_id=raw.get("next_node_id"),
+            last_node_id=raw.get("last_node_id"),
+            last_branch=raw.get("last_branch"),
+            suspension=None if suspension is None else Suspension.from_json(suspension),
+            result=raw.get("result"),
+            error=None if error is None else ExecutionError.from_json(error),
+            steps=int(raw.get("steps", 0)),
+        )

@@ -1,0 +1,252 @@
+"""The flow graph: node types, validation with named errors, fingerprints (E1, E1a)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from plaita.domain.durations import MAX_WAIT_MS, Duration, parse_duration_ms
+from plaita.domain.errors import (
+    DuplicateNodeIdError,
+    EmptyEventTypeError,
+    InvalidFlowDocumentError,
+    InvalidHandlerReferenceError,
+    MissingStartNodeError,
+    UnknownNodeTargetError,
+)
+
+JSON = Any
+
+
+class _Document(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class FailureStrategy(_Document):
+    """What a node does once its attempts are used up: abort, continue, continue_with."""
+
+    strategy: Literal["abort", "continue", "continue_with"] = "abort"
+    default: JSON = None
+
+
+class _NodeBase(_Document):
+    id: str = Field(min_length=1)
+    timeout: Duration | None = None
+    retry_times: int = Field(default=0, ge=0, le=100, alias="retryTimes")
+    error_handler: FailureStrategy = Field(default_factory=FailureStrategy, alias="errorHandler")
+    timeout_handler: FailureStrategy = Field(
+        default_factory=FailureStrategy, alias="timeoutHandler"
+    )
+
+    def targets(self) -> tuple[str, ...]:
+        return ()
+
+
+class TaskNode(_NodeBase):
+    type: Literal["task"]
+    handler: str
+    params: dict[str, JSON] = Field(default_factory=dict)
+    next: str
+
+    def targets(self) -> tuple[str, ...]:
+        return (self.next,)
+
+    @property
+    def handler_module(self) -> str:
+        return self.handler.partition(":")[0]
+
+
+class IfNode(_NodeBase):
+    type: Literal["if"]
+    condition: str = Field(min_length=1)
+    then: str
+    else_: str = Field(alias="else")
+
+    def targets(self) -> tuple[str, ...]:
+        return (self.then, self.else_)
+
+
+class SwitchCase(_Document):
+    when: str = Field(min_length=1)
+    next: str
+
+
+class SwitchNode(_NodeBase):
+    type: Literal["switch"]
+    cases: list[SwitchCase] = Field(min_length=1)
+    default: str | None = None
+
+    def targets(self) -> tuple[str, ...]:
+        extra = (self.default,) if self.default is not None else ()
+        return (*(case.next for case in self.cases), *extra)
+
+
+class EventNode(_NodeBase):
+    type: Literal["event"]
+    event_type: str
+    filter: dict[str, JSON] = Field(default_factory=dict)
+    timeout_next: str | None = None
+    next: str
+
+    def targets(self) -> tuple[str, ...]:
+        extra = (self.timeout_next,) if self.timeout_next is not None else ()
+        return (self.next, *extra)
+
+
+class SleepNode(_NodeBase):
+    type: Literal["sleep"]
+    duration: Duration
+    next: str
+
+    def targets(self) -> tuple[str, ...]:
+        return (self.next,)
+
+
+class EndNode(_NodeBase):
+    type: Literal["end"]
+    output: str | None = None
+
+
+Node = Annotated[
+    TaskNode | IfNode | SwitchNode | EventNode | SleepNode | EndNode, Field(discriminator="type")
+]
+_NODE_LIST = TypeAdapter(list[Node])
+
+
+class FlowDocument(_Document):
+    flow_id: str = Field(min_length=1)
+    version: str = Field(default="1", min_length=1)
+    start: str = Field(min_length=1)
+    timeout: Duration | None = None
+    nodes: list[Node] = Field(min_length=1)
+
+
+class Flow:
+    """A validated flow definition. Construct with ``Flow.from_document`` or ``Flow.from_json``."""
+
+    __slots__ = ("_by_id", "document", "fingerprint", "timeout_ms")
+
+    def __init__(self, document: FlowDocument) -> None:
+        self.document = document
+        self._by_id = _index_nodes(document)
+        _check_graph(document, self._by_id)
+        self.timeout_ms = (
+            None
+            if document.timeout is None
+            else parse_duration_ms(document.timeout, field="flow.timeout", maximum_ms=MAX_WAIT_MS)
+        )
+        self.fingerprint = _sha256(document.model_dump(mode="json", by_alias=True))
+
+    @classmethod
+    def from_document(cls, raw: Mapping[str, JSON]) -> Flow:
+        try:
+            document = FlowDocument.model_validate(raw)
+        except ValidationError as exc:
+            raise InvalidFlowDocumentError(_describe(exc, raw)) from None
+        return cls(document)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Flow:
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidFlowDocumentError(f"flow definition is not valid JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise InvalidFlowDocumentError("flow definition must be a JSON object")
+        return cls.from_document(raw)
+
+    @property
+    def flow_id(self) -> str:
+        return self.document.flow_id
+
+    @property
+    def version(self) -> str:
+        return self.document.version
+
+    @property
+    def start_node(self) -> _NodeBase:
+        return self._by_id[self.document.start]
+
+    def node(self, node_id: str) -> _NodeBase:
+        return self._by_id[node_id]
+
+    def has_node(self, node_id: str) -> bool:
+        return node_id in self._by_id
+
+    def nodes(self) -> Iterator[_NodeBase]:
+        return iter(self._by_id.values())
+
+    def handler_modules(self) -> frozenset[str]:
+        return frozenset(n.handler_module for n in self.nodes() if isinstance(n, TaskNode))
+
+    def to_document(self) -> dict[str, JSON]:
+        return self.document.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    def subgraph_fingerprint(self, node_id: str) -> str:
+        """sha256 of the nodes reachable from ``node_id``: drift elsewhere does not matter (W7)."""
+        seen: dict[str, _NodeBase] = {}
+        stack = [node_id]
+        while stack:
+            current = stack.pop()
+            if current in seen or current not in self._by_id:
+                continue
+            seen[current] = self._by_id[current]
+            stack.extend(seen[current].targets())
+        return _sha256([seen[k].model_dump(mode="json", by_alias=True) for k in sorted(seen)])
+
+
+def _index_nodes(document: FlowDocument) -> dict[str, _NodeBase]:
+    by_id: dict[str, _NodeBase] = {}
+    for node in document.nodes:
+        if node.id in by_id:
+            raise DuplicateNodeIdError(
+                f"flow {document.flow_id!r}: node id {node.id!r} is used more than once"
+            )
+        by_id[node.id] = node
+    return by_id
+
+
+def _check_graph(document: FlowDocument, by_id: Mapping[str, _NodeBase]) -> None:
+    flow = document.flow_id
+    if document.start not in by_id:
+        raise MissingStartNodeError(f"flow {flow!r}: start node {document.start!r} does not exist")
+    for node in by_id.values():
+        for target in node.targets():
+            if target not in by_id:
+                raise UnknownNodeTargetError(
+                    f"flow {flow!r}: node {node.id!r} points at unknown node {target!r}"
+                )
+        where = f"flow {flow!r} node {node.id!r}"
+        if node.timeout is not None:
+            if isinstance(node, EventNode):
+                parse_duration_ms(node.timeout, field=f"{where} timeout", maximum_ms=MAX_WAIT_MS)
+            else:
+                parse_duration_ms(node.timeout, field=f"{where} timeout")
+        if isinstance(node, EventNode) and not node.event_type.strip():
+            raise EmptyEventTypeError(f"{where}: event_type must not be empty")
+        if isinstance(node, SleepNode):
+            parse_duration_ms(node.duration, field=f"{where} duration", maximum_ms=MAX_WAIT_MS)
+        if isinstance(node, TaskNode):
+            module, sep, function = node.handler.partition(":")
+            if not (sep and module and function):
+                raise InvalidHandlerReferenceError(
+                    f"{where}: handler {node.handler!r} must be written as 'module:function'"
+                )
+
+
+def _sha256(value: JSON) -> str:
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _describe(exc: ValidationError, raw: Mapping[str, JSON]) -> str:
+    flow = raw.get("flow_id", "<no flow_id>")
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '<document>'}: {err['msg']}"
+        for err in exc.errors()
+    )
+    return f"flow {flow!r} is not a valid definition: {problems}"
