@@ -193,3 +193,9 @@ class EventLog(Protocol):
     async def ack_notification(self, notification_id: str) -> None:
         """Mark a notification handled."""
         ...
+
+    async def reclaim_notifications(
+        self, consumer: str, *, min_idle_ms: int, count: int
+    ) -> list[EventNotification]:
+        """Take over notifications left pending by a crashed event filter."""
+        ...
