@@ -99,3 +99,11 @@ class InvalidEnvelopeError(PlaitaError):
 
 class InvalidEventError(PlaitaError):
     """An event or subscription is not valid (V1)."""
+
+
+class UnknownHandlerError(FlowDefinitionError):
+    """A task's handler cannot be imported or is not a callable of its module."""
+
+
+class SuspensionRegistrationError(PlaitaError):
+    """A wait could not register its way to wake up; the step fails instead of suspending (E6)."""

@@ -1,0 +1,283 @@
+"""NodeRunner: one node's whole life — attempts, timeouts, retries, error strategies (E3, E4)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import json
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+
+from plaita.application.engine.callbacks import CallbackManager
+from plaita.application.engine.context import ExecutionContext, NodeContext
+from plaita.application.engine.expressions import (
+    ExpressionEvaluationError,
+    evaluate,
+    render_template,
+)
+from plaita.application.handlers import Handler, HandlerRegistry
+from plaita.application.ports import Clock
+from plaita.domain.durations import parse_duration_ms
+from plaita.domain.failures import (
+    BranchMissError,
+    DeterministicNodeError,
+    ExecutionCancelledError,
+    ExecutionDeadlineError,
+    FailureKind,
+    FlowExecutionException,
+    NodeExecutionError,
+    NodeTimeoutError,
+    backoff_seconds,
+    classify_failure,
+)
+from plaita.domain.flow import EndNode, FailureStrategy, IfNode, SwitchNode, TaskNode, _NodeBase
+
+JSON = Any
+Sleep = Callable[[float], Awaitable[None]]
+
+#: Backoffs sleep in slices this long so a cancel is seen within a second (E3).
+BACKOFF_SLICE_SECONDS = 0.5
+
+
+@attrs.frozen
+class NodeOutcome:
+    result: JSON
+    branch: str | None
+    next_node_id: str | None
+
+
+class Budget:
+    """The execution's remaining time, read from an injected monotonic clock (E5)."""
+
+    def __init__(self, clock: Clock, budget_ms: int | None) -> None:
+        self._clock = clock
+        self.budget_ms = budget_ms
+        self._deadline = None if budget_ms is None else clock.monotonic() + budget_ms / 1000
+
+    def remaining_ms(self) -> float | None:
+        if self._deadline is None:
+            return None
+        return max(0.0, (self._deadline - self._clock.monotonic()) * 1000)
+
+    def attempt_limit_ms(self, node_timeout_ms: int | None) -> tuple[float | None, bool]:
+        """The attempt's timeout and whether the execution budget (not the node) sets it."""
+        remaining = self.remaining_ms()
+        if remaining is None:
+            return node_timeout_ms, False
+        if node_timeout_ms is None or remaining < node_timeout_ms:
+            return remaining, True
+        return node_timeout_ms, False
+
+
+class NodeRunner:
+    def __init__(
+        self,
+        handlers: HandlerRegistry,
+        callbacks: CallbackManager,
+        clock: Clock,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self._handlers = handlers
+        self._callbacks = callbacks
+        self._clock = clock
+        self._sleep = sleep
+
+    async def run_node(
+        self, node: _NodeBase, context: ExecutionContext, budget: Budget
+    ) -> NodeOutcome:
+        """Run a task, if, switch or end node; record its result on success (E3)."""
+        self._callbacks.on_node_start(context.execution_id, node.id, _type_of(node))
+        if isinstance(node, TaskNode):
+            outcome = NodeOutcome(await self._run_task(node, context, budget), None, node.next)
+        elif isinstance(node, IfNode | SwitchNode):
+            outcome = self._run_branch(node, context)
+        elif isinstance(node, EndNode):
+            outcome = NodeOutcome(self._end_result(node, context), None, None)
+        else:
+            raise TypeError(f"NodeRunner cannot run {_type_of(node)} node {node.id!r}")
+        context.record_node(node.id, outcome.result, outcome.branch)
+        self._callbacks.on_node_end(context.execution_id, node.id, outcome.result, outcome.branch)
+        return outcome
+
+    # --- task nodes ------------------------------------------------------------------
+
+    async def _run_task(self, node: TaskNode, context: ExecutionContext, budget: Budget) -> JSON:
+        node_timeout_ms = None if node.timeout is None else parse_duration_ms(
+            node.timeout, field=f"node {node.id!r} timeout"
+        )
+        attempts = 1 + node.retry_times
+        for attempt in range(1, attempts + 1):
+            _check_cancel(context, node.id)
+            limit_ms, deadline_bound = budget.attempt_limit_ms(node_timeout_ms)
+            if deadline_bound and limit_ms is not None and limit_ms <= 0:
+                raise _deadline(node.id, budget)
+            try:
+                handler = self._handlers.resolve(node.handler)
+                params = render_template(node.params, context.names())
+                result = await self._invoke(handler, params, context, node.id, attempt, limit_ms)
+                return _require_json(node.id, result)
+            except TimeoutError:
+                if deadline_bound:
+                    raise _deadline(node.id, budget) from None
+                return _apply_strategy(
+                    node.timeout_handler,
+                    NodeTimeoutError(
+                        f"node {node.id!r} timed out after {node_timeout_ms} ms", node_id=node.id
+                    ),
+                )
+            except FlowExecutionException:
+                raise
+            except ExpressionEvaluationError as exc:
+                return _apply_strategy(node.error_handler, _node_failed(node.id, exc))
+            except Exception as exc:
+                kind = classify_failure(exc)
+                if kind is not FailureKind.TRANSIENT or attempt == attempts:
+                    return _apply_strategy(node.error_handler, _node_failed(node.id, exc))
+                await self._backoff(attempt, context, node.id, budget)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def _invoke(
+        self,
+        handler: Handler,
+        params: JSON,
+        context: ExecutionContext,
+        node_id: str,
+        attempt: int,
+        limit_ms: float | None,
+    ) -> JSON:
+        attempt_cancel = threading.Event()
+        node_context = NodeContext.for_attempt(context, node_id, attempt, attempt_cancel)
+        timeout = None if limit_ms is None else limit_ms / 1000
+        try:
+            if inspect.iscoroutinefunction(handler):
+                return await asyncio.wait_for(handler(params, node_context), timeout)
+            result = await _run_sync(handler, params, node_context, timeout)
+            if inspect.isawaitable(result):
+                result = await asyncio.wait_for(result, timeout)
+            return result
+        except TimeoutError:
+            # The handler's thread cannot be killed: tell it to stop and abandon it (E4).
+            attempt_cancel.set()
+            raise
+
+    async def _backoff(
+        self, attempt: int, context: ExecutionContext, node_id: str, budget: Budget
+    ) -> None:
+        delay = backoff_seconds(attempt)
+        remaining = budget.remaining_ms()
+        if remaining is not None:
+            delay = min(delay, remaining / 1000)
+        while delay > 0:
+            _check_cancel(context, node_id)
+            step = min(BACKOFF_SLICE_SECONDS, delay)
+            await self._sleep(step)
+            delay -= step
+
+    # --- branch and end nodes -----------------------------------------------------------
+
+    def _run_branch(self, node: IfNode | SwitchNode, context: ExecutionContext) -> NodeOutcome:
+        names = context.names()
+        try:
+            if isinstance(node, IfNode):
+                taken = bool(evaluate(node.condition, names))
+                return NodeOutcome(taken, "then" if taken else "else", node.then if taken else node.else_)
+            for index, case in enumerate(node.cases):
+                if evaluate(case.when, names):
+                    return NodeOutcome(index, f"case:{index}", case.next)
+        except ExpressionEvaluationError as exc:
+            value = _apply_strategy(node.error_handler, _node_failed(node.id, exc))
+            return NodeOutcome(value, None, None)
+        if node.default is not None:
+            return NodeOutcome(None, "default", node.default)
+        miss = BranchMissError(
+            f"switch node {node.id!r}: no case matched and there is no default", node_id=node.id
+        )
+        # E7: a miss never leaves the execution running; `continue` ends the flow here.
+        return NodeOutcome(_apply_strategy(node.error_handler, miss), None, None)
+
+    def _end_result(self, node: EndNode, context: ExecutionContext) -> JSON:
+        if node.output is None:
+            return None if context.last_node_id is None else context.node_results.get(context.last_node_id)
+        try:
+            return _require_json(node.id, evaluate(node.output, context.names()))
+        except ExpressionEvaluationError as exc:
+            return _apply_strategy(node.error_handler, _node_failed(node.id, exc))
+
+
+async def _run_sync(
+    handler: Handler, params: JSON, node_context: NodeContext, timeout: float | None
+) -> JSON:
+    # Each path runs inside a copy of the caller's contextvars: a tenant or trace ContextVar
+    # set by the caller must be visible to the handler's thread (seed plaita#58).
+    loop = asyncio.get_running_loop()
+    copied = contextvars.copy_context()
+    if timeout is None:
+        return await loop.run_in_executor(None, copied.run, handler, params, node_context)
+    future: asyncio.Future[JSON] = loop.create_future()
+
+    def settle(result: JSON, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
+
+    def target() -> None:
+        try:
+            result = copied.run(handler, params, node_context)
+        except BaseException as exc:
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, result, None)
+
+    # A daemon thread of its own: on timeout it is abandoned and must not hold a pool slot.
+    threading.Thread(target=target, name=f"plaita-node-{node_context.node_id}", daemon=True).start()
+    return await asyncio.wait_for(future, timeout)
+
+
+def _check_cancel(context: ExecutionContext, node_id: str) -> None:
+    if context.cancel_event.is_set():
+        raise ExecutionCancelledError(f"execution cancelled at node {node_id!r}", node_id=node_id)
+
+
+def _deadline(node_id: str, budget: Budget) -> ExecutionDeadlineError:
+    return ExecutionDeadlineError(
+        f"execution deadline of {budget.budget_ms} ms reached at node {node_id!r}", node_id=node_id
+    )
+
+
+def _node_failed(node_id: str, cause: BaseException) -> NodeExecutionError:
+    error = NodeExecutionError(
+        f"node {node_id!r} failed: {type(cause).__name__}: {cause}",
+        node_id=node_id,
+        code=getattr(cause, "code", None) if isinstance(getattr(cause, "code", None), int) else None,
+    )
+    error.__cause__ = cause
+    return error
+
+
+def _apply_strategy(strategy: FailureStrategy, error: FlowExecutionException) -> JSON:
+    if strategy.strategy == "continue":
+        return None
+    if strategy.strategy == "continue_with":
+        return strategy.default
+    raise error
+
+
+def _require_json(node_id: str, value: JSON) -> JSON:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise DeterministicNodeError(
+            f"node {node_id!r} produced a value that is not JSON-serialisable: {exc}"
+        ) from None
+    return value
+
+
+def _type_of(node: _NodeBase) -> str:
+    return str(getattr(node, "type", type(node).__name__))

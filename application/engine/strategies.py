@@ -1,0 +1,249 @@
+"""Execution strategies (E6): Normal runs to the end in-process, Distributed advances one node.
+
+Both walk the same graph with the same NodeRunner; they differ only in how they treat waits
+(``event`` and ``sleep`` nodes) and in how errors are shaped for their callers (E8).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import attrs
+
+from plaita.application.engine.callbacks import CallbackManager
+from plaita.application.engine.context import ExecutionContext
+from plaita.application.engine.runner import Budget, NodeRunner
+from plaita.domain.durations import MAX_WAIT_MS, parse_duration_ms
+from plaita.domain.envelope import ResumeType
+from plaita.domain.errors import ResumeProtocolError, SuspensionRegistrationError
+from plaita.domain.events import Event, EventSubscription
+from plaita.domain.execution import Suspension
+from plaita.domain.failures import ExecutionCancelledError, NodeTimeoutError
+from plaita.domain.flow import EndNode, EventNode, Flow, SleepNode, _NodeBase
+
+JSON = Any
+Sleep = Callable[[float], Awaitable[None]]
+
+#: The result an ``event`` node records when its timeout fires and ``timeout_next`` is taken.
+TIMEOUT_MARKER: dict[str, JSON] = {"timeout": True}
+
+
+class EventWaiter(Protocol):
+    async def wait_for_event(
+        self, subscription: EventSubscription, timeout_ms: int | None
+    ) -> Event | None:
+        """Wait in-process for a matching event; None when the timeout passed first."""
+        ...
+
+
+class SuspensionRegistrar(Protocol):
+    async def register_event_wait(
+        self, node: EventNode, context: ExecutionContext
+    ) -> Suspension:
+        """Register the subscription (and its timeout timer) before the execution suspends."""
+        ...
+
+    async def register_timer(self, node: SleepNode, context: ExecutionContext) -> Suspension:
+        """Register a durable timer for a ``sleep`` node before the execution suspends."""
+        ...
+
+
+@attrs.frozen
+class ResumeInput:
+    resume_type: ResumeType
+    event: JSON = None
+    subscription_id: str | None = None
+
+
+@attrs.frozen
+class StepOutput:
+    """What one step did: the node it ran, its result and where the execution stands now."""
+
+    node_id: str
+    node_type: str
+    result: JSON
+    branch: str | None
+    next_node_id: str | None
+    is_end: bool = False
+    suspension: Suspension | None = None
+
+    @property
+    def is_suspend(self) -> bool:
+        return self.suspension is not None
+
+
+def event_subscription(
+    node: EventNode, context: ExecutionContext, subscription_id: str, now_ms: int
+) -> EventSubscription:
+    """An event node waits for its type, correlated by the execution id (E1a)."""
+    return EventSubscription(
+        subscription_id=subscription_id,
+        event_type=node.event_type,
+        execution_id=context.execution_id,
+        flow_id=context.flow_id,
+        node_id=node.id,
+        created_at_ms=now_ms,
+        correlation_id=context.execution_id,
+        filter_condition=dict(node.filter),
+        tenant_id=context.tenant_id,
+    )
+
+
+def wait_timeout_ms(node: EventNode) -> int | None:
+    if node.timeout is None:
+        return None
+    return parse_duration_ms(node.timeout, field=f"node {node.id!r} timeout", maximum_ms=MAX_WAIT_MS)
+
+
+class NormalStrategy:
+    """Run from the start node to an end node in this process."""
+
+    def __init__(
+        self,
+        runner: NodeRunner,
+        callbacks: CallbackManager,
+        *,
+        event_waiter: EventWaiter | None,
+        new_id: Callable[[], str],
+        now_ms: Callable[[], int],
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self._runner = runner
+        self._callbacks = callbacks
+        self._event_waiter = event_waiter
+        self._new_id = new_id
+        self._now_ms = now_ms
+        self._sleep = sleep
+
+    async def run(self, flow: Flow, context: ExecutionContext, budget: Budget) -> JSON:
+        node: _NodeBase | None = flow.start_node
+        result: JSON = None
+        while node is not None:
+            if isinstance(node, EventNode):
+                result, next_id = await self._wait(node, context)
+            elif isinstance(node, SleepNode):
+                result, next_id = await self._nap(node, context)
+            else:
+                outcome = await self._runner.run_node(node, context, budget)
+                result, next_id = outcome.result, outcome.next_node_id
+                if isinstance(node, EndNode):
+                    return result
+            node = None if next_id is None else flow.node(next_id)
+        return result
+
+    async def _wait(self, node: EventNode, context: ExecutionContext) -> tuple[JSON, str | None]:
+        if self._event_waiter is None:
+            raise SuspensionRegistrationError(
+                f"node {node.id!r} waits for {node.event_type!r} but this run has no event "
+                "source; run the flow on a worker (distributed mode) or pass an event bus"
+            )
+        self._callbacks.on_node_start(context.execution_id, node.id, "event")
+        subscription = event_subscription(node, context, self._new_id(), self._now_ms())
+        event = await self._event_waiter.wait_for_event(subscription, wait_timeout_ms(node))
+        return _finish_wait(node, context, self._callbacks, None if event is None else event.to_json())
+
+    async def _nap(self, node: SleepNode, context: ExecutionContext) -> tuple[JSON, str | None]:
+        self._callbacks.on_node_start(context.execution_id, node.id, "sleep")
+        await self._sleep(parse_duration_ms(node.duration, field="duration", maximum_ms=MAX_WAIT_MS) / 1000)
+        context.record_node(node.id, None, None)
+        self._callbacks.on_node_end(context.execution_id, node.id, None, None)
+        return None, node.next
+
+
+class DistributedStrategy:
+    """Advance exactly one node per call from a checkpoint (E6)."""
+
+    def __init__(self, runner: NodeRunner, callbacks: CallbackManager) -> None:
+        self._runner = runner
+        self._callbacks = callbacks
+
+    async def step(
+        self,
+        flow: Flow,
+        context: ExecutionContext,
+        *,
+        node_id: str,
+        resume: ResumeInput | None,
+        registrar: SuspensionRegistrar,
+        budget: Budget,
+    ) -> StepOutput:
+        node = flow.node(node_id)
+        if resume is not None and resume.resume_type not in (ResumeType.CONTINUE, ResumeType.RETRY):
+            return self._resume(node, context, resume)
+        if isinstance(node, EventNode | SleepNode):
+            return await self._suspend(node, context, registrar)
+        outcome = await self._runner.run_node(node, context, budget)
+        return StepOutput(
+            node_id=node.id,
+            node_type=node.type,  # type: ignore[attr-defined]
+            result=outcome.result,
+            branch=outcome.branch,
+            next_node_id=outcome.next_node_id,
+            is_end=isinstance(node, EndNode) or outcome.next_node_id is None,
+        )
+
+    async def _suspend(
+        self, node: EventNode | SleepNode, context: ExecutionContext, registrar: SuspensionRegistrar
+    ) -> StepOutput:
+        self._callbacks.on_node_start(context.execution_id, node.id, node.type)
+        if isinstance(node, EventNode):
+            suspension = await registrar.register_event_wait(node, context)
+            reason = f"waiting for {node.event_type}"
+        else:
+            suspension = await registrar.register_timer(node, context)
+            reason = "sleeping"
+        self._callbacks.on_node_suspend(context.execution_id, node.id, reason)
+        self._callbacks.on_flow_suspend(context.execution_id, node.id)
+        return StepOutput(
+            node_id=node.id,
+            node_type=node.type,
+            result=None,
+            branch=None,
+            next_node_id=node.id,
+            suspension=suspension,
+        )
+
+    def _resume(self, node: _NodeBase, context: ExecutionContext, resume: ResumeInput) -> StepOutput:
+        kind = resume.resume_type
+        self._callbacks.on_flow_resume(context.execution_id, node.id, kind.value)
+        if kind is ResumeType.CANCEL:
+            raise ExecutionCancelledError(f"execution cancelled at node {node.id!r}", node_id=node.id)
+        if isinstance(node, EventNode) and kind is ResumeType.EVENT:
+            result, next_id = _finish_wait(node, context, self._callbacks, resume.event)
+        elif isinstance(node, EventNode) and kind is ResumeType.TIMEOUT:
+            result, next_id = _finish_wait(node, context, self._callbacks, None)
+        elif isinstance(node, SleepNode) and kind is ResumeType.TIMEOUT:
+            context.record_node(node.id, None, None)
+            self._callbacks.on_node_end(context.execution_id, node.id, None, None)
+            result, next_id = None, node.next
+        else:
+            raise ResumeProtocolError(
+                f"a {kind.value} resume cannot wake {getattr(node, 'type', '?')} node {node.id!r}"
+            )
+        return StepOutput(
+            node_id=node.id,
+            node_type=node.type,  # type: ignore[attr-defined]
+            result=result,
+            branch=None,
+            next_node_id=next_id,
+        )
+
+
+def _finish_wait(
+    node: EventNode, context: ExecutionContext, callbacks: CallbackManager, event: JSON
+) -> tuple[JSON, str | None]:
+    if event is None:
+        if node.timeout_next is None:
+            raise NodeTimeoutError(
+                f"event node {node.id!r} timed out waiting for {node.event_type!r} and has no "
+                "timeout_next",
+                node_id=node.id,
+            )
+        result, next_id, branch = dict(TIMEOUT_MARKER), node.timeout_next, "timeout"
+    else:
+        result, next_id, branch = event, node.next, None
+    context.record_node(node.id, result, branch)
+    callbacks.on_node_end(context.execution_id, node.id, result, branch)
+    return result, next_id

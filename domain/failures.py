@@ -1,0 +1,115 @@
+"""Flow and node failures: the exceptions handlers raise and how each one is classified (E3, E8).
+
+Handlers signal intent by raising ``TransientNodeError`` (retry me) or
+``DeterministicNodeError`` (retrying cannot help). Unknown exceptions count as transient; a
+plain ``ValueError`` counts as deterministic, as in the seed.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from plaita.domain.errors import PlaitaError
+
+CODE_DETERMINISTIC = 1001
+CODE_TRANSIENT = 1002
+CODE_TRANSIENT_RESOURCE = 1003
+CODE_FLOW_ERROR = -500
+CODE_TIMEOUT = -408
+CODE_CANCELLED = -499
+CODE_BRANCH_MISS = -404
+
+
+class FlowExecutionException(PlaitaError):
+    """A flow failed; ``code`` says how, ``node_id`` where."""
+
+    code = CODE_FLOW_ERROR
+
+    def __init__(self, message: str, *, node_id: str | None = None, code: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.node_id = node_id
+        if code is not None:
+            self.code = code
+
+
+class FlowErrorException(FlowExecutionException):
+    """The single error shape of distributed mode and the wrapper for unknown errors (E8)."""
+
+
+class NodeExecutionError(FlowExecutionException):
+    """A node's handler failed and its errorHandler said abort."""
+
+
+class BranchMissError(FlowExecutionException):
+    """An if/switch node matched no branch and has no default (E7)."""
+
+    code = CODE_BRANCH_MISS
+
+
+class FlowTimeoutError(FlowExecutionException):
+    """A node or the flow ran out of time."""
+
+    code = CODE_TIMEOUT
+
+
+class NodeTimeoutError(FlowTimeoutError):
+    """A node's attempt exceeded its timeout and its timeoutHandler said abort."""
+
+
+class ExecutionDeadlineError(FlowTimeoutError):
+    """The execution's whole budget is spent; terminal, never retried (E5)."""
+
+
+class ExecutionCancelledError(FlowExecutionException):
+    """The execution was cancelled while a node ran."""
+
+    code = CODE_CANCELLED
+
+
+class NodeError(PlaitaError):
+    """Raise from a handler to say how the failure should be treated."""
+
+    code = CODE_TRANSIENT
+
+
+class TransientNodeError(NodeError):
+    """A failure that may pass: the node is retried within its budget."""
+
+    code = CODE_TRANSIENT
+
+
+class ResourceExhaustedNodeError(TransientNodeError):
+    """A transient failure caused by a busy or rate-limited resource."""
+
+    code = CODE_TRANSIENT_RESOURCE
+
+
+class DeterministicNodeError(NodeError):
+    """A failure that retrying cannot fix (bad input, bad configuration)."""
+
+    code = CODE_DETERMINISTIC
+
+
+class FailureKind(enum.Enum):
+    TRANSIENT = "transient"
+    DETERMINISTIC = "deterministic"
+    TERMINAL = "terminal"
+
+
+def classify_failure(error: BaseException) -> FailureKind:
+    """Transient failures are retried; deterministic go to the errorHandler at once (E3)."""
+    if isinstance(error, FlowTimeoutError | ExecutionCancelledError):
+        return FailureKind.TERMINAL
+    if isinstance(error, NodeError):
+        return (
+            FailureKind.DETERMINISTIC if error.code == CODE_DETERMINISTIC else FailureKind.TRANSIENT
+        )
+    if isinstance(error, ValueError):
+        return FailureKind.DETERMINISTIC
+    return FailureKind.TRANSIENT
+
+
+def backoff_seconds(retry_number: int) -> float:
+    """Delay before retry ``retry_number`` (1-based): min(30 s, 1 s × 2^(n-1))."""
+    return float(min(30, 2 ** max(0, retry_number - 1)))
