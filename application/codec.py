@@ -12,8 +12,6 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from plaita.domain.envelope import (
     CURRENT_SCHEMA_VERSION,
     CarrierKind,
@@ -22,6 +20,7 @@ from plaita.domain.envelope import (
     check_schema_version,
 )
 from plaita.domain.errors import InvalidEnvelopeError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 ENVELOPE_FIELD = "envelope"
 SCHEMA_FIELD = "schema_version"
@@ -78,7 +77,8 @@ def decode_envelope(fields: Mapping[str, str]) -> TaskEnvelope:
         document = EnvelopeDocument.model_validate_json(text)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '<envelope>'}: {e['msg']}" for e in exc.errors()
+            f"{'.'.join(str(p) for p in e['loc']) or '<envelope>'}: {e['msg']}"
+            for e in exc.errors()
         )
         raise InvalidEnvelopeError(f"malformed task envelope: {problems}") from None
     try:

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import attrs
-
 from plaita.domain.envelope import TaskEnvelope
 from plaita.domain.events import Event, EventSubscription
 from plaita.domain.execution import ExecutionState, ExecutionStatus
@@ -60,6 +59,14 @@ class QueueStats:
     pending: int
 
 
+@attrs.frozen
+class DeadLetter:
+    dlq_id: str
+    message_id: str
+    reason: str
+    raw: dict[str, str]
+
+
 class TaskQueue(Protocol):
     async def ensure_group(self) -> None:
         """Create the stream and its consumer group if missing (group starts at id 0)."""
@@ -83,6 +90,14 @@ class TaskQueue(Protocol):
 
     async def stats(self) -> QueueStats:
         """Stream length and number of pending (delivered, not acked) carriers."""
+        ...
+
+    async def dead_letter(self, delivery: Delivery, reason: str) -> str:
+        """Copy the carrier's raw fields and ``reason`` to the DLQ, then ack it; the DLQ id."""
+        ...
+
+    async def dead_letters(self, *, count: int = 100) -> list[DeadLetter]:
+        """The newest dead letters, newest first."""
         ...
 
 
@@ -141,6 +156,14 @@ class FlowRepository(Protocol):
 
     async def list_ids(self) -> Sequence[str]:
         """Ids of every registered flow, sorted."""
+        ...
+
+
+class DedupStore(Protocol):
+    async def claim(
+        self, key: str, execution_id: str, *, tenant_id: str, ttl_ms: int
+    ) -> str | None:
+        """Claim ``key`` for ``execution_id`` (SET NX); the id that already holds it, or None."""
         ...
 
 

@@ -6,9 +6,8 @@ import math
 from datetime import timedelta
 from functools import lru_cache
 
-from pydantic import TypeAdapter, ValidationError
-
 from plaita.domain.errors import InvalidTimeoutError
+from pydantic import TypeAdapter, ValidationError
 
 MAX_NODE_TIMEOUT_MS = 24 * 60 * 60 * 1000
 MAX_WAIT_MS = 366 * 24 * 60 * 60 * 1000
@@ -21,7 +20,9 @@ Duration = int | float | str
 def parse_duration_ms(value: Duration, *, field: str, maximum_ms: int = MAX_NODE_TIMEOUT_MS) -> int:
     """Return ``value`` in whole milliseconds, or raise ``InvalidTimeoutError`` naming ``field``."""
     if isinstance(value, bool):
-        raise InvalidTimeoutError(f"{field}: expected milliseconds or an ISO-8601 duration, got {value!r}")
+        raise InvalidTimeoutError(
+            f"{field}: expected milliseconds or an ISO-8601 duration, got {value!r}"
+        )
     if isinstance(value, str):
         ms = _parse_text(value.strip(), field)
     elif isinstance(value, int | float):

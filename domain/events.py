@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-
 from plaita.domain.errors import InvalidEventError
 
 JSON = Any
@@ -97,7 +96,10 @@ def subscription_matches(subscription: EventSubscription, event: Event) -> bool:
         return False
     if subscription.tenant_id != event.tenant_id:
         return False
-    if subscription.correlation_id is not None and subscription.correlation_id != event.correlation_id:
+    if (
+        subscription.correlation_id is not None
+        and subscription.correlation_id != event.correlation_id
+    ):
         return False
     return all(
         key in event.data and event.data[key] == expected

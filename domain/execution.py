@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-
 from plaita.domain.errors import IllegalTransitionError
 
 JSON = Any

@@ -111,5 +111,5 @@ def classify_failure(error: BaseException) -> FailureKind:
 
 
 def backoff_seconds(retry_number: int) -> float:
-    """Delay before retry ``retry_number`` (1-based): min(30 s, 1 s × 2^(n-1))."""
+    """Delay before retry ``retry_number`` (1-based): min(30 s, 1 s * 2^(n-1))."""
     return float(min(30, 2 ** max(0, retry_number - 1)))

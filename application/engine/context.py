@@ -8,7 +8,6 @@ from types import MappingProxyType
 from typing import Any
 
 import attrs
-
 from plaita.domain.execution import ExecutionState
 
 JSON = Any
@@ -74,7 +73,9 @@ class ExecutionContext:
             "input": self.input,
             "vars": self.variables,
             "NODE": self.node_results,
-            "LAST_NODE": None if self.last_node_id is None else self.node_results.get(self.last_node_id),
+            "LAST_NODE": None
+            if self.last_node_id is None
+            else self.node_results.get(self.last_node_id),
             "LAST_NODE_ID": self.last_node_id,
             "BRANCH": self.last_branch,
             "FLOW_ID": self.flow_id,

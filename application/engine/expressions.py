@@ -15,7 +15,6 @@ from functools import lru_cache
 from typing import Any
 
 import simpleeval
-
 from plaita.domain.errors import InvalidExpressionError
 from plaita.domain.flow import EndNode, Flow, IfNode, SwitchNode, TaskNode
 
@@ -55,8 +54,10 @@ def strip_dollar_names(expression: str) -> str:
             continue
         if char in "'\"":
             quote = char
-        elif char == "$" and i + 1 < len(expression) and (
-            expression[i + 1].isalpha() or expression[i + 1] == "_"
+        elif (
+            char == "$"
+            and i + 1 < len(expression)
+            and (expression[i + 1].isalpha() or expression[i + 1] == "_")
         ):
             continue
         out.append(char)
@@ -69,7 +70,9 @@ def compile_expression(expression: str) -> ast.AST:
     try:
         return simpleeval.SimpleEval.parse(strip_dollar_names(expression))
     except SyntaxError as exc:
-        raise InvalidExpressionError(f"expression {expression!r} does not parse: {exc.msg}") from None
+        raise InvalidExpressionError(
+            f"expression {expression!r} does not parse: {exc.msg}"
+        ) from None
 
 
 def evaluate(expression: str, names: Mapping[str, JSON]) -> JSON:

@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
-
 from plaita.application.engine.callbacks import CallbackManager
 from plaita.application.engine.context import ExecutionContext, NodeContext
 from plaita.application.engine.expressions import (
@@ -106,8 +105,10 @@ class NodeRunner:
     # --- task nodes ------------------------------------------------------------------
 
     async def _run_task(self, node: TaskNode, context: ExecutionContext, budget: Budget) -> JSON:
-        node_timeout_ms = None if node.timeout is None else parse_duration_ms(
-            node.timeout, field=f"node {node.id!r} timeout"
+        node_timeout_ms = (
+            None
+            if node.timeout is None
+            else parse_duration_ms(node.timeout, field=f"node {node.id!r} timeout")
         )
         attempts = 1 + node.retry_times
         for attempt in range(1, attempts + 1):
@@ -184,7 +185,9 @@ class NodeRunner:
         try:
             if isinstance(node, IfNode):
                 taken = bool(evaluate(node.condition, names))
-                return NodeOutcome(taken, "then" if taken else "else", node.then if taken else node.else_)
+                return NodeOutcome(
+                    taken, "then" if taken else "else", node.then if taken else node.else_
+                )
             for index, case in enumerate(node.cases):
                 if evaluate(case.when, names):
                     return NodeOutcome(index, f"case:{index}", case.next)
@@ -201,7 +204,11 @@ class NodeRunner:
 
     def _end_result(self, node: EndNode, context: ExecutionContext) -> JSON:
         if node.output is None:
-            return None if context.last_node_id is None else context.node_results.get(context.last_node_id)
+            return (
+                None
+                if context.last_node_id is None
+                else context.node_results.get(context.last_node_id)
+            )
         try:
             return _require_json(node.id, evaluate(node.output, context.names()))
         except ExpressionEvaluationError as exc:
@@ -255,7 +262,9 @@ def _node_failed(node_id: str, cause: BaseException) -> NodeExecutionError:
     error = NodeExecutionError(
         f"node {node_id!r} failed: {type(cause).__name__}: {cause}",
         node_id=node_id,
-        code=getattr(cause, "code", None) if isinstance(getattr(cause, "code", None), int) else None,
+        code=getattr(cause, "code", None)
+        if isinstance(getattr(cause, "code", None), int)
+        else None,
     )
     error.__cause__ = cause
     return error

@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import attrs
-
 from plaita.application.engine.callbacks import CallbackManager
 from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.runner import Budget, NodeRunner
@@ -39,9 +38,7 @@ class EventWaiter(Protocol):
 
 
 class SuspensionRegistrar(Protocol):
-    async def register_event_wait(
-        self, node: EventNode, context: ExecutionContext
-    ) -> Suspension:
+    async def register_event_wait(self, node: EventNode, context: ExecutionContext) -> Suspension:
         """Register the subscription (and its timeout timer) before the execution suspends."""
         ...
 
@@ -94,7 +91,9 @@ def event_subscription(
 def wait_timeout_ms(node: EventNode) -> int | None:
     if node.timeout is None:
         return None
-    return parse_duration_ms(node.timeout, field=f"node {node.id!r} timeout", maximum_ms=MAX_WAIT_MS)
+    return parse_duration_ms(
+        node.timeout, field=f"node {node.id!r} timeout", maximum_ms=MAX_WAIT_MS
+    )
 
 
 class NormalStrategy:
@@ -142,11 +141,15 @@ class NormalStrategy:
         self._callbacks.on_node_start(context.execution_id, node.id, "event")
         subscription = event_subscription(node, context, self._new_id(), self._now_ms())
         event = await self._event_waiter.wait_for_event(subscription, wait_timeout_ms(node))
-        return _finish_wait(node, context, self._callbacks, None if event is None else event.to_json())
+        return _finish_wait(
+            node, context, self._callbacks, None if event is None else event.to_json()
+        )
 
     async def _nap(self, node: SleepNode, context: ExecutionContext) -> tuple[JSON, str | None]:
         self._callbacks.on_node_start(context.execution_id, node.id, "sleep")
-        await self._sleep(parse_duration_ms(node.duration, field="duration", maximum_ms=MAX_WAIT_MS) / 1000)
+        await self._sleep(
+            parse_duration_ms(node.duration, field="duration", maximum_ms=MAX_WAIT_MS) / 1000
+        )
         context.record_node(node.id, None, None)
         self._callbacks.on_node_end(context.execution_id, node.id, None, None)
         return None, node.next
@@ -205,11 +208,15 @@ class DistributedStrategy:
             suspension=suspension,
         )
 
-    def _resume(self, node: _NodeBase, context: ExecutionContext, resume: ResumeInput) -> StepOutput:
+    def _resume(
+        self, node: _NodeBase, context: ExecutionContext, resume: ResumeInput
+    ) -> StepOutput:
         kind = resume.resume_type
         self._callbacks.on_flow_resume(context.execution_id, node.id, kind.value)
         if kind is ResumeType.CANCEL:
-            raise ExecutionCancelledError(f"execution cancelled at node {node.id!r}", node_id=node.id)
+            raise ExecutionCancelledError(
+                f"execution cancelled at node {node.id!r}", node_id=node.id
+            )
         if isinstance(node, EventNode) and kind is ResumeType.EVENT:
             result, next_id = _finish_wait(node, context, self._callbacks, resume.event)
         elif isinstance(node, EventNode) and kind is ResumeType.TIMEOUT:

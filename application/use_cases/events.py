@@ -1,0 +1,112 @@
+"""Publishing events and turning them into resume carriers (V3, V4)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from plaita.application.ports import (
+    Clock,
+    EventLog,
+    ExecutionRepository,
+    IdGenerator,
+    SubscriptionStore,
+    TaskQueue,
+)
+from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.events import Event, subscription_matches
+
+JSON = Any
+log = logging.getLogger("plaita.events")
+
+
+class PublishEvent:
+    def __init__(self, *, events: EventLog, clock: Clock, ids: IdGenerator) -> None:
+        self._events = events
+        self._clock = clock
+        self._ids = ids
+
+    async def __call__(
+        self,
+        event_type: str,
+        *,
+        data: Mapping[str, JSON] | None = None,
+        correlation_id: str | None = None,
+        source: str | None = None,
+        tenant_id: str = "default",
+    ) -> Event:
+        event = Event(
+            event_id=self._ids.new_id(),
+            event_type=event_type,
+            timestamp_ms=self._clock.now_ms(),
+            data=dict(data or {}),
+            correlation_id=correlation_id,
+            source=source,
+            tenant_id=tenant_id,
+        )
+        await self._events.append(event)
+        return event
+
+
+class FilterEvent:
+    """Match one published event against the stored subscriptions and enqueue resumes (V4)."""
+
+    def __init__(
+        self,
+        *,
+        events: EventLog,
+        subscriptions: SubscriptionStore,
+        executions: ExecutionRepository,
+        queue: TaskQueue,
+        clock: Clock,
+    ) -> None:
+        self._events = events
+        self._subscriptions = subscriptions
+        self._executions = executions
+        self._queue = queue
+        self._clock = clock
+
+    async def __call__(self, event_id: str) -> int:
+        """Return how many resume carriers were enqueued for the event."""
+        event = await self._events.get(event_id)
+        if event is None:
+            log.warning(
+                "event=filter.event_missing event_id=%s (expired or never stored)", event_id
+            )
+            return 0
+        enqueued = 0
+        for subscription in await self._subscriptions.find(event.event_type):
+            if not subscription_matches(subscription, event):
+                continue
+            state = await self._executions.load(subscription.execution_id)
+            if state is None or state.is_terminal:
+                # A doomed resume would only be short-circuited by a worker: drop the wait now.
+                await self._subscriptions.remove(subscription.subscription_id)
+                log.info(
+                    "event=filter.subscription_dropped subscription_id=%s execution_id=%s "
+                    "status=%s",
+                    subscription.subscription_id,
+                    subscription.execution_id,
+                    "missing" if state is None else state.status.value,
+                )
+                continue
+            await self._queue.enqueue(
+                TaskEnvelope.resume(
+                    execution_id=state.execution_id,
+                    flow_id=state.flow_id,
+                    resume_type=ResumeType.EVENT,
+                    event=event.to_json(),
+                    subscription_id=subscription.subscription_id,
+                    now_ms=self._clock.now_ms(),
+                    tenant_id=state.tenant_id,
+                )
+            )
+            enqueued += 1
+            log.info(
+                "event=filter.resume_enqueued event_id=%s execution_id=%s subscription_id=%s",
+                event.event_id,
+                state.execution_id,
+                subscription.subscription_id,
+            )
+        return enqueued

@@ -1,0 +1,387 @@
+"""The ``plaita`` command line (C4). Names and flags here are a contract for docs and tools."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import redis.exceptions
+from plaita.application.use_cases.flows import FlowCatalog
+from plaita.domain.errors import PlaitaError
+from plaita.domain.execution import ExecutionState
+from plaita.domain.flow import Flow
+from plaita.entrypoints.cli_support import execution_view, import_handler_modules, load_flow_file
+from plaita.entrypoints.container import Container, build_container
+from plaita.entrypoints.event_filter import EventFilterService
+from plaita.entrypoints.settings import Settings
+from plaita.entrypoints.timeline import LogListener
+from plaita.entrypoints.worker import Worker
+from pydantic import ValidationError
+
+T = TypeVar("T")
+JSON = Any
+
+redis_url_option = click.option(
+    "--redis-url",
+    envvar="PLAITA_REDIS_URL",
+    required=True,
+    help="Redis to use, e.g. redis://127.0.0.1:6379/0 (env PLAITA_REDIS_URL).",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+
+
+def _settings(**values: Any) -> Settings:
+    try:
+        return Settings(**{k: v for k, v in values.items() if v is not None})
+    except ValidationError as exc:
+        problems = "\n".join(
+            f"  {'.'.join(str(p) for p in e['loc'])}: {e['msg']} (got {e.get('input')!r})"
+            for e in exc.errors()
+        )
+        raise click.UsageError(f"invalid configuration:\n{problems}") from None
+
+
+def _run(settings: Settings, body: Callable[[Container], Awaitable[T]]) -> T:
+    """Run ``body`` with a container; turn named errors into a readable message and exit 1."""
+
+    async def go() -> T:
+        container = build_container(settings)
+        try:
+            if settings.backend == "redis":
+                await container.redis_client().ping()
+            return await body(container)
+        finally:
+            if settings.backend == "redis":
+                await container.redis_client().aclose()
+
+    try:
+        return asyncio.run(go())
+    except PlaitaError as exc:
+        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+        raise click.ClickException(
+            f"cannot reach Redis at {settings.redis_url}: {exc}. Is it running, and is the URL "
+            "right (--redis-url / PLAITA_REDIS_URL)?"
+        ) from None
+
+
+def _parse_object(option: str, text: str | None) -> dict[str, JSON]:
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not valid JSON ({exc}): {text!r}", param_hint=option) from None
+    if not isinstance(value, dict):
+        raise click.BadParameter(
+            f"must be a JSON object such as '{{\"amount\": 10}}', got {text!r}", param_hint=option
+        )
+    return value
+
+
+def _echo_json(value: JSON) -> None:
+    click.echo(json.dumps(value, sort_keys=True, default=str))
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        yield
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--log-level",
+    envvar="PLAITA_LOG_LEVEL",
+    default="WARNING",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+def main(log_level: str) -> None:
+    """plaita: a durable suspend/resume flow engine on Redis Streams."""
+    logging.basicConfig(
+        level=log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+
+
+@main.command()
+@click.option(
+    "--examples-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("examples"),
+    show_default=True,
+    help="Folder holding flows/approval.json and handlers.py.",
+)
+def demo(examples_dir: Path) -> None:
+    """Run two approval executions on the in-memory twin and print their timeline."""
+    from plaita.entrypoints.demo import run_demo
+
+    raise SystemExit(run_demo(examples_dir, click.echo))
+
+
+@main.command()
+@redis_url_option
+@click.option(
+    "--flows",
+    "flows_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Register every *.json flow in this folder at start-up.",
+)
+@click.option(
+    "--handler-modules",
+    envvar="PLAITA_HANDLER_MODULES",
+    default="",
+    help="Comma-separated modules task handlers may come from (env PLAITA_HANDLER_MODULES).",
+)
+@click.option("--concurrency", type=click.IntRange(1, 10_000), default=16, show_default=True)
+@click.option("--queue-name", default="default", show_default=True)
+@click.option("--consumer-group", default="plaita-workers", show_default=True)
+@click.option("--consumer-name", default=None, help="Default: host-pid-random, unique per start.")
+@click.option("--read-block-ms", type=click.IntRange(1, 60_000), default=1000, show_default=True)
+@click.option("--claim-min-idle-ms", type=click.IntRange(1), default=60_000, show_default=True)
+@click.option(
+    "--lease-ttl-seconds", type=click.FloatRange(min=0.1), default=120.0, show_default=True
+)
+def worker(
+    redis_url: str,
+    flows_dir: Path | None,
+    handler_modules: str,
+    concurrency: int,
+    queue_name: str,
+    consumer_group: str,
+    consumer_name: str | None,
+    read_block_ms: int,
+    claim_min_idle_ms: int,
+    lease_ttl_seconds: float,
+) -> None:
+    """Advance executions from the task stream until SIGTERM/SIGINT."""
+    settings = _settings(
+        backend="redis",
+        redis_url=redis_url,
+        handler_modules=handler_modules,
+        concurrency=concurrency,
+        queue_name=queue_name,
+        consumer_group=consumer_group,
+        consumer_name=consumer_name,
+        read_block_ms=read_block_ms,
+        claim_min_idle_ms=claim_min_idle_ms,
+        lease_ttl_seconds=lease_ttl_seconds,
+    )
+    flows = [load_flow_file(p) for p in sorted(flows_dir.glob("*.json"))] if flows_dir else []
+
+    async def body(container: Container) -> None:
+        import_handler_modules(settings.handler_modules)
+        container.listeners.override(lambda: [LogListener()])
+        for flow in flows:
+            await container.flows().register(flow)
+            click.echo(f"registered flow {flow.flow_id} version {flow.version}", err=True)
+        stop = asyncio.Event()
+        with _stop_on_signals(stop):
+            await Worker(
+                queue=container.queue(),
+                process=container.process_task(),
+                consumer=settings.consumer_name,
+                concurrency=settings.concurrency,
+                read_block_ms=settings.read_block_ms,
+                claim_min_idle_ms=settings.claim_min_idle_ms,
+            ).run(stop)
+
+    _run(settings, body)
+
+
+@main.command("event-filter")
+@redis_url_option
+@click.option("--consumer-name", default=None, help="Default: host-pid-random, unique per start.")
+@click.option("--read-block-ms", type=click.IntRange(1, 60_000), default=1000, show_default=True)
+@click.option("--claim-min-idle-ms", type=click.IntRange(1), default=60_000, show_default=True)
+def event_filter(
+    redis_url: str, consumer_name: str | None, read_block_ms: int, claim_min_idle_ms: int
+) -> None:
+    """Turn published events into resume carriers for the executions waiting on them."""
+    settings = _settings(
+        backend="redis",
+        redis_url=redis_url,
+        consumer_name=consumer_name,
+        read_block_ms=read_block_ms,
+        claim_min_idle_ms=claim_min_idle_ms,
+    )
+
+    async def body(container: Container) -> None:
+        stop = asyncio.Event()
+        with _stop_on_signals(stop):
+            await EventFilterService(
+                events=container.events(),
+                filter_event=container.filter_event(),
+                consumer=settings.consumer_name,
+                read_block_ms=settings.read_block_ms,
+                claim_min_idle_ms=settings.claim_min_idle_ms,
+            ).run(stop)
+
+    _run(settings, body)
+
+
+@main.group()
+def flows() -> None:
+    """Flow definitions."""
+
+
+@flows.command("register")
+@click.argument(
+    "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@redis_url_option
+@click.option(
+    "--handler-modules",
+    envvar="PLAITA_HANDLER_MODULES",
+    default=None,
+    help="When given, refuse flows whose handlers come from other modules.",
+)
+@json_option
+def flows_register(
+    files: tuple[Path, ...], redis_url: str, handler_modules: str | None, as_json: bool
+) -> None:
+    """Validate and register flow definition files (all or nothing)."""
+    settings = _settings(backend="redis", redis_url=redis_url, handler_modules=handler_modules)
+    loaded = [load_flow_file(path) for path in files]
+
+    async def body(container: Container) -> list[Flow]:
+        allowlist = None if handler_modules is None else container.handlers()
+        catalog = FlowCatalog(container.flow_repository(), allowlist)
+        for flow in loaded:
+            catalog.validate(flow)
+        return [await catalog.register(flow) for flow in loaded]
+
+    registered = _run(settings, body)
+    for flow in registered:
+        if as_json:
+            _echo_json(
+                {"flow_id": flow.flow_id, "version": flow.version, "fingerprint": flow.fingerprint}
+            )
+        else:
+            click.echo(
+                f"registered {flow.flow_id} version {flow.version} ({flow.fingerprint[:12]})"
+            )
+
+
+@main.group()
+def executions() -> None:
+    """Start and inspect executions."""
+
+
+@executions.command("start")
+@click.argument("flow_id")
+@click.option("--version", default=None, help="Flow version (default: the latest registered).")
+@click.option("--input", "input_json", default=None, help="Input parameters as a JSON object.")
+@click.option("--dedup-key", default=None, help="Starting twice with one key starts once.")
+@click.option("--execution-id", default=None, help="Choose the id (default: a new uuid).")
+@redis_url_option
+@json_option
+def executions_start(
+    flow_id: str,
+    version: str | None,
+    input_json: str | None,
+    dedup_key: str | None,
+    execution_id: str | None,
+    redis_url: str,
+    as_json: bool,
+) -> None:
+    """Start an execution of FLOW_ID; prints its id."""
+    params = _parse_object("--input", input_json)
+    settings = _settings(backend="redis", redis_url=redis_url)
+
+    async def body(container: Container) -> Any:
+        return await container.start_execution()(
+            flow_id, version=version, params=params, execution_id=execution_id, dedup_key=dedup_key
+        )
+
+    started = _run(settings, body)
+    if as_json:
+        _echo_json(
+            {
+                "execution_id": started.execution_id,
+                "flow_id": started.flow_id,
+                "version": started.version,
+                "deduplicated": started.deduplicated,
+            }
+        )
+    else:
+        click.echo(started.execution_id)
+
+
+@executions.command("show")
+@click.argument("execution_id")
+@redis_url_option
+@json_option
+def executions_show(execution_id: str, redis_url: str, as_json: bool) -> None:
+    """Show an execution's status, position, result and error."""
+    settings = _settings(backend="redis", redis_url=redis_url)
+
+    async def body(container: Container) -> ExecutionState:
+        return await container.get_execution()(execution_id)
+
+    view = execution_view(_run(settings, body))
+    if as_json:
+        _echo_json(view)
+        return
+    for key in (
+        "execution_id",
+        "flow_id",
+        "status",
+        "last_node_id",
+        "waiting_for",
+        "result",
+        "error",
+    ):
+        click.echo(f"{key:>13}: {json.dumps(view[key], default=str)}")
+
+
+@main.group()
+def events() -> None:
+    """Publish events."""
+
+
+@events.command("publish")
+@click.argument("event_type")
+@click.option("--correlation-id", required=True, help="Usually the waiting execution's id.")
+@click.option("--data", "data_json", default=None, help="Event data as a JSON object.")
+@click.option("--source", default="cli", show_default=True)
+@redis_url_option
+@json_option
+def events_publish(
+    event_type: str,
+    correlation_id: str,
+    data_json: str | None,
+    source: str,
+    redis_url: str,
+    as_json: bool,
+) -> None:
+    """Publish an event; executions waiting for it resume."""
+    data = _parse_object("--data", data_json)
+    settings = _settings(backend="redis", redis_url=redis_url)
+
+    async def body(container: Container) -> Any:
+        return await container.publish_event()(
+            event_type, data=data, correlation_id=correlation_id, source=source
+        )
+
+    event = _run(settings, body)
+    if as_json:
+        _echo_json(event.to_json())
+    else:
+        click.echo(event.event_id)

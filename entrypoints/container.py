@@ -1,0 +1,139 @@
+"""The one place that wires plaita together (dependency-injector).
+
+``backend`` selects the adapter family; only the selected branch is ever built, so the memory
+backend never opens a Redis connection. Tests override providers here instead of patching.
+"""
+
+from __future__ import annotations
+
+import redis.asyncio as redis
+from dependency_injector import containers, providers
+from plaita.adapters.memory.dedup import MemoryDedupStore
+from plaita.adapters.memory.events import MemoryEventLog
+from plaita.adapters.memory.flows import MemoryFlowRepository
+from plaita.adapters.memory.lease import MemoryLeaseManager
+from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.memory.storage import MemoryExecutionRepository
+from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.redis.dedup import RedisDedupStore
+from plaita.adapters.redis.events import RedisEventLog
+from plaita.adapters.redis.flows import RedisFlowRepository
+from plaita.adapters.redis.keys import RedisKeys
+from plaita.adapters.redis.lease import RedisLeaseManager
+from plaita.adapters.redis.queue import RedisTaskQueue
+from plaita.adapters.redis.storage import RedisExecutionRepository
+from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
+from plaita.adapters.system import SystemClock, UuidGenerator
+from plaita.application.handlers import HandlerRegistry
+from plaita.application.use_cases.events import FilterEvent, PublishEvent
+from plaita.application.use_cases.executions import GetExecution, ResumeExecution
+from plaita.application.use_cases.flows import FlowCatalog
+from plaita.application.use_cases.process_task import ProcessTask, StepSettings
+from plaita.application.use_cases.start_execution import StartExecution
+from plaita.entrypoints.settings import Settings
+
+
+def _redis_client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
+
+
+class Container(containers.DeclarativeContainer):
+    config = providers.Configuration(strict=True)
+
+    clock = providers.Singleton(SystemClock)
+    ids = providers.Singleton(UuidGenerator)
+
+    redis_client = providers.Singleton(_redis_client, config.redis_url)
+    redis_keys = providers.Singleton(RedisKeys, config.namespace)
+    memory_leases = providers.Singleton(MemoryLeaseManager, clock)
+
+    leases = providers.Selector(
+        config.backend,
+        memory=memory_leases,
+        redis=providers.Singleton(RedisLeaseManager, redis_client, redis_keys),
+    )
+    executions = providers.Selector(
+        config.backend,
+        memory=providers.Singleton(MemoryExecutionRepository, memory_leases),
+        redis=providers.Singleton(RedisExecutionRepository, redis_client, redis_keys),
+    )
+    queue = providers.Selector(
+        config.backend,
+        memory=providers.Singleton(MemoryTaskQueue, clock),
+        redis=providers.Singleton(
+            RedisTaskQueue,
+            redis_client,
+            redis_keys,
+            queue_name=config.queue_name,
+            group=config.consumer_group,
+        ),
+    )
+    flow_repository = providers.Selector(
+        config.backend,
+        memory=providers.Singleton(MemoryFlowRepository),
+        redis=providers.Singleton(RedisFlowRepository, redis_client, redis_keys),
+    )
+    subscriptions = providers.Selector(
+        config.backend,
+        memory=providers.Singleton(MemorySubscriptionStore),
+        redis=providers.Singleton(RedisSubscriptionStore, redis_client, redis_keys),
+    )
+    events = providers.Selector(
+        config.backend,
+        memory=providers.Singleton(MemoryEventLog, clock),
+        redis=providers.Singleton(RedisEventLog, redis_client, redis_keys),
+    )
+    dedup = providers.Selector(
+        config.backend,
+        memory=providers.Singleton(MemoryDedupStore, clock),
+        redis=providers.Singleton(RedisDedupStore, redis_client, redis_keys),
+    )
+
+    #: Lifecycle listeners for each dispatch; entrypoints override it (logs, demo timeline).
+    listeners = providers.Object(list)
+
+    handlers = providers.Singleton(HandlerRegistry, config.handler_modules)
+    flows = providers.Singleton(FlowCatalog, flow_repository, handlers)
+
+    step_settings = providers.Singleton(
+        StepSettings,
+        holder_id=config.consumer_name,
+        lease_ttl_ms=config.lease_ttl_ms,
+        default_deadline_ms=config.execution_deadline_ms,
+    )
+    process_task = providers.Singleton(
+        ProcessTask,
+        executions=executions,
+        leases=leases,
+        flows=flows,
+        queue=queue,
+        subscriptions=subscriptions,
+        handlers=handlers,
+        clock=clock,
+        ids=ids,
+        settings=step_settings,
+        listeners=listeners,
+    )
+    start_execution = providers.Factory(
+        StartExecution, flows=flows, queue=queue, dedup=dedup, clock=clock, ids=ids
+    )
+    resume_execution = providers.Factory(
+        ResumeExecution, executions=executions, queue=queue, clock=clock
+    )
+    get_execution = providers.Factory(GetExecution, executions)
+    publish_event = providers.Factory(PublishEvent, events=events, clock=clock, ids=ids)
+    filter_event = providers.Factory(
+        FilterEvent,
+        events=events,
+        subscriptions=subscriptions,
+        executions=executions,
+        queue=queue,
+        clock=clock,
+    )
+
+
+def build_container(settings: Settings) -> Container:
+    """A container configured from a validated ``Settings``."""
+    container = Container()
+    container.config.from_pydantic(settings)
+    return container
