@@ -1,0 +1,58 @@
+"""Deterministic time, ids and handler modules for application tests (no sleeping, no imports)."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from plaita.application.handlers import HandlerRegistry
+
+
+class FakeClock:
+    """A clock the test moves; ``sleep`` advances it instead of waiting."""
+
+    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
+        self._ms = float(start_ms)
+        self.sleeps: list[float] = []
+
+    def now_ms(self) -> int:
+        return int(self._ms)
+
+    def monotonic(self) -> float:
+        return self._ms / 1000
+
+    def advance(self, seconds: float) -> None:
+        self._ms += seconds * 1000
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.advance(seconds)
+
+
+class SequentialIds:
+    def __init__(self, prefix: str = "id") -> None:
+        self._prefix = prefix
+        self._n = 0
+
+    def new_id(self) -> str:
+        self._n += 1
+        return f"{self._prefix}-{self._n}"
+
+
+def handler_registry(**functions: Callable[..., Any]) -> HandlerRegistry:
+    """A registry whose allowlisted module ``t`` holds ``functions``, importer injected."""
+    module = types.SimpleNamespace(**functions)
+    return HandlerRegistry(["t"], importer=lambda name: module)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def ids() -> SequentialIds:
+    return SequentialIds()

@@ -1,0 +1,343 @@
+"""The worker step on the memory twin: start, suspend, resume, conflicts and failures (W1-W7)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+
+from plaita.adapters.memory.dedup import MemoryDedupStore
+from plaita.adapters.memory.events import MemoryEventLog
+from plaita.adapters.memory.flows import MemoryFlowRepository
+from plaita.adapters.memory.lease import MemoryLeaseManager
+from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.memory.storage import MemoryExecutionRepository
+from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.application.handlers import HandlerRegistry
+from plaita.application.use_cases.events import FilterEvent, PublishEvent
+from plaita.application.use_cases.flows import FlowCatalog
+from plaita.application.use_cases.process_task import Disposition, ProcessTask, StepSettings
+from plaita.application.use_cases.start_execution import StartExecution
+from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.errors import HandlerNotAllowedError, UnknownFlowError
+from plaita.domain.execution import ExecutionStatus
+from plaita.domain.flow import Flow
+
+from .conftest import FakeClock, SequentialIds, handler_registry
+
+APPROVAL = {
+    "flow_id": "approval",
+    "start": "request",
+    "nodes": [
+        {"id": "request", "type": "task", "handler": "t:request", "next": "check"},
+        {"id": "check", "type": "if", "condition": "amount > 1000", "then": "wait", "else": "auto"},
+        {"id": "wait", "type": "event", "event_type": "approval_decision", "next": "decide"},
+        {
+            "id": "decide",
+            "type": "if",
+            "condition": "$NODE['wait']['data']['approved']",
+            "then": "ship",
+            "else": "reject",
+        },
+        {"id": "auto", "type": "task", "handler": "t:ship", "next": "done"},
+        {"id": "ship", "type": "task", "handler": "t:ship", "next": "done"},
+        {"id": "reject", "type": "task", "handler": "t:reject", "next": "done"},
+        {"id": "done", "type": "end", "output": "$LAST_NODE"},
+    ],
+}
+
+
+class Calls:
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    def handlers(self) -> HandlerRegistry:
+        def record(name: str, result: Any) -> Any:
+            def handler(params: Any, ctx: Any) -> Any:
+                self.log.append(name)
+                return result
+
+            return handler
+
+        return handler_registry(
+            request=record("request", {"id": 1}),
+            ship=record("ship", "shipped"),
+            reject=record("reject", "rejected"),
+        )
+
+
+@attrs.define
+class Twin:
+    clock: FakeClock
+    ids: SequentialIds
+    calls: Calls
+    leases: MemoryLeaseManager
+    executions: MemoryExecutionRepository
+    queue: MemoryTaskQueue
+    subscriptions: MemorySubscriptionStore
+    events: MemoryEventLog
+    catalog: FlowCatalog
+    process: ProcessTask
+
+    def envelope_start(self, amount: int, execution_id: str = "x-1") -> TaskEnvelope:
+        return TaskEnvelope.start(
+            execution_id=execution_id,
+            flow_id="approval",
+            version="1",
+            params={"amount": amount},
+            now_ms=self.clock.now_ms(),
+        )
+
+    def resume(self, kind: ResumeType, execution_id: str = "x-1", **extra: Any) -> TaskEnvelope:
+        return TaskEnvelope.resume(
+            execution_id=execution_id,
+            flow_id="approval",
+            resume_type=kind,
+            now_ms=self.clock.now_ms(),
+            **extra,
+        )
+
+    async def drain_queue(self) -> list[Any]:
+        """Process every carrier waiting in the queue, acking as the worker would."""
+        outcomes = []
+        for delivery in await self.queue.read("test", count=100, block_ms=1):
+            assert delivery.envelope is not None
+            result = await self.process(delivery.envelope)
+            outcomes.append(result)
+            if result.disposition is Disposition.ACK:
+                await self.queue.ack(delivery.message_id)
+        return outcomes
+
+
+@pytest.fixture
+async def twin(clock: FakeClock, ids: SequentialIds) -> Twin:
+    calls = Calls()
+    leases = MemoryLeaseManager(clock)
+    executions = MemoryExecutionRepository(leases)
+    queue = MemoryTaskQueue(clock)
+    subscriptions = MemorySubscriptionStore()
+    events = MemoryEventLog(clock)
+    handlers = calls.handlers()
+    catalog = FlowCatalog(MemoryFlowRepository(), handlers)
+    await catalog.register(Flow.from_document(APPROVAL))
+    await queue.ensure_group()
+    process = ProcessTask(
+        executions=executions,
+        leases=leases,
+        flows=catalog,
+        queue=queue,
+        subscriptions=subscriptions,
+        handlers=handlers,
+        clock=clock,
+        ids=ids,
+        settings=StepSettings(holder_id="worker-a"),
+    )
+    return Twin(
+        clock, ids, calls, leases, executions, queue, subscriptions, events, catalog, process
+    )
+
+
+async def test_small_amount_runs_to_completion_in_one_dispatch(twin: Twin) -> None:
+    result = await twin.process(twin.envelope_start(10))
+    assert (result.disposition, result.outcome) == (Disposition.ACK, "completed")
+    state = await twin.executions.load("x-1")
+    assert state is not None and state.status is ExecutionStatus.COMPLETED
+    assert state.result == "shipped"
+    assert twin.calls.log == ["request", "ship"]
+    assert await twin.leases.holder("x-1") is None, "the lease is released after the dispatch"
+
+
+async def test_event_node_suspends_with_a_registered_subscription(twin: Twin) -> None:
+    result = await twin.process(twin.envelope_start(5000))
+    assert result.outcome == "suspended"
+    state = await twin.executions.load("x-1")
+    assert state is not None and state.status is ExecutionStatus.SUSPENDED
+    assert state.suspension is not None and state.suspension.node_id == "wait"
+    subscription = await twin.subscriptions.get(state.suspension.subscription_id or "")
+    assert subscription is not None
+    assert (subscription.event_type, subscription.correlation_id) == ("approval_decision", "x-1")
+
+
+async def test_published_decision_resumes_the_execution_down_the_right_branch(twin: Twin) -> None:
+    await twin.process(twin.envelope_start(5000))
+    publish = PublishEvent(events=twin.events, clock=twin.clock, ids=twin.ids)
+    event = await publish("approval_decision", data={"approved": False}, correlation_id="x-1")
+    filter_event = FilterEvent(
+        events=twin.events,
+        subscriptions=twin.subscriptions,
+        executions=twin.executions,
+        queue=twin.queue,
+        clock=twin.clock,
+    )
+    assert await filter_event(event.event_id) == 1
+    [outcome] = await twin.drain_queue()
+    assert outcome.outcome == "completed"
+    state = await twin.executions.load("x-1")
+    assert state is not None and state.result == "rejected"
+    assert twin.calls.log == ["request", "reject"]
+    assert await twin.subscriptions.find("approval_decision") == []
+
+
+async def test_a_duplicate_event_carrier_is_ignored_after_the_first_resumed(twin: Twin) -> None:
+    """V6: each suspension is resumed at most once."""
+    await twin.process(twin.envelope_start(5000))
+    state = await twin.executions.load("x-1")
+    assert state is not None and state.suspension is not None
+    sub = state.suspension.subscription_id
+    event = {"event_type": "approval_decision", "data": {"approved": True}}
+    first = await twin.process(twin.resume(ResumeType.EVENT, event=event, subscription_id=sub))
+    second = await twin.process(twin.resume(ResumeType.EVENT, event=event, subscription_id=sub))
+    assert (first.outcome, second.outcome) == ("completed", "already_completed")
+    assert twin.calls.log == ["request", "ship"]
+
+
+async def test_event_for_another_subscription_is_stale_and_changes_nothing(twin: Twin) -> None:
+    await twin.process(twin.envelope_start(5000))
+    before = await twin.executions.load("x-1")
+    result = await twin.process(
+        twin.resume(ResumeType.EVENT, event={"data": {}}, subscription_id="someone-else")
+    )
+    assert (result.disposition, result.outcome) == (Disposition.ACK, "stale_resume")
+    assert await twin.executions.load("x-1") == before
+
+
+async def test_continue_on_a_suspended_execution_is_already_suspended(twin: Twin) -> None:
+    await twin.process(twin.envelope_start(5000))
+    result = await twin.process(twin.resume(ResumeType.CONTINUE))
+    assert result.outcome == "already_suspended"
+
+
+async def test_redelivered_start_continues_from_the_checkpoint(twin: Twin) -> None:
+    """W6: a start whose row exists never replays the first node."""
+    await twin.process(twin.envelope_start(5000))
+    again = await twin.process(twin.envelope_start(5000))
+    assert again.outcome == "already_suspended"
+    assert twin.calls.log == ["request"]
+
+
+async def test_start_reusing_an_id_of_another_flow_is_dead_lettered(twin: Twin) -> None:
+    await twin.process(twin.envelope_start(10))
+    before = await twin.executions.load("x-1")
+    clash = attrs.evolve(twin.envelope_start(10), flow_id="other")
+    result = await twin.process(clash)
+    assert (result.disposition, result.outcome) == (
+        Disposition.DEAD_LETTER,
+        "execution_id_conflict",
+    )
+    assert await twin.executions.load("x-1") == before
+
+
+async def test_start_of_an_unknown_flow_is_dead_lettered_with_the_reason(twin: Twin) -> None:
+    result = await twin.process(attrs.evolve(twin.envelope_start(10), flow_id="nope"))
+    assert result.disposition is Disposition.DEAD_LETTER
+    assert "flow 'nope' version '1' is not registered" in result.detail
+    assert await twin.executions.load("x-1") is None
+
+
+async def test_lease_held_by_another_worker_leaves_the_carrier_pending(twin: Twin) -> None:
+    """W3/W5: never two advancers; the carrier stays for a later attempt."""
+    await twin.leases.acquire("x-1", "worker-b", ttl_ms=60_000)
+    result = await twin.process(twin.envelope_start(10))
+    assert (result.disposition, result.outcome) == (Disposition.LEAVE_PENDING, "lease_conflict")
+    assert "worker-b" in result.detail
+    assert twin.calls.log == []
+
+
+async def test_a_holder_whose_lease_was_taken_over_is_fenced_off(twin: Twin) -> None:
+    """W4: the stale holder's save is rejected and its carrier is not acked."""
+
+    async def slow_request(params: Any, ctx: Any) -> Any:
+        twin.clock.advance(200)  # past the 120 s lease, and another worker takes over
+        assert await twin.leases.acquire("x-1", "worker-b", ttl_ms=60_000) is not None
+        return {"id": 1}
+
+    twin.process._handlers = handler_registry(request=slow_request)  # noqa: SLF001
+    result = await twin.process(twin.envelope_start(10))
+    assert (result.disposition, result.outcome) == (Disposition.LEAVE_PENDING, "fenced")
+    assert await twin.executions.load("x-1") is None
+    holder = await twin.leases.holder("x-1")
+    assert holder is not None and holder.holder_id == "worker-b", "the new holder keeps its lease"
+
+
+async def test_a_handler_outside_the_allowlist_fails_the_execution_visibly(twin: Twin) -> None:
+    """A flow registered without the allowlist check still never imports the module."""
+    rogue = dict(APPROVAL, flow_id="rogue")
+    rogue["nodes"] = [
+        {"id": "request", "type": "task", "handler": "os:system", "next": "done"},
+        {"id": "done", "type": "end"},
+    ]
+    await FlowCatalog(twin.catalog._flows, None).register(Flow.from_document(rogue))  # noqa: SLF001
+    result = await twin.process(attrs.evolve(twin.envelope_start(1), flow_id="rogue"))
+    assert result.outcome == "failed"
+    state = await twin.executions.load("x-1")
+    assert state is not None and state.status is ExecutionStatus.ERROR
+    assert state.error is not None and state.error.kind == HandlerNotAllowedError.__name__
+
+
+async def test_a_failing_handler_ends_the_execution_in_error_with_the_node(twin: Twin) -> None:
+    def broken(params: Any, ctx: Any) -> Any:
+        raise ValueError("amount is negative")
+
+    twin.process._handlers = handler_registry(request=broken)  # noqa: SLF001
+    result = await twin.process(twin.envelope_start(-1))
+    assert (result.disposition, result.outcome) == (Disposition.ACK, "failed")
+    state = await twin.executions.load("x-1")
+    assert state is not None and state.status is ExecutionStatus.ERROR
+    assert state.error is not None
+    assert state.error.node_id == "request" and "amount is negative" in state.error.message
+
+
+async def test_cancel_of_a_suspended_execution_drops_its_subscription(twin: Twin) -> None:
+    await twin.process(twin.envelope_start(5000))
+    result = await twin.process(twin.resume(ResumeType.CANCEL))
+    assert result.outcome == "cancelled"
+    state = await twin.executions.load("x-1")
+    assert state is not None and state.status is ExecutionStatus.CANCELLED
+    assert await twin.subscriptions.find("approval_decision") == []
+
+
+async def test_resume_of_an_unknown_execution_is_dead_lettered(twin: Twin) -> None:
+    result = await twin.process(twin.resume(ResumeType.CONTINUE, execution_id="ghost"))
+    assert result.disposition is Disposition.DEAD_LETTER
+
+
+async def test_a_long_dispatch_hands_over_to_a_fresh_carrier_before_acking(twin: Twin) -> None:
+    """I0: a dispatch that stops early enqueues its continuation first; no node runs twice."""
+    twin.process._settings = StepSettings(holder_id="worker-a", max_steps_per_dispatch=1)  # noqa: SLF001
+    result = await twin.process(twin.envelope_start(10))
+    assert result.outcome == "yielded"
+    outcomes = []
+    for _ in range(10):
+        outcomes += [o.outcome for o in await twin.drain_queue()]
+        if "completed" in outcomes:
+            break
+    assert outcomes == ["yielded", "yielded", "completed"]  # check, auto, then done
+    assert twin.calls.log == ["request", "ship"]
+
+
+async def test_start_execution_refuses_an_unknown_flow_with_a_named_error(twin: Twin) -> None:
+    start = StartExecution(
+        flows=twin.catalog,
+        queue=twin.queue,
+        dedup=MemoryDedupStore(twin.clock),
+        clock=twin.clock,
+        ids=twin.ids,
+    )
+    with pytest.raises(UnknownFlowError, match="approval"):
+        await start("missing")
+
+
+async def test_start_with_a_dedup_key_starts_once(twin: Twin) -> None:
+    """W6: the second start with the same key returns the first execution's id."""
+    start = StartExecution(
+        flows=twin.catalog,
+        queue=twin.queue,
+        dedup=MemoryDedupStore(twin.clock),
+        clock=twin.clock,
+        ids=twin.ids,
+    )
+    first = await start("approval", params={"amount": 1}, dedup_key="order-7")
+    second = await start("approval", params={"amount": 1}, dedup_key="order-7")
+    assert second.execution_id == first.execution_id and second.deduplicated
+    assert (await twin.queue.stats()).length == 1
