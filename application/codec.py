@@ -12,6 +12,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from plaita.domain.envelope import (
     CURRENT_SCHEMA_VERSION,
     CarrierKind,
@@ -20,7 +22,6 @@ from plaita.domain.envelope import (
     check_schema_version,
 )
 from plaita.domain.errors import InvalidEnvelopeError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 ENVELOPE_FIELD = "envelope"
 SCHEMA_FIELD = "schema_version"

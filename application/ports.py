@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import attrs
+
 from plaita.domain.envelope import TaskEnvelope
 from plaita.domain.events import Event, EventSubscription
 from plaita.domain.execution import ExecutionState, ExecutionStatus

@@ -6,8 +6,9 @@ import math
 from datetime import timedelta
 from functools import lru_cache
 
-from plaita.domain.errors import InvalidTimeoutError
 from pydantic import TypeAdapter, ValidationError
+
+from plaita.domain.errors import InvalidTimeoutError
 
 MAX_NODE_TIMEOUT_MS = 24 * 60 * 60 * 1000
 MAX_WAIT_MS = 366 * 24 * 60 * 60 * 1000

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+
 from plaita.domain.errors import SchemaVersionError
 
 JSON = Any

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+
 from plaita.domain.errors import InvalidEventError
 
 JSON = Any

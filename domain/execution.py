@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+
 from plaita.domain.errors import IllegalTransitionError
 
 JSON = Any

@@ -7,6 +7,8 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
 from plaita.domain.durations import MAX_WAIT_MS, Duration, parse_duration_ms
 from plaita.domain.errors import (
     DuplicateNodeIdError,
@@ -16,7 +18,6 @@ from plaita.domain.errors import (
     MissingStartNodeError,
     UnknownNodeTargetError,
 )
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 JSON = Any
 

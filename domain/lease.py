@@ -8,6 +8,7 @@ lost its lease (paused, partitioned) can never write over the one that replaced 
 from __future__ import annotations
 
 import attrs
+
 from plaita.domain.errors import ExecutionLeaseError
 
 

@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 
 import click
 import redis.exceptions
+from pydantic import ValidationError
+
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain.errors import PlaitaError
 from plaita.domain.execution import ExecutionState
@@ -24,7 +26,6 @@ from plaita.entrypoints.event_filter import EventFilterService
 from plaita.entrypoints.settings import Settings
 from plaita.entrypoints.timeline import LogListener
 from plaita.entrypoints.worker import Worker
-from pydantic import ValidationError
 
 T = TypeVar("T")
 JSON = Any

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+
 from plaita.domain.errors import PlaitaError, UnknownHandlerError
 from plaita.domain.execution import ExecutionState
 from plaita.domain.flow import Flow

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import redis.asyncio as redis
 from dependency_injector import containers, providers
+
 from plaita.adapters.memory.dedup import MemoryDedupStore
 from plaita.adapters.memory.events import MemoryEventLog
 from plaita.adapters.memory.flows import MemoryFlowRepository

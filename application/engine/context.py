@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 import attrs
+
 from plaita.domain.execution import ExecutionState
 
 JSON = Any

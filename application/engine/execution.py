@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import attrs
+
 from plaita.application.engine.callbacks import CallbackManager
 from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.runner import Budget, NodeRunner, Sleep

@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 import simpleeval
+
 from plaita.domain.errors import InvalidExpressionError
 from plaita.domain.flow import EndNode, Flow, IfNode, SwitchNode, TaskNode
 

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
+
 from plaita.application.engine.callbacks import CallbackManager
 from plaita.application.engine.context import ExecutionContext, NodeContext
 from plaita.application.engine.expressions import (

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+
 from plaita.application.engine.callbacks import CallbackManager
 from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.execution import FlowExecution, RunOptions

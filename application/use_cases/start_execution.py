@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+
 from plaita.application.ports import Clock, DedupStore, IdGenerator, TaskQueue
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain.envelope import TaskEnvelope

@@ -252,7 +252,7 @@ async def test_a_holder_whose_lease_was_taken_over_is_fenced_off(twin: Twin) -> 
         assert await twin.leases.acquire("x-1", "worker-b", ttl_ms=60_000) is not None
         return {"id": 1}
 
-    twin.process._handlers = handler_registry(request=slow_request)  # noqa: SLF001
+    twin.process._handlers = handler_registry(request=slow_request)
     result = await twin.process(twin.envelope_start(10))
     assert (result.disposition, result.outcome) == (Disposition.LEAVE_PENDING, "fenced")
     assert await twin.executions.load("x-1") is None
@@ -267,7 +267,7 @@ async def test_a_handler_outside_the_allowlist_fails_the_execution_visibly(twin:
         {"id": "request", "type": "task", "handler": "os:system", "next": "done"},
         {"id": "done", "type": "end"},
     ]
-    await FlowCatalog(twin.catalog._flows, None).register(Flow.from_document(rogue))  # noqa: SLF001
+    await FlowCatalog(twin.catalog._flows, None).register(Flow.from_document(rogue))
     result = await twin.process(attrs.evolve(twin.envelope_start(1), flow_id="rogue"))
     assert result.outcome == "failed"
     state = await twin.executions.load("x-1")
@@ -279,7 +279,7 @@ async def test_a_failing_handler_ends_the_execution_in_error_with_the_node(twin:
     def broken(params: Any, ctx: Any) -> Any:
         raise ValueError("amount is negative")
 
-    twin.process._handlers = handler_registry(request=broken)  # noqa: SLF001
+    twin.process._handlers = handler_registry(request=broken)
     result = await twin.process(twin.envelope_start(-1))
     assert (result.disposition, result.outcome) == (Disposition.ACK, "failed")
     state = await twin.executions.load("x-1")
@@ -304,7 +304,7 @@ async def test_resume_of_an_unknown_execution_is_dead_lettered(twin: Twin) -> No
 
 async def test_a_long_dispatch_hands_over_to_a_fresh_carrier_before_acking(twin: Twin) -> None:
     """I0: a dispatch that stops early enqueues its continuation first; no node runs twice."""
-    twin.process._settings = StepSettings(holder_id="worker-a", max_steps_per_dispatch=1)  # noqa: SLF001
+    twin.process._settings = StepSettings(holder_id="worker-a", max_steps_per_dispatch=1)
     result = await twin.process(twin.envelope_start(10))
     assert result.outcome == "yielded"
     outcomes = []

@@ -1,0 +1,195 @@
+"""Task envelopes on the wire: round trip and named errors for bad entries (W11, R4)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from plaita.application.codec import (
+    ENVELOPE_FIELD,
+    SCHEMA_FIELD,
+    decode_envelope,
+    encode_envelope,
+)
+from plaita.domain.envelope import CURRENT_SCHEMA_VERSION, ResumeType, TaskEnvelope
+from plaita.domain.errors import InvalidEnvelopeError, SchemaVersionError
+
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+json_objects = st.dictionaries(st.text(max_size=8), json_values, max_size=4)
+ids = st.text(min_size=1, max_size=16)
+millis = st.integers(min_value=0, max_value=2**53)
+
+start_envelopes = st.builds(
+    TaskEnvelope.start,
+    execution_id=ids,
+    flow_id=ids,
+    version=st.none() | ids,
+    params=json_objects,
+    now_ms=millis,
+    tenant_id=ids,
+    dedup_key=st.none() | ids,
+)
+resume_envelopes = st.builds(
+    TaskEnvelope.resume,
+    execution_id=ids,
+    flow_id=ids,
+    resume_type=st.sampled_from(ResumeType),
+    now_ms=millis,
+    event=st.none() | json_objects,
+    subscription_id=st.none() | ids,
+    tenant_id=ids,
+)
+
+VALID_BODY: dict[str, Any] = {
+    "kind": "resume",
+    "execution_id": "x-1",
+    "flow_id": "approval",
+    "timestamp_ms": 1_000,
+    "resume_type": "event",
+    "event": {"event_type": "approval_decision"},
+    "subscription_id": "s-1",
+}
+
+
+def entry(body: Any, schema_version: str | None = "1") -> dict[str, str]:
+    fields = {ENVELOPE_FIELD: body if isinstance(body, str) else json.dumps(body)}
+    if schema_version is not None:
+        fields[SCHEMA_FIELD] = schema_version
+    return fields
+
+
+@given(start_envelopes | resume_envelopes)
+def test_every_envelope_survives_encode_then_decode(envelope: TaskEnvelope) -> None:
+    assert decode_envelope(encode_envelope(envelope)) == envelope
+
+
+def test_an_encoded_envelope_is_flat_string_fields_with_the_schema_version_apart() -> None:
+    """A worker can refuse a newer envelope without parsing the rest of it (W11)."""
+    envelope = TaskEnvelope.start(
+        execution_id="x", flow_id="f", version=None, params={"a": 1}, now_ms=5
+    )
+
+    fields = encode_envelope(envelope)
+
+    assert set(fields) == {ENVELOPE_FIELD, SCHEMA_FIELD}
+    assert all(isinstance(value, str) for value in fields.values())
+    assert fields[SCHEMA_FIELD] == str(CURRENT_SCHEMA_VERSION)
+    assert json.loads(fields[ENVELOPE_FIELD])["params"] == {"a": 1}
+
+
+def test_a_valid_entry_decodes_to_the_envelope_it_describes() -> None:
+    envelope = decode_envelope(entry(VALID_BODY))
+
+    assert envelope == TaskEnvelope.resume(
+        execution_id="x-1",
+        flow_id="approval",
+        resume_type=ResumeType.EVENT,
+        now_ms=1_000,
+        event={"event_type": "approval_decision"},
+        subscription_id="s-1",
+    )
+
+
+def test_an_entry_without_schema_version_is_read_as_the_current_one() -> None:
+    """Missing fields mean a legacy carrier, which stays executable (W11, W12)."""
+    assert decode_envelope(entry(VALID_BODY, schema_version=None)).schema_version == 1
+
+
+def test_unknown_body_fields_are_ignored() -> None:
+    envelope = decode_envelope(entry(VALID_BODY | {"target_instance_id": "w-2"}))
+
+    assert envelope.execution_id == "x-1"
+
+
+# --- schema versions (W11) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["2", "99"])
+def test_a_newer_schema_version_raises_schema_version_error(version: str) -> None:
+    with pytest.raises(SchemaVersionError):
+        decode_envelope(entry(VALID_BODY, schema_version=version))
+
+
+@pytest.mark.parametrize("body", ["{", "{}", '{"kind": "shiny-new-kind"}'])
+def test_a_newer_schema_version_is_refused_before_the_body_is_read(body: str) -> None:
+    """A newer envelope is dead-lettered as too new, not as malformed (W11)."""
+    with pytest.raises(SchemaVersionError):
+        decode_envelope(entry(body, schema_version="2"))
+
+
+@pytest.mark.parametrize("version", ["0", "-1"])
+def test_zero_or_negative_schema_version_raises_schema_version_error(version: str) -> None:
+    with pytest.raises(SchemaVersionError):
+        decode_envelope(entry(VALID_BODY, schema_version=version))
+
+
+@pytest.mark.parametrize("version", ["", "one", "1.0", "v1"])
+def test_a_schema_version_that_is_not_an_integer_raises_invalid_envelope(version: str) -> None:
+    with pytest.raises(InvalidEnvelopeError, match="schema_version"):
+        decode_envelope(entry(VALID_BODY, schema_version=version))
+
+
+# --- malformed entries (R4) ---------------------------------------------------------
+
+
+def test_an_entry_without_the_envelope_field_raises_invalid_envelope() -> None:
+    with pytest.raises(InvalidEnvelopeError, match=ENVELOPE_FIELD):
+        decode_envelope({SCHEMA_FIELD: "1", "payload": "{}"})
+
+
+@pytest.mark.parametrize("body", ["", "{", "not json", '{"kind": "start",}', "\x00"])
+def test_malformed_json_raises_invalid_envelope(body: str) -> None:
+    with pytest.raises(InvalidEnvelopeError, match="malformed"):
+        decode_envelope(entry(body))
+
+
+@pytest.mark.parametrize("body", ["[]", "null", '"start"', "7"])
+def test_json_that_is_not_an_object_raises_invalid_envelope(body: str) -> None:
+    with pytest.raises(InvalidEnvelopeError):
+        decode_envelope(entry(body))
+
+
+@pytest.mark.parametrize("missing", ["kind", "execution_id", "flow_id", "timestamp_ms"])
+def test_a_missing_required_field_raises_invalid_envelope_naming_it(missing: str) -> None:
+    body = {key: value for key, value in VALID_BODY.items() if key != missing}
+
+    with pytest.raises(InvalidEnvelopeError, match=missing):
+        decode_envelope(entry(body))
+
+
+BAD_BODIES: dict[str, dict[str, Any]] = {
+    "unknown kind": VALID_BODY | {"kind": "restart"},
+    "unknown resume_type": VALID_BODY | {"resume_type": "rewind"},
+    "resume without resume_type": VALID_BODY | {"resume_type": None},
+    "start with a resume_type": VALID_BODY | {"kind": "start"},
+    "empty execution_id": VALID_BODY | {"execution_id": ""},
+    "empty flow_id": VALID_BODY | {"flow_id": ""},
+    "empty tenant_id": VALID_BODY | {"tenant_id": ""},
+    "negative timestamp": VALID_BODY | {"timestamp_ms": -1},
+    "timestamp is text": VALID_BODY | {"timestamp_ms": "yesterday"},
+    "params is a list": VALID_BODY | {"params": [1, 2]},
+    "event is a string": VALID_BODY | {"event": "approved"},
+}
+
+
+@pytest.mark.parametrize("body", BAD_BODIES.values(), ids=BAD_BODIES.keys())
+def test_an_invalid_body_raises_invalid_envelope(body: dict[str, Any]) -> None:
+    with pytest.raises(InvalidEnvelopeError, match="malformed"):
+        decode_envelope(entry(body))
