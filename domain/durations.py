@@ -16,6 +16,8 @@ MAX_WAIT_MS = 366 * 24 * 60 * 60 * 1000
 _TIMEDELTA = TypeAdapter(timedelta)
 
 Duration = int | float | str
+#: More digits than any accepted duration has; longer strings are refused before int() runs.
+_MAX_DIGITS = 20
 
 
 def parse_duration_ms(value: Duration, *, field: str, maximum_ms: int = MAX_NODE_TIMEOUT_MS) -> int:
@@ -29,6 +31,8 @@ def parse_duration_ms(value: Duration, *, field: str, maximum_ms: int = MAX_NODE
     elif isinstance(value, int | float):
         if not math.isfinite(value):
             raise InvalidTimeoutError(f"{field}: {value!r} is not a finite number of milliseconds")
+        if value < 0:
+            raise InvalidTimeoutError(f"{field}: {value!r} is negative; use a duration of 0 or more")
         ms = int(value)
     else:
         raise InvalidTimeoutError(
@@ -46,7 +50,9 @@ def parse_duration_ms(value: Duration, *, field: str, maximum_ms: int = MAX_NODE
 @lru_cache(maxsize=1024)
 def _parse_text(text: str, field: str) -> int:
     # lru_cache never stores a raised exception: an invalid string raises on every call (E5).
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
+        if len(text) > _MAX_DIGITS:
+            raise InvalidTimeoutError(f"{field}: {text[:20]}… is far too large a duration")
         return int(text)
     if not text.upper().startswith("P"):
         raise InvalidTimeoutError(

@@ -103,6 +103,13 @@ def subscription_matches(subscription: EventSubscription, event: Event) -> bool:
     ):
         return False
     return all(
-        key in event.data and event.data[key] == expected
+        key in event.data and _same_json(event.data[key], expected)
         for key, expected in subscription.filter_condition.items()
     )
+
+
+def _same_json(actual: JSON, expected: JSON) -> bool:
+    # JSON equality: `true` is not `1`, although Python says True == 1.
+    if isinstance(actual, bool) or isinstance(expected, bool):
+        return actual is expected
+    return bool(actual == expected)

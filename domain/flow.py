@@ -7,9 +7,18 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+)
 
-from plaita.domain.durations import MAX_WAIT_MS, Duration, parse_duration_ms
+from plaita.domain.durations import MAX_WAIT_MS, parse_duration_ms
 from plaita.domain.errors import (
     DuplicateNodeIdError,
     EmptyEventTypeError,
@@ -20,6 +29,8 @@ from plaita.domain.errors import (
 )
 
 JSON = Any
+# Strict: JSON `true` must not become 1 ms or one retry on its way through pydantic.
+Duration = StrictInt | StrictFloat | StrictStr
 
 
 class _Document(BaseModel):
@@ -36,7 +47,7 @@ class FailureStrategy(_Document):
 class _NodeBase(_Document):
     id: str = Field(min_length=1)
     timeout: Duration | None = None
-    retry_times: int = Field(default=0, ge=0, le=100, alias="retryTimes")
+    retry_times: StrictInt = Field(default=0, ge=0, le=100, alias="retryTimes")
     error_handler: FailureStrategy = Field(default_factory=FailureStrategy, alias="errorHandler")
     timeout_handler: FailureStrategy = Field(
         default_factory=FailureStrategy, alias="timeoutHandler"
@@ -153,8 +164,10 @@ class Flow:
     def from_json(cls, text: str | bytes) -> Flow:
         try:
             raw = json.loads(text)
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise InvalidFlowDocumentError(f"flow definition is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise InvalidFlowDocumentError("flow definition is nested too deeply") from None
         if not isinstance(raw, dict):
             raise InvalidFlowDocumentError("flow definition must be a JSON object")
         return cls.from_document(raw)

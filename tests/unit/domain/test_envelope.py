@@ -1,0 +1,113 @@
+"""Task envelopes: start vs resume invariants and schema versions (W1, W11)."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from plaita.domain.envelope import (
+    CURRENT_SCHEMA_VERSION,
+    CarrierKind,
+    ResumeType,
+    TaskEnvelope,
+    check_schema_version,
+)
+from plaita.domain.errors import SchemaVersionError
+
+
+def test_a_start_carrier_has_no_resume_type_and_the_current_schema() -> None:
+    params = {"amount": 120}
+    envelope = TaskEnvelope.start(
+        execution_id="x-1",
+        flow_id="approval",
+        version="3",
+        params=params,
+        now_ms=1_000,
+        tenant_id="acme",
+        dedup_key="order-7",
+    )
+    params["amount"] = 0
+
+    assert envelope.kind is CarrierKind.START
+    assert envelope.resume_type is None
+    assert envelope.params == {"amount": 120}
+    assert (envelope.version, envelope.tenant_id, envelope.dedup_key) == ("3", "acme", "order-7")
+    assert envelope.timestamp_ms == 1_000
+    assert envelope.schema_version == CURRENT_SCHEMA_VERSION == 1
+
+
+@pytest.mark.parametrize("resume_type", list(ResumeType))
+def test_a_resume_carrier_carries_its_resume_type(resume_type: ResumeType) -> None:
+    envelope = TaskEnvelope.resume(
+        execution_id="x-1",
+        flow_id="approval",
+        resume_type=resume_type,
+        now_ms=2_000,
+        event={"event_type": "approval_decision", "data": {"ok": True}},
+        subscription_id="s-1",
+    )
+
+    assert envelope.kind is CarrierKind.RESUME
+    assert envelope.resume_type is resume_type
+    assert envelope.subscription_id == "s-1"
+    assert envelope.event == {"event_type": "approval_decision", "data": {"ok": True}}
+
+
+def test_the_resume_types_are_the_five_the_spec_names() -> None:
+    assert {t.value for t in ResumeType} == {"continue", "retry", "event", "timeout", "cancel"}
+
+
+def test_a_resume_carrier_without_resume_type_is_refused() -> None:
+    with pytest.raises(ValueError, match="resume_type"):
+        TaskEnvelope(kind=CarrierKind.RESUME, execution_id="x", flow_id="f", timestamp_ms=0)
+
+
+@pytest.mark.parametrize("resume_type", list(ResumeType))
+def test_a_start_carrier_with_a_resume_type_is_refused(resume_type: ResumeType) -> None:
+    with pytest.raises(ValueError, match="resume_type"):
+        TaskEnvelope(
+            kind=CarrierKind.START,
+            execution_id="x",
+            flow_id="f",
+            timestamp_ms=0,
+            resume_type=resume_type,
+        )
+
+
+def test_envelopes_are_frozen() -> None:
+    envelope = TaskEnvelope.resume(
+        execution_id="x", flow_id="f", resume_type=ResumeType.CONTINUE, now_ms=0
+    )
+
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        envelope.resume_type = None  # type: ignore[misc]
+
+
+# --- schema versions (W11) ----------------------------------------------------------
+
+
+def test_the_current_schema_version_is_accepted() -> None:
+    check_schema_version(CURRENT_SCHEMA_VERSION)
+
+
+@pytest.mark.parametrize("version", [CURRENT_SCHEMA_VERSION + 1, 99])
+def test_a_newer_schema_version_is_refused_with_advice_to_upgrade(version: int) -> None:
+    with pytest.raises(SchemaVersionError, match="upgrade the worker"):
+        check_schema_version(version)
+
+
+@pytest.mark.parametrize("version", [0, -1])
+def test_zero_or_negative_schema_version_is_refused(version: int) -> None:
+    with pytest.raises(SchemaVersionError, match="not a valid version"):
+        check_schema_version(version)
+
+
+@given(st.integers())
+def test_only_versions_from_1_to_the_current_one_are_accepted(version: int) -> None:
+    if 1 <= version <= CURRENT_SCHEMA_VERSION:
+        check_schema_version(version)
+    else:
+        with pytest.raises(SchemaVersionError):
+            check_schema_version(version)
