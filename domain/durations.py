@@ -32,7 +32,9 @@ def parse_duration_ms(value: Duration, *, field: str, maximum_ms: int = MAX_NODE
         if not math.isfinite(value):
             raise InvalidTimeoutError(f"{field}: {value!r} is not a finite number of milliseconds")
         if value < 0:
-            raise InvalidTimeoutError(f"{field}: {value!r} is negative; use a duration of 0 or more")
+            raise InvalidTimeoutError(
+                f"{field}: {value!r} is negative; use a duration of 0 or more"
+            )
         ms = int(value)
     else:
         raise InvalidTimeoutError(
