@@ -16,7 +16,8 @@ import click
 import redis.exceptions
 from pydantic import ValidationError
 
-from plaita.application.use_cases.flows import FlowCatalog
+from plaita.application.handlers import HandlerRegistry
+from plaita.application.use_cases.flows import FlowCatalog, validate_flow
 from plaita.domain.errors import PlaitaError
 from plaita.domain.execution import ExecutionState
 from plaita.domain.flow import Flow
@@ -50,8 +51,22 @@ def _settings(**values: Any) -> Settings:
         raise click.UsageError(f"invalid configuration:\n{problems}") from None
 
 
+@contextlib.contextmanager
+def _named_errors(redis_url: str | None = None) -> Iterator[None]:
+    """Named plaita errors and connection failures become a readable message and exit 1."""
+    try:
+        yield
+    except PlaitaError as exc:
+        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+        raise click.ClickException(
+            f"cannot reach Redis at {redis_url}: {exc}. Is it running, and is the URL "
+            "right (--redis-url / PLAITA_REDIS_URL)?"
+        ) from None
+
+
 def _run(settings: Settings, body: Callable[[Container], Awaitable[T]]) -> T:
-    """Run ``body`` with a container; turn named errors into a readable message and exit 1."""
+    """Run ``body`` with a container built from ``settings``."""
 
     async def go() -> T:
         container = build_container(settings)
@@ -63,15 +78,8 @@ def _run(settings: Settings, body: Callable[[Container], Awaitable[T]]) -> T:
             if settings.backend == "redis":
                 await container.redis_client().aclose()
 
-    try:
+    with _named_errors(settings.redis_url):
         return asyncio.run(go())
-    except PlaitaError as exc:
-        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-        raise click.ClickException(
-            f"cannot reach Redis at {settings.redis_url}: {exc}. Is it running, and is the URL "
-            "right (--redis-url / PLAITA_REDIS_URL)?"
-        ) from None
 
 
 def _parse_object(option: str, text: str | None) -> dict[str, JSON]:
@@ -260,12 +268,14 @@ def flows_register(
     """Validate and register flow definition files (all or nothing)."""
     settings = _settings(backend="redis", redis_url=redis_url, handler_modules=handler_modules)
     loaded = [load_flow_file(path) for path in files]
+    # Every file is validated before anything is written: all or nothing.
+    allowlist = None if handler_modules is None else HandlerRegistry(settings.handler_modules)
+    with _named_errors():
+        for flow in loaded:
+            validate_flow(flow, allowlist)
 
     async def body(container: Container) -> list[Flow]:
-        allowlist = None if handler_modules is None else container.handlers()
         catalog = FlowCatalog(container.flow_repository(), allowlist)
-        for flow in loaded:
-            catalog.validate(flow)
         return [await catalog.register(flow) for flow in loaded]
 
     registered = _run(settings, body)
@@ -386,3 +396,7 @@ def events_publish(
         _echo_json(event.to_json())
     else:
         click.echo(event.event_id)
+
+
+if __name__ == "__main__":
+    main()

@@ -9,6 +9,13 @@ from plaita.domain.errors import UnknownFlowError
 from plaita.domain.flow import Flow
 
 
+def validate_flow(flow: Flow, handlers: HandlerRegistry | None) -> None:
+    """Refuse a flow whose expressions do not parse or whose handlers are not allowed."""
+    compile_flow_expressions(flow)
+    if handlers is not None:
+        handlers.check_flow(flow)
+
+
 class FlowCatalog:
     """The one door to flow definitions: validates on the way in, names misses on the way out."""
 
@@ -17,10 +24,7 @@ class FlowCatalog:
         self._handlers = handlers
 
     def validate(self, flow: Flow) -> None:
-        """Refuse a flow whose expressions do not parse or whose handlers are not allowed."""
-        compile_flow_expressions(flow)
-        if self._handlers is not None:
-            self._handlers.check_flow(flow)
+        validate_flow(flow, self._handlers)
 
     async def register(self, flow: Flow) -> Flow:
         self.validate(flow)

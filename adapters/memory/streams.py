@@ -1,0 +1,123 @@
+"""An in-memory twin of a Redis stream read through one consumer group.
+
+It keeps what Redis keeps: entries in id order (never trimmed), a last-delivered position and
+a pending entries list with owner, delivery count and last delivery time per entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+import attrs
+
+from plaita.application.ports import Clock
+
+#: (message id, fields, delivery count)
+Delivered = tuple[str, dict[str, str], int]
+
+
+@attrs.define
+class _Pending:
+    consumer: str
+    delivery_count: int
+    delivered_at_ms: int
+
+
+class MemoryGroupStream:
+    """Add, read new or own pending entries, ack, claim idle entries; ages from the Clock."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._entries: dict[str, dict[str, str]] = {}
+        self._order: list[str] = []
+        self._next = 0
+        self._pending: dict[str, _Pending] = {}
+        self._last_id = (0, 0)
+        self._arrived = asyncio.Condition()
+
+    async def add(self, fields: Mapping[str, str]) -> str:
+        now_ms = self._clock.now_ms()
+        last_ms, last_seq = self._last_id
+        self._last_id = (last_ms, last_seq + 1) if now_ms <= last_ms else (now_ms, 0)
+        message_id = f"{self._last_id[0]}-{self._last_id[1]}"
+        self._entries[message_id] = dict(fields)
+        self._order.append(message_id)
+        async with self._arrived:
+            self._arrived.notify_all()
+        return message_id
+
+    async def read_new(self, consumer: str, *, count: int, block_ms: int) -> list[Delivered]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + block_ms / 1000
+        while True:
+            batch = self._deliver_new(consumer, count)
+            remaining = deadline - loop.time()
+            if batch or remaining <= 0:
+                return batch
+            async with self._arrived:
+                try:
+                    await asyncio.wait_for(self._arrived.wait_for(self._has_new), remaining)
+                except TimeoutError:
+                    return []
+
+    def read_pending(self, consumer: str, *, after: str, count: int) -> list[Delivered]:
+        """``consumer``'s own pending entries with ids after ``after``; counts a delivery each."""
+        after_key = _id_key(after)
+        own = [
+            message_id
+            for message_id in self._pending_in_order()
+            if self._pending[message_id].consumer == consumer and _id_key(message_id) > after_key
+        ]
+        return [self._deliver(message_id, consumer) for message_id in own[:count]]
+
+    def ack(self, message_id: str) -> None:
+        self._pending.pop(message_id, None)
+
+    def claim_idle(self, consumer: str, *, min_idle_ms: int, count: int) -> list[Delivered]:
+        """Like XAUTOCLAIM: take entries idle for at least ``min_idle_ms``, whoever owns them."""
+        now_ms = self._now_ms()
+        idle = [
+            message_id
+            for message_id in self._pending_in_order()
+            if now_ms - self._pending[message_id].delivered_at_ms >= min_idle_ms
+        ]
+        return [self._deliver(message_id, consumer) for message_id in idle[:count]]
+
+    def newest(self, count: int) -> list[tuple[str, dict[str, str]]]:
+        """Like XREVRANGE + - COUNT: the last ``count`` entries, newest first."""
+        latest = self._order[-count:] if count > 0 else []
+        return [(message_id, dict(self._entries[message_id])) for message_id in reversed(latest)]
+
+    @property
+    def length(self) -> int:
+        return len(self._order)
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def _deliver_new(self, consumer: str, count: int) -> list[Delivered]:
+        batch = self._order[self._next : self._next + count]
+        self._next += len(batch)
+        return [self._deliver(message_id, consumer) for message_id in batch]
+
+    def _deliver(self, message_id: str, consumer: str) -> Delivered:
+        previous = self._pending.get(message_id)
+        delivery_count = 1 if previous is None else previous.delivery_count + 1
+        self._pending[message_id] = _Pending(consumer, delivery_count, self._now_ms())
+        return message_id, dict(self._entries[message_id]), delivery_count
+
+    def _has_new(self) -> bool:
+        return self._next < len(self._order)
+
+    def _pending_in_order(self) -> list[str]:
+        return sorted(self._pending, key=_id_key)
+
+    def _now_ms(self) -> int:
+        return round(self._clock.monotonic() * 1000)
+
+
+def _id_key(message_id: str) -> tuple[int, int]:
+    milliseconds, _, sequence = message_id.partition("-")
+    return int(milliseconds), int(sequence or 0)

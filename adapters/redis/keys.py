@@ -1,0 +1,74 @@
+"""Every Redis key plaita uses, built in one place (ARCHITECTURE "Redis key schema").
+
+The part in braces is the Redis Cluster hash tag: all keys one execution's step touches share
+``{<execution_id>}`` so a single Lua script may read the fence and write the state atomically.
+"""
+
+from __future__ import annotations
+
+DEFAULT_NAMESPACE = "plaita"
+
+
+class RedisKeys:
+    """Builds the keys of one namespace (``plaita`` for the default tenant)."""
+
+    def __init__(self, namespace: str = DEFAULT_NAMESPACE) -> None:
+        if not namespace:
+            raise ValueError("a Redis key namespace must not be empty")
+        self.namespace = namespace
+
+    # --- executions -----------------------------------------------------------------
+
+    def _execution(self, execution_id: str, suffix: str) -> str:
+        return f"{self.namespace}:x:{{{execution_id}}}:{suffix}"
+
+    def execution_state(self, execution_id: str) -> str:
+        return self._execution(execution_id, "state")
+
+    def fence_generation(self, execution_id: str) -> str:
+        return self._execution(execution_id, "fencegen")
+
+    def lease(self, execution_id: str) -> str:
+        return self._execution(execution_id, "lease")
+
+    def executions(self) -> str:
+        return f"{self.namespace}:executions"
+
+    # --- task queues ----------------------------------------------------------------
+
+    def queue_stream(self, queue_name: str) -> str:
+        return f"{self.namespace}:q:{{{queue_name}}}:stream"
+
+    def queue_dead_letters(self, queue_name: str) -> str:
+        return f"{self.namespace}:q:{{{queue_name}}}:dlq"
+
+    def dedup(self, tenant_id: str, dedup_key: str) -> str:
+        return f"{self.namespace}:dedup:{{{tenant_id}}}:{dedup_key}"
+
+    # --- flows ----------------------------------------------------------------------
+
+    def flow_version(self, flow_id: str, version: str) -> str:
+        return f"{self.namespace}:flow:{{{flow_id}}}:v:{version}"
+
+    def flow_latest(self, flow_id: str) -> str:
+        return f"{self.namespace}:flow:{{{flow_id}}}:latest"
+
+    def flows(self) -> str:
+        return f"{self.namespace}:flows"
+
+    # --- subscriptions and events ---------------------------------------------------
+
+    def subscription(self, subscription_id: str) -> str:
+        return f"{self.namespace}:sub:{{{subscription_id}}}"
+
+    def subscriptions_by_type(self, event_type: str) -> str:
+        return f"{self.namespace}:subs:type:{event_type}"
+
+    def event(self, event_id: str) -> str:
+        return f"{self.namespace}:ev:{{{event_id}}}"
+
+    def events_by_type(self, event_type: str) -> str:
+        return f"{self.namespace}:evidx:type:{event_type}"
+
+    def event_notifications(self) -> str:
+        return f"{self.namespace}:events:stream"

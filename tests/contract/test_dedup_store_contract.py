@@ -1,0 +1,69 @@
+"""DedupStore contract (W6): a key starts one execution per tenant until its TTL passes."""
+
+from __future__ import annotations
+
+import pytest
+import redis.asyncio as redis
+
+from plaita.adapters.memory.dedup import MemoryDedupStore
+from plaita.adapters.redis.dedup import RedisDedupStore
+from plaita.adapters.redis.keys import RedisKeys
+from plaita.application.ports import DedupStore
+
+from .conftest import Elapse, FakeClock
+
+
+class DedupStoreContract:
+    @pytest.fixture
+    def dedup(self) -> DedupStore:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def elapse(self) -> Elapse:
+        raise NotImplementedError
+
+    async def test_first_claim_wins_and_later_claims_get_its_execution(
+        self, dedup: DedupStore
+    ) -> None:
+        assert await dedup.claim("order:7", "x-1", tenant_id="default", ttl_ms=60_000) is None
+        assert await dedup.claim("order:7", "x-2", tenant_id="default", ttl_ms=60_000) == "x-1"
+
+    async def test_tenants_do_not_share_keys(self, dedup: DedupStore) -> None:
+        assert await dedup.claim("order:7", "x-1", tenant_id="acme", ttl_ms=60_000) is None
+        assert await dedup.claim("order:7", "x-2", tenant_id="globex", ttl_ms=60_000) is None
+
+    async def test_a_claim_expires_after_its_ttl(self, dedup: DedupStore, elapse: Elapse) -> None:
+        assert await dedup.claim("k", "x-1", tenant_id="default", ttl_ms=100) is None
+        await elapse(250)
+        assert await dedup.claim("k", "x-2", tenant_id="default", ttl_ms=100) is None
+
+
+class TestMemoryDedupStore(DedupStoreContract):
+    @pytest.fixture
+    def dedup(self, clock: FakeClock) -> DedupStore:
+        return MemoryDedupStore(clock)
+
+    @pytest.fixture
+    def elapse(self, advance_clock: Elapse) -> Elapse:
+        return advance_clock
+
+
+class TestFakeRedisDedupStore(DedupStoreContract):
+    @pytest.fixture
+    def dedup(self, fake_redis: redis.Redis, keys: RedisKeys) -> DedupStore:
+        return RedisDedupStore(fake_redis, keys)
+
+    @pytest.fixture
+    def elapse(self, sleep_real: Elapse) -> Elapse:
+        return sleep_real
+
+
+@pytest.mark.redis
+class TestRedisDedupStore(DedupStoreContract):
+    @pytest.fixture
+    def dedup(self, real_redis: redis.Redis, keys: RedisKeys) -> DedupStore:
+        return RedisDedupStore(real_redis, keys)
+
+    @pytest.fixture
+    def elapse(self, sleep_real: Elapse) -> Elapse:
+        return sleep_real

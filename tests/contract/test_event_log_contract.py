@@ -1,0 +1,223 @@
+"""EventLog contract (V1, V3), run against every adapter family."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+import pytest
+import redis.asyncio as redis
+
+from plaita.adapters.memory.events import MemoryEventLog
+from plaita.adapters.redis.events import RedisEventLog
+from plaita.adapters.redis.keys import RedisKeys
+from plaita.application.ports import Clock, EventLog
+from plaita.domain.events import Event
+
+Elapse = Callable[[int], Awaitable[None]]
+Reopen = Callable[[EventLog], EventLog]
+SEVEN_DAYS_MS = 7 * 24 * 60 * 60 * 1000
+
+
+def event(event_id: str = "ev:1", event_type: str = "payment.received") -> Event:
+    return Event(
+        event_id=event_id,
+        event_type=event_type,
+        timestamp_ms=1_760_000_000_000,
+        data={"order": 7, "lines": [{"sku": "A", "qty": 2}]},
+        correlation_id="order-7",
+        source="shop",
+        tenant_id="acme",
+    )
+
+
+def event_ids(notifications: object) -> list[str]:
+    return [n.event_id for n in notifications]  # type: ignore[attr-defined]
+
+
+class EventLogContract:
+    @pytest.fixture
+    def log(self) -> EventLog:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def reopen(self) -> Reopen:
+        """A second adapter over the same store, as a restarted event filter opens it."""
+        raise NotImplementedError
+
+    @pytest.fixture
+    def elapse(self, sleep_real: Elapse) -> Elapse:
+        return sleep_real
+
+    @pytest.fixture
+    async def ready(self, log: EventLog) -> EventLog:
+        await log.ensure_group()
+        return log
+
+    async def test_appended_event_round_trips(self, ready: EventLog) -> None:
+        appended = event()
+        await ready.append(appended)
+
+        assert await ready.get("ev:1") == appended
+
+    async def test_get_of_an_unknown_id_is_none(self, ready: EventLog) -> None:
+        assert await ready.get("ev:none") is None
+
+    async def test_append_notifies_the_event_filters(self, ready: EventLog) -> None:
+        await ready.append(event("ev:1"))
+        await ready.append(event("ev:2", "payment.refunded"))
+
+        notifications = await ready.read_notifications("filter-a", count=10, block_ms=0)
+
+        assert event_ids(notifications) == ["ev:1", "ev:2"]
+        for notification in notifications:
+            await ready.ack_notification(notification.notification_id)
+        assert await ready.read_notifications("filter-a", count=10, block_ms=0) == []
+
+    async def test_each_notification_goes_to_one_filter_of_the_group(self, ready: EventLog) -> None:
+        await ready.append(event("ev:1"))
+        await ready.append(event("ev:2"))
+
+        first = await ready.read_notifications("filter-a", count=1, block_ms=0)
+        second = await ready.read_notifications("filter-b", count=10, block_ms=0)
+
+        assert (event_ids(first), event_ids(second)) == (["ev:1"], ["ev:2"])
+
+    async def test_group_starts_at_zero_so_earlier_notifications_arrive(
+        self, log: EventLog
+    ) -> None:
+        await log.append(event("ev:1"))
+        await log.ensure_group()
+        await log.ensure_group()  # idempotent
+
+        assert event_ids(await log.read_notifications("filter-a", count=10, block_ms=0)) == ["ev:1"]
+
+    async def test_read_waits_block_ms_then_returns_empty(self, ready: EventLog) -> None:
+        started = time.monotonic()
+        assert await ready.read_notifications("filter-a", count=10, block_ms=100) == []
+        assert 0.08 <= time.monotonic() - started < 2
+
+    async def test_blocked_read_returns_as_soon_as_an_event_arrives(self, ready: EventLog) -> None:
+        await ready.read_notifications("filter-a", count=10, block_ms=0)
+        reading = asyncio.create_task(
+            ready.read_notifications("filter-a", count=10, block_ms=5_000)
+        )
+        await asyncio.sleep(0.05)
+        await ready.append(event("ev:1"))
+
+        assert event_ids(await asyncio.wait_for(reading, timeout=2)) == ["ev:1"]
+
+    async def test_restarted_filter_first_gets_its_own_pending_notifications(
+        self, ready: EventLog, reopen: Reopen
+    ) -> None:
+        """V3: a notification read but not acked before a restart is handled after it."""
+        await ready.append(event("ev:1"))
+        await ready.read_notifications("filter-a", count=10, block_ms=0)
+        await ready.append(event("ev:2"))
+
+        restarted = reopen(ready)
+        [backlog] = await restarted.read_notifications("filter-a", count=10, block_ms=0)
+        assert backlog.event_id == "ev:1"
+        await restarted.ack_notification(backlog.notification_id)
+
+        assert event_ids(await restarted.read_notifications("filter-a", count=10, block_ms=0)) == [
+            "ev:2"
+        ]
+
+    async def test_unacked_notifications_are_not_redelivered_to_a_running_filter(
+        self, ready: EventLog
+    ) -> None:
+        await ready.append(event("ev:1"))
+        await ready.read_notifications("filter-a", count=10, block_ms=0)
+
+        assert await ready.read_notifications("filter-a", count=10, block_ms=0) == []
+
+    async def test_reclaim_takes_notifications_of_a_crashed_filter(
+        self, ready: EventLog, elapse: Elapse
+    ) -> None:
+        """V3: notifications left pending by a crashed filter are taken over after min_idle."""
+        await ready.append(event("ev:1"))
+        [pending] = await ready.read_notifications("crashed", count=10, block_ms=0)
+        await elapse(150)
+
+        [reclaimed] = await ready.reclaim_notifications("rescuer", min_idle_ms=100, count=10)
+
+        assert reclaimed == pending
+        await ready.ack_notification(reclaimed.notification_id)
+        assert await ready.reclaim_notifications("rescuer", min_idle_ms=0, count=10) == []
+
+    async def test_reclaim_leaves_notifications_younger_than_min_idle(
+        self, ready: EventLog
+    ) -> None:
+        await ready.append(event("ev:1"))
+        await ready.read_notifications("busy", count=10, block_ms=0)
+
+        assert await ready.reclaim_notifications("rescuer", min_idle_ms=60_000, count=10) == []
+
+
+class TestMemoryEventLog(EventLogContract):
+    @pytest.fixture
+    def log(self, clock: Clock) -> EventLog:
+        return MemoryEventLog(clock)
+
+    @pytest.fixture
+    def reopen(self) -> Reopen:
+        return lambda log: log.restarted()  # type: ignore[attr-defined]
+
+    @pytest.fixture
+    def elapse(self, advance_clock: Elapse) -> Elapse:
+        return advance_clock
+
+    async def test_event_record_expires_after_seven_days(
+        self, ready: EventLog, elapse: Elapse
+    ) -> None:
+        await ready.append(event())
+        await elapse(SEVEN_DAYS_MS - 1)
+        assert await ready.get("ev:1") is not None
+
+        await elapse(1)
+        assert await ready.get("ev:1") is None
+
+
+class RedisEventKeyChecks:
+    """Redis only: record TTL and type index follow the key schema."""
+
+    async def test_record_has_a_seven_day_ttl_and_a_type_index_entry(
+        self, ready: EventLog, redis_client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        await ready.append(event())
+
+        ttl_ms = await redis_client.pttl(keys.event("ev:1"))
+        assert SEVEN_DAYS_MS - 60_000 < ttl_ms <= SEVEN_DAYS_MS
+        score = await redis_client.zscore(keys.events_by_type("payment.received"), "ev:1")
+        assert score == event().timestamp_ms
+
+
+class TestFakeRedisEventLog(EventLogContract, RedisEventKeyChecks):
+    @pytest.fixture
+    def redis_client(self, fake_redis: redis.Redis) -> redis.Redis:
+        return fake_redis
+
+    @pytest.fixture
+    def log(self, fake_redis: redis.Redis, keys: RedisKeys) -> EventLog:
+        return RedisEventLog(fake_redis, keys)
+
+    @pytest.fixture
+    def reopen(self, fake_redis: redis.Redis, keys: RedisKeys) -> Reopen:
+        return lambda _log: RedisEventLog(fake_redis, keys)
+
+
+@pytest.mark.redis
+class TestRedisEventLog(EventLogContract, RedisEventKeyChecks):
+    @pytest.fixture
+    def redis_client(self, real_redis: redis.Redis) -> redis.Redis:
+        return real_redis
+
+    @pytest.fixture
+    def log(self, real_redis: redis.Redis, keys: RedisKeys) -> EventLog:
+        return RedisEventLog(real_redis, keys)
+
+    @pytest.fixture
+    def reopen(self, real_redis: redis.Redis, keys: RedisKeys) -> Reopen:
+        return lambda _log: RedisEventLog(real_redis, keys)

@@ -1,0 +1,126 @@
+"""SubscriptionStore contract (V1, V2), run against every adapter family."""
+
+from __future__ import annotations
+
+import pytest
+import redis.asyncio as redis
+
+from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.redis.keys import RedisKeys
+from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
+from plaita.application.ports import SubscriptionStore
+from plaita.domain.events import EventSubscription
+
+
+def subscription(
+    subscription_id: str = "sub:x:1:wait",
+    event_type: str = "payment.received",
+    created_at_ms: int = 1_760_000_000_000,
+) -> EventSubscription:
+    return EventSubscription(
+        subscription_id=subscription_id,
+        event_type=event_type,
+        execution_id="x:1",
+        flow_id="orders",
+        node_id="wait",
+        created_at_ms=created_at_ms,
+        correlation_id="order-7",
+        filter_condition={"currency": "EUR", "amount": 12.5},
+        tenant_id="acme",
+    )
+
+
+def ids(found: object) -> list[str]:
+    return [s.subscription_id for s in found]  # type: ignore[attr-defined]
+
+
+class SubscriptionStoreContract:
+    @pytest.fixture
+    def subscriptions(self) -> SubscriptionStore:
+        raise NotImplementedError
+
+    async def test_add_then_get_round_trips_every_field(
+        self, subscriptions: SubscriptionStore
+    ) -> None:
+        added = subscription()
+        await subscriptions.add(added)
+
+        assert await subscriptions.get("sub:x:1:wait") == added
+
+    async def test_get_of_an_unknown_id_is_none(self, subscriptions: SubscriptionStore) -> None:
+        assert await subscriptions.get("sub:none") is None
+
+    async def test_find_returns_the_subscriptions_of_one_type_oldest_first(
+        self, subscriptions: SubscriptionStore
+    ) -> None:
+        await subscriptions.add(subscription("sub:b", created_at_ms=2))
+        await subscriptions.add(subscription("sub:a", created_at_ms=3))
+        await subscriptions.add(subscription("sub:c", created_at_ms=1))
+        await subscriptions.add(subscription("sub:other", event_type="payment.refunded"))
+
+        assert ids(await subscriptions.find("payment.received")) == ["sub:c", "sub:b", "sub:a"]
+        assert ids(await subscriptions.find("payment.refunded")) == ["sub:other"]
+        assert list(await subscriptions.find("payment")) == []
+
+    async def test_remove_deletes_the_record_and_its_index_entry(
+        self, subscriptions: SubscriptionStore
+    ) -> None:
+        await subscriptions.add(subscription("sub:x:1:wait"))
+        await subscriptions.add(subscription("sub:x:2:wait"))
+
+        assert await subscriptions.remove("sub:x:1:wait") is True
+
+        assert await subscriptions.get("sub:x:1:wait") is None
+        assert ids(await subscriptions.find("payment.received")) == ["sub:x:2:wait"]
+        assert await subscriptions.remove("sub:x:1:wait") is False
+
+    async def test_remove_of_an_unknown_id_is_false(self, subscriptions: SubscriptionStore) -> None:
+        assert await subscriptions.remove("sub:none") is False
+
+    async def test_re_adding_under_another_type_moves_it(
+        self, subscriptions: SubscriptionStore
+    ) -> None:
+        await subscriptions.add(subscription("sub:1", event_type="payment.received"))
+        await subscriptions.add(subscription("sub:1", event_type="payment.refunded"))
+
+        assert list(await subscriptions.find("payment.received")) == []
+        assert ids(await subscriptions.find("payment.refunded")) == ["sub:1"]
+
+
+class TestMemorySubscriptionStore(SubscriptionStoreContract):
+    @pytest.fixture
+    def subscriptions(self) -> SubscriptionStore:
+        return MemorySubscriptionStore()
+
+
+class RedisIndexChecks:
+    """Redis only: an index entry whose record vanished is skipped, not an error."""
+
+    async def test_find_skips_a_dangling_index_entry(
+        self, subscriptions: SubscriptionStore, redis_client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        await subscriptions.add(subscription("sub:kept"))
+        await redis_client.sadd(keys.subscriptions_by_type("payment.received"), "sub:gone")
+
+        assert ids(await subscriptions.find("payment.received")) == ["sub:kept"]
+
+
+class TestFakeRedisSubscriptionStore(SubscriptionStoreContract, RedisIndexChecks):
+    @pytest.fixture
+    def redis_client(self, fake_redis: redis.Redis) -> redis.Redis:
+        return fake_redis
+
+    @pytest.fixture
+    def subscriptions(self, fake_redis: redis.Redis, keys: RedisKeys) -> SubscriptionStore:
+        return RedisSubscriptionStore(fake_redis, keys)
+
+
+@pytest.mark.redis
+class TestRedisSubscriptionStore(SubscriptionStoreContract, RedisIndexChecks):
+    @pytest.fixture
+    def redis_client(self, real_redis: redis.Redis) -> redis.Redis:
+        return real_redis
+
+    @pytest.fixture
+    def subscriptions(self, real_redis: redis.Redis, keys: RedisKeys) -> SubscriptionStore:
+        return RedisSubscriptionStore(real_redis, keys)

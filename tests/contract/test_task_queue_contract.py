@@ -1,0 +1,276 @@
+"""TaskQueue contract (W1, W2, W11, R4), run against every adapter family."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol
+
+import pytest
+import redis.asyncio as redis
+
+from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.redis.keys import RedisKeys
+from plaita.adapters.redis.queue import RedisTaskQueue
+from plaita.application.codec import encode_envelope
+from plaita.application.ports import Clock, DeadLetter, TaskQueue
+from plaita.domain.envelope import CURRENT_SCHEMA_VERSION, TaskEnvelope
+
+Elapse = Callable[[int], Awaitable[None]]
+
+
+class RawTaskQueue(TaskQueue, Protocol):
+    async def enqueue_raw(self, fields: Mapping[str, str]) -> str: ...
+
+
+def envelope(execution_id: str = "x-1") -> TaskEnvelope:
+    return TaskEnvelope.start(
+        execution_id=execution_id,
+        flow_id="orders",
+        version="1",
+        params={"order": {"id": 7, "lines": [1, 2]}},
+        now_ms=1_760_000_000_000,
+    )
+
+
+class QueueContract:
+    @pytest.fixture
+    def queue(self) -> RawTaskQueue:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def elapse(self, sleep_real: Elapse) -> Elapse:
+        return sleep_real
+
+    @pytest.fixture
+    async def ready(self, queue: RawTaskQueue) -> RawTaskQueue:
+        await queue.ensure_group()
+        return queue
+
+    async def test_enqueue_read_ack_round_trip(self, ready: RawTaskQueue) -> None:
+        sent = envelope()
+        message_id = await ready.enqueue(sent)
+
+        [delivery] = await ready.read("worker-a", count=10, block_ms=0)
+        assert delivery.message_id == message_id
+        assert delivery.envelope == sent
+        assert delivery.raw == encode_envelope(sent)
+        assert (delivery.delivery_count, delivery.reclaimed, delivery.problem) == (1, False, None)
+
+        await ready.ack(message_id)
+        stats = await ready.stats()
+        assert (stats.length, stats.pending) == (1, 0)
+        assert await ready.read("worker-a", count=10, block_ms=0) == []
+
+    async def test_reads_in_enqueue_order_and_respect_count(self, ready: RawTaskQueue) -> None:
+        ids = [await ready.enqueue(envelope(f"x-{n}")) for n in range(3)]
+
+        first = await ready.read("worker-a", count=2, block_ms=0)
+        second = await ready.read("worker-b", count=2, block_ms=0)
+
+        assert [d.message_id for d in first + second] == ids
+        assert [d.envelope.execution_id for d in first + second if d.envelope] == [
+            "x-0",
+            "x-1",
+            "x-2",
+        ]
+
+    async def test_unacked_entry_stays_pending_and_is_counted(self, ready: RawTaskQueue) -> None:
+        """W1: a carrier is acked only after its dispatch returned; until then it is pending."""
+        await ready.enqueue(envelope("x-1"))
+        await ready.enqueue(envelope("x-2"))
+        first, _second = await ready.read("worker-a", count=10, block_ms=0)
+
+        await ready.ack(first.message_id)
+
+        stats = await ready.stats()
+        assert (stats.length, stats.pending) == (2, 1)
+
+    async def test_stats_of_an_empty_queue(self, ready: RawTaskQueue) -> None:
+        stats = await ready.stats()
+        assert (stats.length, stats.pending) == (0, 0)
+
+    async def test_group_starts_at_zero_so_earlier_entries_are_delivered(
+        self, queue: RawTaskQueue
+    ) -> None:
+        message_id = await queue.enqueue(envelope())
+        await queue.ensure_group()
+        await queue.ensure_group()  # idempotent
+
+        [delivery] = await queue.read("worker-a", count=10, block_ms=0)
+        assert delivery.message_id == message_id
+
+    async def test_reclaim_takes_an_idle_entry_and_counts_the_redelivery(
+        self, ready: RawTaskQueue, elapse: Elapse
+    ) -> None:
+        """W2: a carrier left pending by a crashed worker is taken over after min_idle."""
+        sent = envelope()
+        message_id = await ready.enqueue(sent)
+        await ready.read("crashed", count=10, block_ms=0)
+        await elapse(150)
+
+        [delivery] = await ready.reclaim("rescuer", min_idle_ms=100, count=10)
+
+        assert delivery.message_id == message_id
+        assert delivery.envelope == sent
+        assert (delivery.delivery_count, delivery.reclaimed) == (2, True)
+        assert (await ready.stats()).pending == 1
+        await ready.ack(message_id)
+        assert (await ready.stats()).pending == 0
+
+    async def test_reclaim_leaves_an_entry_younger_than_min_idle(self, ready: RawTaskQueue) -> None:
+        await ready.enqueue(envelope())
+        await ready.read("busy", count=10, block_ms=0)
+
+        assert await ready.reclaim("rescuer", min_idle_ms=60_000, count=10) == []
+
+    async def test_reclaim_again_counts_every_delivery(
+        self, ready: RawTaskQueue, elapse: Elapse
+    ) -> None:
+        await ready.enqueue(envelope())
+        await ready.read("first", count=10, block_ms=0)
+        await elapse(60)
+        await ready.reclaim("second", min_idle_ms=50, count=10)
+        await elapse(60)
+
+        [delivery] = await ready.reclaim("third", min_idle_ms=50, count=10)
+        assert delivery.delivery_count == 3
+
+    async def test_read_waits_block_ms_then_returns_empty(self, ready: RawTaskQueue) -> None:
+        started = time.monotonic()
+        assert await ready.read("worker-a", count=10, block_ms=100) == []
+        assert 0.08 <= time.monotonic() - started < 2
+
+    async def test_blocked_read_returns_as_soon_as_an_entry_arrives(
+        self, ready: RawTaskQueue
+    ) -> None:
+        started = time.monotonic()
+        reading = asyncio.create_task(ready.read("worker-a", count=10, block_ms=5_000))
+        await asyncio.sleep(0.05)
+        message_id = await ready.enqueue(envelope())
+
+        [delivery] = await asyncio.wait_for(reading, timeout=2)
+        assert delivery.message_id == message_id
+        assert time.monotonic() - started < 2
+
+    async def test_malformed_entry_comes_back_with_a_problem_and_its_raw_fields(
+        self, ready: RawTaskQueue
+    ) -> None:
+        """R4: an undecodable carrier is kept, raw, as dead-letter evidence; read never raises."""
+        fields = {"envelope": '{"kind": "start", "execution_id": ', "schema_version": "1"}
+        message_id = await ready.enqueue_raw(fields)
+
+        [delivery] = await ready.read("worker-a", count=10, block_ms=0)
+
+        assert delivery.message_id == message_id
+        assert delivery.envelope is None
+        assert delivery.problem and "malformed task envelope" in delivery.problem
+        assert delivery.raw == fields
+        assert delivery.delivery_count == 1
+
+    async def test_entry_without_an_envelope_field_is_reported(self, ready: RawTaskQueue) -> None:
+        await ready.enqueue_raw({"payload": "hello"})
+
+        [delivery] = await ready.read("worker-a", count=10, block_ms=0)
+
+        assert delivery.envelope is None
+        assert delivery.problem and "'envelope'" in delivery.problem
+        assert delivery.raw == {"payload": "hello"}
+
+    async def test_newer_schema_version_comes_back_undecoded(self, ready: RawTaskQueue) -> None:
+        """W11: a worker refuses an envelope newer than it understands, without raising."""
+        fields = {**encode_envelope(envelope()), "schema_version": str(CURRENT_SCHEMA_VERSION + 1)}
+        await ready.enqueue_raw(fields)
+
+        [delivery] = await ready.read("worker-a", count=10, block_ms=0)
+
+        assert delivery.envelope is None
+        assert delivery.problem and "newer" in delivery.problem
+        assert delivery.raw == fields
+
+    async def test_a_bad_entry_does_not_hide_the_good_ones_around_it(
+        self, ready: RawTaskQueue
+    ) -> None:
+        await ready.enqueue(envelope("x-1"))
+        await ready.enqueue_raw({"envelope": "not json"})
+        await ready.enqueue(envelope("x-3"))
+
+        deliveries = await ready.read("worker-a", count=10, block_ms=0)
+
+        assert [d.envelope.execution_id if d.envelope else None for d in deliveries] == [
+            "x-1",
+            None,
+            "x-3",
+        ]
+
+    async def test_reclaimed_malformed_entry_is_reported_too(
+        self, ready: RawTaskQueue, elapse: Elapse
+    ) -> None:
+        await ready.enqueue_raw({"envelope": "not json", "schema_version": "1"})
+        await ready.read("crashed", count=10, block_ms=0)
+        await elapse(60)
+
+        [delivery] = await ready.reclaim("rescuer", min_idle_ms=50, count=10)
+
+        assert delivery.envelope is None and delivery.problem
+        assert (delivery.delivery_count, delivery.reclaimed) == (2, True)
+
+    async def test_dead_letter_copies_raw_fields_and_reason_then_acks(
+        self, ready: RawTaskQueue
+    ) -> None:
+        """R4: the DLQ keeps the evidence; the carrier leaves the pending list but not the log."""
+        fields = {"envelope": "not json", "schema_version": "1"}
+        message_id = await ready.enqueue_raw(fields)
+        [delivery] = await ready.read("worker-a", count=10, block_ms=0)
+
+        dlq_id = await ready.dead_letter(delivery, delivery.problem or "undecodable")
+
+        [letter] = await ready.dead_letters()
+        assert letter == DeadLetter(dlq_id, message_id, delivery.problem or "", fields)
+        stats = await ready.stats()
+        assert (stats.length, stats.pending) == (1, 0)
+        assert await ready.reclaim("rescuer", min_idle_ms=0, count=10) == []
+
+    async def test_dead_letters_are_listed_newest_first_up_to_count(
+        self, ready: RawTaskQueue
+    ) -> None:
+        for n in range(3):
+            await ready.enqueue(envelope(f"x-{n}"))
+        for delivery in await ready.read("worker-a", count=10, block_ms=0):
+            await ready.dead_letter(delivery, f"budget spent: {delivery.message_id}")
+
+        letters = await ready.dead_letters(count=2)
+
+        assert [json.loads(letter.raw["envelope"])["execution_id"] for letter in letters] == [
+            "x-2",
+            "x-1",
+        ]
+        assert all(letter.reason == f"budget spent: {letter.message_id}" for letter in letters)
+
+    async def test_no_dead_letters_at_first(self, ready: RawTaskQueue) -> None:
+        assert await ready.dead_letters() == []
+
+
+class TestMemoryQueue(QueueContract):
+    @pytest.fixture
+    def queue(self, clock: Clock) -> RawTaskQueue:
+        return MemoryTaskQueue(clock)
+
+    @pytest.fixture
+    def elapse(self, advance_clock: Elapse) -> Elapse:
+        return advance_clock
+
+
+class TestFakeRedisQueue(QueueContract):
+    @pytest.fixture
+    def queue(self, fake_redis: redis.Redis, keys: RedisKeys) -> RawTaskQueue:
+        return RedisTaskQueue(fake_redis, keys)
+
+
+@pytest.mark.redis
+class TestRedisQueue(QueueContract):
+    @pytest.fixture
+    def queue(self, real_redis: redis.Redis, keys: RedisKeys) -> RawTaskQueue:
+        return RedisTaskQueue(real_redis, keys)
