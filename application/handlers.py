@@ -56,7 +56,7 @@ class HandlerRegistry:
             raise UnknownHandlerError(
                 f"handler {reference!r}: module {module_name!r} cannot be imported: {exc}"
             ) from None
-        handler = getattr(module, function_name, None)
+        handler: Handler | None = getattr(module, function_name, None)
         if not callable(handler):
             raise UnknownHandlerError(
                 f"handler {reference!r}: {module_name!r} has no callable {function_name!r}"

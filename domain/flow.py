@@ -44,7 +44,7 @@ class FailureStrategy(_Document):
     default: JSON = None
 
 
-class _NodeBase(_Document):
+class BaseNode(_Document):
     id: str = Field(min_length=1)
     timeout: Duration | None = None
     retry_times: StrictInt = Field(default=0, ge=0, le=100, alias="retryTimes")
@@ -57,7 +57,7 @@ class _NodeBase(_Document):
         return ()
 
 
-class TaskNode(_NodeBase):
+class TaskNode(BaseNode):
     type: Literal["task"]
     handler: str
     params: dict[str, JSON] = Field(default_factory=dict)
@@ -71,7 +71,7 @@ class TaskNode(_NodeBase):
         return self.handler.partition(":")[0]
 
 
-class IfNode(_NodeBase):
+class IfNode(BaseNode):
     type: Literal["if"]
     condition: str = Field(min_length=1)
     then: str
@@ -86,7 +86,7 @@ class SwitchCase(_Document):
     next: str
 
 
-class SwitchNode(_NodeBase):
+class SwitchNode(BaseNode):
     type: Literal["switch"]
     cases: list[SwitchCase] = Field(min_length=1)
     default: str | None = None
@@ -96,7 +96,7 @@ class SwitchNode(_NodeBase):
         return (*(case.next for case in self.cases), *extra)
 
 
-class EventNode(_NodeBase):
+class EventNode(BaseNode):
     type: Literal["event"]
     event_type: str
     filter: dict[str, JSON] = Field(default_factory=dict)
@@ -108,7 +108,7 @@ class EventNode(_NodeBase):
         return (self.next, *extra)
 
 
-class SleepNode(_NodeBase):
+class SleepNode(BaseNode):
     type: Literal["sleep"]
     duration: Duration
     next: str
@@ -117,7 +117,7 @@ class SleepNode(_NodeBase):
         return (self.next,)
 
 
-class EndNode(_NodeBase):
+class EndNode(BaseNode):
     type: Literal["end"]
     output: str | None = None
 
@@ -181,16 +181,16 @@ class Flow:
         return self.document.version
 
     @property
-    def start_node(self) -> _NodeBase:
+    def start_node(self) -> BaseNode:
         return self._by_id[self.document.start]
 
-    def node(self, node_id: str) -> _NodeBase:
+    def node(self, node_id: str) -> BaseNode:
         return self._by_id[node_id]
 
     def has_node(self, node_id: str) -> bool:
         return node_id in self._by_id
 
-    def nodes(self) -> Iterator[_NodeBase]:
+    def nodes(self) -> Iterator[BaseNode]:
         return iter(self._by_id.values())
 
     def handler_modules(self) -> frozenset[str]:
@@ -201,7 +201,7 @@ class Flow:
 
     def subgraph_fingerprint(self, node_id: str) -> str:
         """sha256 of the nodes reachable from ``node_id``: drift elsewhere does not matter (W7)."""
-        seen: dict[str, _NodeBase] = {}
+        seen: dict[str, BaseNode] = {}
         stack = [node_id]
         while stack:
             current = stack.pop()
@@ -212,8 +212,8 @@ class Flow:
         return _sha256([seen[k].model_dump(mode="json", by_alias=True) for k in sorted(seen)])
 
 
-def _index_nodes(document: FlowDocument) -> dict[str, _NodeBase]:
-    by_id: dict[str, _NodeBase] = {}
+def _index_nodes(document: FlowDocument) -> dict[str, BaseNode]:
+    by_id: dict[str, BaseNode] = {}
     for node in document.nodes:
         if node.id in by_id:
             raise DuplicateNodeIdError(
@@ -223,7 +223,7 @@ def _index_nodes(document: FlowDocument) -> dict[str, _NodeBase]:
     return by_id
 
 
-def _check_graph(document: FlowDocument, by_id: Mapping[str, _NodeBase]) -> None:
+def _check_graph(document: FlowDocument, by_id: Mapping[str, BaseNode]) -> None:
     flow = document.flow_id
     if document.start not in by_id:
         raise MissingStartNodeError(f"flow {flow!r}: start node {document.start!r} does not exist")

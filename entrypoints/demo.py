@@ -11,6 +11,7 @@ import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
+from plaita.application.ports import ExecutionRepository
 from plaita.domain.errors import PlaitaError
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.entrypoints.cli_support import import_handler_modules, load_flow_file
@@ -28,7 +29,7 @@ DEMO_TIMEOUT_SECONDS = 20.0
 async def _wait_for(
     container: Container, execution_id: str, statuses: set[ExecutionStatus]
 ) -> ExecutionState:
-    executions = container.executions()
+    executions: ExecutionRepository = container.executions()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + DEMO_TIMEOUT_SECONDS
     while loop.time() < deadline:

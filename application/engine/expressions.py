@@ -69,7 +69,8 @@ def strip_dollar_names(expression: str) -> str:
 def compile_expression(expression: str) -> ast.AST:
     """Parse once; ``InvalidExpressionError`` names the expression that does not parse."""
     try:
-        return simpleeval.SimpleEval.parse(strip_dollar_names(expression))
+        parsed: ast.AST = simpleeval.SimpleEval.parse(strip_dollar_names(expression))
+        return parsed
     except SyntaxError as exc:
         raise InvalidExpressionError(
             f"expression {expression!r} does not parse: {exc.msg}"

@@ -34,7 +34,7 @@ from plaita.domain.failures import (
     backoff_seconds,
     classify_failure,
 )
-from plaita.domain.flow import EndNode, FailureStrategy, IfNode, SwitchNode, TaskNode, _NodeBase
+from plaita.domain.flow import BaseNode, EndNode, FailureStrategy, IfNode, SwitchNode, TaskNode
 
 JSON = Any
 Sleep = Callable[[float], Awaitable[None]]
@@ -87,7 +87,7 @@ class NodeRunner:
         self._sleep = sleep
 
     async def run_node(
-        self, node: _NodeBase, context: ExecutionContext, budget: Budget
+        self, node: BaseNode, context: ExecutionContext, budget: Budget
     ) -> NodeOutcome:
         """Run a task, if, switch or end node; record its result on success (E3)."""
         self._callbacks.on_node_start(context.execution_id, node.id, _type_of(node))
@@ -289,5 +289,5 @@ def _require_json(node_id: str, value: JSON) -> JSON:
     return value
 
 
-def _type_of(node: _NodeBase) -> str:
+def _type_of(node: BaseNode) -> str:
     return str(getattr(node, "type", type(node).__name__))

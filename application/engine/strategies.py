@@ -21,7 +21,7 @@ from plaita.domain.errors import ResumeProtocolError, SuspensionRegistrationErro
 from plaita.domain.events import Event, EventSubscription
 from plaita.domain.execution import Suspension
 from plaita.domain.failures import ExecutionCancelledError, NodeTimeoutError
-from plaita.domain.flow import EndNode, EventNode, Flow, SleepNode, _NodeBase
+from plaita.domain.flow import BaseNode, EndNode, EventNode, Flow, SleepNode
 
 JSON = Any
 Sleep = Callable[[float], Awaitable[None]]
@@ -118,7 +118,7 @@ class NormalStrategy:
         self._sleep = sleep
 
     async def run(self, flow: Flow, context: ExecutionContext, budget: Budget) -> JSON:
-        node: _NodeBase | None = flow.start_node
+        node: BaseNode | None = flow.start_node
         result: JSON = None
         while node is not None:
             if isinstance(node, EventNode):
@@ -209,9 +209,7 @@ class DistributedStrategy:
             suspension=suspension,
         )
 
-    def _resume(
-        self, node: _NodeBase, context: ExecutionContext, resume: ResumeInput
-    ) -> StepOutput:
+    def _resume(self, node: BaseNode, context: ExecutionContext, resume: ResumeInput) -> StepOutput:
         kind = resume.resume_type
         self._callbacks.on_flow_resume(context.execution_id, node.id, kind.value)
         if kind is ResumeType.CANCEL:
@@ -232,7 +230,7 @@ class DistributedStrategy:
             )
         return StepOutput(
             node_id=node.id,
-            node_type=node.type,  # type: ignore[attr-defined]
+            node_type=node.type,
             result=result,
             branch=None,
             next_node_id=next_id,

@@ -25,7 +25,11 @@ def test_approval_executions_complete_through_worker_and_event_filter_processes(
     event_filter = plaita.spawn("event-filter", "event-filter", "--read-block-ms", "100")
     # The worker registers --flows at start-up too; registering here does not race it.
     registered = plaita.json(
-        "flows", "register", "examples/flows/approval.json", "--handler-modules", "examples.handlers"
+        "flows",
+        "register",
+        "examples/flows/approval.json",
+        "--handler-modules",
+        "examples.handlers",
     )
     assert registered["flow_id"] == "approval"
 
