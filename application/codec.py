@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from plaita.application.ports import DeadLetter, Delivery
 from plaita.domain.envelope import (
     CURRENT_SCHEMA_VERSION,
     CarrierKind,
@@ -21,7 +22,7 @@ from plaita.domain.envelope import (
     TaskEnvelope,
     check_schema_version,
 )
-from plaita.domain.errors import InvalidEnvelopeError
+from plaita.domain.errors import InvalidEnvelopeError, SchemaVersionError
 
 ENVELOPE_FIELD = "envelope"
 SCHEMA_FIELD = "schema_version"
@@ -99,3 +100,29 @@ def decode_envelope(fields: Mapping[str, str]) -> TaskEnvelope:
         )
     except ValueError as exc:
         raise InvalidEnvelopeError(f"malformed task envelope: {exc}") from None
+
+
+def decode_delivery(
+    message_id: str, fields: dict[str, str], delivery_count: int, *, reclaimed: bool = False
+) -> Delivery:
+    """A queue entry as a ``Delivery``; an undecodable one keeps its raw fields and the reason."""
+    try:
+        envelope = decode_envelope(fields)
+    except (InvalidEnvelopeError, SchemaVersionError) as exc:
+        return Delivery(message_id, None, fields, delivery_count, reclaimed, problem=str(exc))
+    return Delivery(message_id, envelope, fields, delivery_count, reclaimed)
+
+
+def encode_dead_letter(delivery: Delivery, reason: str) -> dict[str, str]:
+    """DLQ entry fields: the original message id, the reason and the raw fields as evidence."""
+    raw = json.dumps(delivery.raw, separators=(",", ":"), sort_keys=True)
+    return {"message_id": delivery.message_id, "reason": reason, "raw": raw}
+
+
+def decode_dead_letter(dlq_id: str, fields: Mapping[str, str]) -> DeadLetter:
+    return DeadLetter(
+        dlq_id=dlq_id,
+        message_id=fields.get("message_id", ""),
+        reason=fields.get("reason", ""),
+        raw=json.loads(fields.get("raw", "{}")),
+    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,10 +9,14 @@ import redis.asyncio as redis
 
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.streams import RedisGroupStream, text, text_fields
-from plaita.application.codec import decode_envelope, encode_envelope
+from plaita.application.codec import (
+    decode_dead_letter,
+    decode_delivery,
+    encode_dead_letter,
+    encode_envelope,
+)
 from plaita.application.ports import DeadLetter, Delivery, QueueStats
 from plaita.domain.envelope import TaskEnvelope
-from plaita.domain.errors import InvalidEnvelopeError, SchemaVersionError
 
 DEFAULT_QUEUE = "default"
 WORKER_GROUP = "plaita-workers"
@@ -45,7 +48,7 @@ class RedisTaskQueue:
 
     async def read(self, consumer: str, *, count: int, block_ms: int) -> list[Delivery]:
         entries = await self._stream.read(consumer, start=">", count=count, block_ms=block_ms)
-        return [_delivery(message_id, fields, 1) for message_id, fields in entries]
+        return [decode_delivery(message_id, fields, 1) for message_id, fields in entries]
 
     async def ack(self, message_id: str) -> None:
         await self._stream.ack(message_id)
@@ -54,7 +57,7 @@ class RedisTaskQueue:
         entries = await self._stream.claim_idle(consumer, min_idle_ms=min_idle_ms, count=count)
         counts = await self._stream.delivery_counts([message_id for message_id, _ in entries])
         return [
-            _delivery(message_id, fields, counts.get(message_id, 1), reclaimed=True)
+            decode_delivery(message_id, fields, counts.get(message_id, 1), reclaimed=True)
             for message_id, fields in entries
         ]
 
@@ -64,36 +67,13 @@ class RedisTaskQueue:
 
     async def dead_letter(self, delivery: Delivery, reason: str) -> str:
         # Both keys share the queue's hash tag, so one MULTI/EXEC copies and acks together.
+        evidence: dict[Any, Any] = encode_dead_letter(delivery, reason)
         async with self._client.pipeline(transaction=True) as pipe:
-            pipe.xadd(self._dead_letters, _dead_letter_fields(delivery, reason))
+            pipe.xadd(self._dead_letters, evidence)
             pipe.xack(self._stream.stream, self._stream.group, delivery.message_id)
             dlq_id, _acked = await pipe.execute()
         return text(dlq_id)
 
     async def dead_letters(self, *, count: int = 100) -> list[DeadLetter]:
         entries = await self._client.xrevrange(self._dead_letters, count=count) or []
-        return [_dead_letter(text(dlq_id), text_fields(fields)) for dlq_id, fields in entries]
-
-
-def _delivery(
-    message_id: str, fields: dict[str, str], delivery_count: int, *, reclaimed: bool = False
-) -> Delivery:
-    try:
-        envelope = decode_envelope(fields)
-    except (InvalidEnvelopeError, SchemaVersionError) as exc:
-        return Delivery(message_id, None, fields, delivery_count, reclaimed, problem=str(exc))
-    return Delivery(message_id, envelope, fields, delivery_count, reclaimed)
-
-
-def _dead_letter_fields(delivery: Delivery, reason: str) -> dict[Any, Any]:
-    raw = json.dumps(delivery.raw, separators=(",", ":"), sort_keys=True)
-    return {"message_id": delivery.message_id, "reason": reason, "raw": raw}
-
-
-def _dead_letter(dlq_id: str, fields: dict[str, str]) -> DeadLetter:
-    return DeadLetter(
-        dlq_id=dlq_id,
-        message_id=fields.get("message_id", ""),
-        reason=fields.get("reason", ""),
-        raw=json.loads(fields.get("raw", "{}")),
-    )
+        return [decode_dead_letter(text(dlq_id), text_fields(fields)) for dlq_id, fields in entries]
