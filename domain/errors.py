@@ -77,6 +77,10 @@ class ExecutionLeaseError(PlaitaError):
     """A write was fenced off: this holder's lease generation is no longer current (W4)."""
 
 
+class LeaseLostError(ExecutionLeaseError):
+    """The holder could not renew its lease in time and fenced itself off (W3)."""
+
+
 class LeaseConflictError(ExecutionLeaseError):
     """Another holder owns the execution's lease right now (W3)."""
 

@@ -10,7 +10,8 @@ import asyncio
 import contextlib
 import enum
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -39,6 +40,7 @@ from plaita.domain.errors import (
     ExecutionIdConflictError,
     ExecutionLeaseError,
     FlowDefinitionError,
+    LeaseLostError,
     SuspensionRegistrationError,
     UnknownFlowError,
 )
@@ -91,6 +93,7 @@ class ProcessTask:
         ids: IdGenerator,
         settings: StepSettings,
         listeners: Callable[[], list[object]] = list,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._executions = executions
         self._leases = leases
@@ -102,6 +105,7 @@ class ProcessTask:
         self._ids = ids
         self._settings = settings
         self._listeners = listeners
+        self._sleep = sleep
 
     async def __call__(self, envelope: TaskEnvelope) -> DispatchResult:
         lease = await self._leases.acquire(
@@ -114,23 +118,26 @@ class ProcessTask:
                 "lease_conflict",
                 f"held by {holder.holder_id if holder else 'nobody (expired just now)'}",
             )
-        cancel_on_loss = asyncio.Event()
-        watchdog = asyncio.create_task(self._keep_lease(lease, cancel_on_loss))
+        # Set when the lease is lost: the running handler sees ctx.cancelled, and no further
+        # checkpoint is written by this holder (it fences itself off).
+        lost = threading.Event()
+        watchdog = asyncio.create_task(self._keep_lease(lease, lost))
         try:
-            return await self._dispatch(envelope, lease, cancel_on_loss)
+            return await self._dispatch(envelope, lease, lost)
         except ExecutionLeaseError as exc:
             # W4: a fenced-off writer must not ack; the new holder owns the carrier's fate.
-            return DispatchResult(Disposition.LEAVE_PENDING, "fenced", str(exc))
+            outcome = "lease_lost" if isinstance(exc, LeaseLostError) else "fenced"
+            return DispatchResult(Disposition.LEAVE_PENDING, outcome, str(exc))
         finally:
             watchdog.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watchdog
             await self._leases.release(lease)
 
-    async def _keep_lease(self, lease: Lease, lost: asyncio.Event) -> None:
+    async def _keep_lease(self, lease: Lease, lost: threading.Event) -> None:
         interval = renewal_interval_seconds(self._settings.lease_ttl_ms / 1000)
         while True:
-            await asyncio.sleep(interval)
+            await self._sleep(interval)
             if not await self._leases.renew(lease, ttl_ms=self._settings.lease_ttl_ms):
                 log.warning(
                     "event=lease.lost execution_id=%s generation=%s: another worker took over; "
@@ -142,7 +149,7 @@ class ProcessTask:
                 return
 
     async def _dispatch(
-        self, envelope: TaskEnvelope, lease: Lease, lost: asyncio.Event
+        self, envelope: TaskEnvelope, lease: Lease, lost: threading.Event
     ) -> DispatchResult:
         state = await self._executions.load(envelope.execution_id)
         if envelope.kind is CarrierKind.START:
@@ -160,7 +167,7 @@ class ProcessTask:
         envelope: TaskEnvelope,
         state: ExecutionState | None,
         lease: Lease,
-        lost: asyncio.Event,
+        lost: threading.Event,
     ) -> DispatchResult:
         if state is not None:
             if state.flow_id != envelope.flow_id:
@@ -194,14 +201,14 @@ class ProcessTask:
         return await self._advance(state, lease, lost, resume=None, flow=flow, first=True)
 
     async def _resume(
-        self, envelope: TaskEnvelope, state: ExecutionState, lease: Lease, lost: asyncio.Event
+        self, envelope: TaskEnvelope, state: ExecutionState, lease: Lease, lost: threading.Event
     ) -> DispatchResult:
         kind = envelope.resume_type
         assert kind is not None
         if state.is_terminal:
             return _ack("already_" + state.status.value)
         if kind is ResumeType.CANCEL:
-            return await self._cancel(state, lease)
+            return await self._cancel(state, lease, lost)
         if state.status is ExecutionStatus.SUSPENDED:
             if kind in (ResumeType.CONTINUE, ResumeType.RETRY):
                 return _ack("already_suspended")
@@ -221,13 +228,15 @@ class ProcessTask:
         # Running: an event/timeout for a wait the flow already left means "continue" (W7).
         return await self._advance(state, lease, lost, resume=None)
 
-    async def _cancel(self, state: ExecutionState, lease: Lease) -> DispatchResult:
+    async def _cancel(
+        self, state: ExecutionState, lease: Lease, lost: threading.Event
+    ) -> DispatchResult:
         cancelled = state.transition(
             ExecutionStatus.CANCELLED,
             now_ms=self._clock.now_ms(),
             error=ExecutionError(CODE_CANCELLED, "cancelled by request", state.next_node_id),
         )
-        await self._executions.save(cancelled, fence=lease.generation)
+        await self._checkpoint(cancelled, lease, lost)
         await self._drop_subscription(state.suspension)
         return _ack("cancelled")
 
@@ -235,7 +244,7 @@ class ProcessTask:
         self,
         state: ExecutionState,
         lease: Lease,
-        lost: asyncio.Event,
+        lost: threading.Event,
         *,
         resume: ResumeInput | None,
         flow: Flow | None = None,
@@ -251,10 +260,11 @@ class ProcessTask:
                 now_ms=self._clock.now_ms(),
                 error=ExecutionError(-500, str(exc), state.next_node_id, type(exc).__name__),
             )
-            await self._executions.save(failed, fence=lease.generation)
+            await self._checkpoint(failed, lease, lost)
             callbacks.on_flow_end(state.execution_id, None, exc)
             return _ack("failed", str(exc))
         context = ExecutionContext.from_state(state)
+        context.cancel_event = lost
         execution = FlowExecution(
             flow,
             context,
@@ -270,8 +280,6 @@ class ProcessTask:
             callbacks.on_flow_start(state.execution_id, state.flow_id)
         consumed_subscription = resume.subscription_id if resume is not None else None
         for _ in range(self._settings.max_steps_per_dispatch):
-            if lost.is_set():
-                context.cancel_event.set()
             node_id = state.next_node_id
             assert node_id is not None, "a non-terminal execution always has a next node"
             try:
@@ -284,12 +292,12 @@ class ProcessTask:
                     now_ms=self._clock.now_ms(),
                     error=_error_of(exc),
                 )
-                await self._executions.save(failed, fence=lease.generation)
+                await self._checkpoint(failed, lease, lost)
                 callbacks.on_flow_end(state.execution_id, None, exc)
                 return _ack("failed", str(exc))
             resume = None
             state = self._apply(state, context, output)
-            await self._executions.save(state, fence=lease.generation)
+            await self._checkpoint(state, lease, lost)
             if consumed_subscription is not None:
                 await self._subscriptions.remove(consumed_subscription)
                 consumed_subscription = None
@@ -329,6 +337,15 @@ class ProcessTask:
         return state.transition(
             ExecutionStatus.RUNNING, now_ms=now, next_node_id=output.next_node_id
         )
+
+    async def _checkpoint(self, state: ExecutionState, lease: Lease, lost: threading.Event) -> None:
+        if lost.is_set():
+            raise LeaseLostError(
+                f"execution {state.execution_id}: the lease (generation {lease.generation}) was "
+                "not renewed in time; this worker stops advancing it and leaves the carrier "
+                "for whoever holds the lease next"
+            )
+        await self._executions.save(state, fence=lease.generation)
 
     async def _drop_subscription(self, suspension: Suspension | None) -> None:
         if suspension is not None and suspension.subscription_id is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -16,11 +18,12 @@ from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
+from plaita.application.use_cases.executions import ResumeExecution
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.process_task import Disposition, ProcessTask, StepSettings
 from plaita.application.use_cases.start_execution import StartExecution
 from plaita.domain.envelope import ResumeType, TaskEnvelope
-from plaita.domain.errors import HandlerNotAllowedError, UnknownFlowError
+from plaita.domain.errors import HandlerNotAllowedError, UnknownExecutionError, UnknownFlowError
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.flow import Flow
 
@@ -77,8 +80,30 @@ class Twin:
     queue: MemoryTaskQueue
     subscriptions: MemorySubscriptionStore
     events: MemoryEventLog
-    catalog: FlowCatalog
-    process: ProcessTask
+    flows: MemoryFlowRepository
+    handlers: HandlerRegistry
+    settings: StepSettings = attrs.field(factory=lambda: StepSettings(holder_id="worker-a"))
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+    @property
+    def catalog(self) -> FlowCatalog:
+        return FlowCatalog(self.flows, self.handlers)
+
+    @property
+    def process(self) -> ProcessTask:
+        """The worker step wired to this twin's adapters, handlers and settings."""
+        return ProcessTask(
+            executions=self.executions,
+            leases=self.leases,
+            flows=self.catalog,
+            queue=self.queue,
+            subscriptions=self.subscriptions,
+            handlers=self.handlers,
+            clock=self.clock,
+            ids=self.ids,
+            settings=self.settings,
+            sleep=self.sleep,
+        )
 
     def envelope_start(self, amount: int, execution_id: str = "x-1") -> TaskEnvelope:
         return TaskEnvelope.start(
@@ -118,24 +143,21 @@ async def twin(clock: FakeClock, ids: SequentialIds) -> Twin:
     queue = MemoryTaskQueue(clock)
     subscriptions = MemorySubscriptionStore()
     events = MemoryEventLog(clock)
-    handlers = calls.handlers()
-    catalog = FlowCatalog(MemoryFlowRepository(), handlers)
-    await catalog.register(Flow.from_document(APPROVAL))
+    twin = Twin(
+        clock,
+        ids,
+        calls,
+        leases,
+        executions,
+        queue,
+        subscriptions,
+        events,
+        MemoryFlowRepository(),
+        calls.handlers(),
+    )
+    await twin.catalog.register(Flow.from_document(APPROVAL))
     await queue.ensure_group()
-    process = ProcessTask(
-        executions=executions,
-        leases=leases,
-        flows=catalog,
-        queue=queue,
-        subscriptions=subscriptions,
-        handlers=handlers,
-        clock=clock,
-        ids=ids,
-        settings=StepSettings(holder_id="worker-a"),
-    )
-    return Twin(
-        clock, ids, calls, leases, executions, queue, subscriptions, events, catalog, process
-    )
+    return twin
 
 
 async def test_small_amount_runs_to_completion_in_one_dispatch(twin: Twin) -> None:
@@ -252,7 +274,7 @@ async def test_a_holder_whose_lease_was_taken_over_is_fenced_off(twin: Twin) -> 
         assert await twin.leases.acquire("x-1", "worker-b", ttl_ms=60_000) is not None
         return {"id": 1}
 
-    twin.process._handlers = handler_registry(request=slow_request)
+    twin.handlers = handler_registry(request=slow_request)
     result = await twin.process(twin.envelope_start(10))
     assert (result.disposition, result.outcome) == (Disposition.LEAVE_PENDING, "fenced")
     assert await twin.executions.load("x-1") is None
@@ -267,7 +289,7 @@ async def test_a_handler_outside_the_allowlist_fails_the_execution_visibly(twin:
         {"id": "request", "type": "task", "handler": "os:system", "next": "done"},
         {"id": "done", "type": "end"},
     ]
-    await FlowCatalog(twin.catalog._flows, None).register(Flow.from_document(rogue))
+    await FlowCatalog(twin.flows, None).register(Flow.from_document(rogue))
     result = await twin.process(attrs.evolve(twin.envelope_start(1), flow_id="rogue"))
     assert result.outcome == "failed"
     state = await twin.executions.load("x-1")
@@ -279,7 +301,7 @@ async def test_a_failing_handler_ends_the_execution_in_error_with_the_node(twin:
     def broken(params: Any, ctx: Any) -> Any:
         raise ValueError("amount is negative")
 
-    twin.process._handlers = handler_registry(request=broken)
+    twin.handlers = handler_registry(request=broken)
     result = await twin.process(twin.envelope_start(-1))
     assert (result.disposition, result.outcome) == (Disposition.ACK, "failed")
     state = await twin.executions.load("x-1")
@@ -304,7 +326,7 @@ async def test_resume_of_an_unknown_execution_is_dead_lettered(twin: Twin) -> No
 
 async def test_a_long_dispatch_hands_over_to_a_fresh_carrier_before_acking(twin: Twin) -> None:
     """I0: a dispatch that stops early enqueues its continuation first; no node runs twice."""
-    twin.process._settings = StepSettings(holder_id="worker-a", max_steps_per_dispatch=1)
+    twin.settings = StepSettings(holder_id="worker-a", max_steps_per_dispatch=1)
     result = await twin.process(twin.envelope_start(10))
     assert result.outcome == "yielded"
     outcomes = []
@@ -341,3 +363,65 @@ async def test_start_with_a_dedup_key_starts_once(twin: Twin) -> None:
     second = await start("approval", params={"amount": 1}, dedup_key="order-7")
     assert second.execution_id == first.execution_id and second.deduplicated
     assert (await twin.queue.stats()).length == 1
+
+
+async def test_the_watchdog_renews_the_lease_every_third_of_its_ttl(twin: Twin) -> None:
+    """W3: a step longer than the lease TTL keeps its lease while the holder is alive."""
+    ticks: list[float] = []
+
+    async def tick(seconds: float) -> None:
+        ticks.append(seconds)
+        twin.clock.advance(seconds)
+        await asyncio.sleep(0)
+
+    async def long_request(params: Any, ctx: Any) -> Any:
+        for _ in range(10):  # ten watchdog periods: 400 s of a 120 s lease
+            await asyncio.sleep(0)
+        holder = await twin.leases.holder("x-1")
+        assert holder is not None and holder.holder_id == "worker-a"
+        return {"id": 1}
+
+    twin.sleep = tick
+    twin.handlers = handler_registry(request=long_request)
+    result = await twin.process(twin.envelope_start(5000))
+    assert result.outcome == "suspended"
+    assert ticks and set(ticks) == {40.0}
+
+
+async def test_a_holder_that_cannot_renew_fences_itself_off(twin: Twin) -> None:
+    """W3: the watchdog failed to renew, so the handler sees ctx.cancelled and nothing is
+    written, even though no other worker has taken the lease (its fence is still current)."""
+    seen: list[bool] = []
+
+    async def tick(seconds: float) -> None:
+        await asyncio.sleep(0)
+
+    async def request(params: Any, ctx: Any) -> Any:
+        twin.clock.advance(130)  # the lease expires before the watchdog's first renewal
+        for _ in range(5):
+            await asyncio.sleep(0)
+        seen.append(ctx.cancelled)
+        return {"id": 1}
+
+    twin.sleep = tick
+    twin.handlers = handler_registry(request=request)
+    result = await twin.process(twin.envelope_start(5000))
+    assert (result.disposition, result.outcome) == (Disposition.LEAVE_PENDING, "lease_lost")
+    assert seen == [True]
+    assert await twin.executions.load("x-1") is None
+
+
+async def test_resume_execution_enqueues_a_carrier_for_an_existing_execution(twin: Twin) -> None:
+    await twin.process(twin.envelope_start(5000))
+    state = await ResumeExecution(executions=twin.executions, queue=twin.queue, clock=twin.clock)(
+        "x-1", ResumeType.CANCEL
+    )
+    assert state.status is ExecutionStatus.SUSPENDED
+    [outcome] = await twin.drain_queue()
+    assert outcome.outcome == "cancelled"
+
+
+async def test_resume_execution_of_an_unknown_execution_is_a_named_error(twin: Twin) -> None:
+    resume = ResumeExecution(executions=twin.executions, queue=twin.queue, clock=twin.clock)
+    with pytest.raises(UnknownExecutionError, match="ghost"):
+        await resume("ghost", ResumeType.CONTINUE)
