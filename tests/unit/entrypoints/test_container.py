@@ -1,0 +1,53 @@
+"""The container selects one adapter family from settings and builds only that branch."""
+
+from __future__ import annotations
+
+import fakeredis
+import pytest
+from dependency_injector import providers
+
+from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.memory.storage import MemoryExecutionRepository
+from plaita.adapters.redis.lease import RedisLeaseManager
+from plaita.adapters.redis.queue import RedisTaskQueue
+from plaita.adapters.redis.storage import RedisExecutionRepository
+from plaita.entrypoints.container import build_container
+from plaita.entrypoints.settings import Settings
+
+
+def refuse_redis() -> None:
+    raise AssertionError("the memory backend must never build a Redis client")
+
+
+def test_memory_backend_wires_memory_adapters_and_never_builds_redis() -> None:
+    container = build_container(Settings(backend="memory"))
+    container.redis_client.override(providers.Callable(refuse_redis))
+    assert isinstance(container.queue(), MemoryTaskQueue)
+    assert isinstance(container.executions(), MemoryExecutionRepository)
+    container.process_task()
+    container.filter_event()
+    container.start_execution()
+
+
+def test_redis_backend_wires_redis_adapters_on_one_client() -> None:
+    container = build_container(Settings(backend="redis", queue_name="orders"))
+    container.redis_client.override(providers.Object(fakeredis.FakeAsyncRedis()))
+    assert isinstance(container.queue(), RedisTaskQueue)
+    assert isinstance(container.executions(), RedisExecutionRepository)
+    assert isinstance(container.leases(), RedisLeaseManager)
+
+
+def test_settings_read_plaita_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PLAITA_BACKEND", "redis")
+    monkeypatch.setenv("PLAITA_HANDLER_MODULES", "a.handlers, b.handlers")
+    monkeypatch.setenv("PLAITA_EXECUTION_DEADLINE_SECONDS", "2.5")
+    settings = Settings()
+    assert settings.backend == "redis"
+    assert settings.handler_modules == ("a.handlers", "b.handlers")
+    assert settings.execution_deadline_ms == 2500
+
+
+def test_memory_singletons_are_shared_by_worker_and_event_filter() -> None:
+    container = build_container(Settings(backend="memory"))
+    assert container.queue() is container.queue()
+    assert container.executions() is container.executions()
