@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -98,7 +99,8 @@ async def _demo(examples_dir: Path, echo: Callable[[str], None]) -> int:
 
     echo("\nfinal states:")
     for state in finals:
-        echo(f"  {labels[state.execution_id]:<14} {state.status.value:<10} result={state.result}")
+        label = labels[state.execution_id]
+        echo(f"  {label:<14} {state.status.value:<10} {json.dumps(state.result)}")
     return 0 if all(s.status is ExecutionStatus.COMPLETED for s in finals) else 1
 
 

@@ -135,18 +135,34 @@ class ProcessTask:
             await self._leases.release(lease)
 
     async def _keep_lease(self, lease: Lease, lost: threading.Event) -> None:
-        interval = renewal_interval_seconds(self._settings.lease_ttl_ms / 1000)
+        ttl_seconds = self._settings.lease_ttl_ms / 1000
+        interval = renewal_interval_seconds(ttl_seconds)
+        last_renewed = self._clock.monotonic()
         while True:
             await self._sleep(interval)
-            if not await self._leases.renew(lease, ttl_ms=self._settings.lease_ttl_ms):
+            try:
+                renewed = await self._leases.renew(lease, ttl_ms=self._settings.lease_ttl_ms)
+            except Exception as exc:  # a store outage: retry until the TTL says otherwise
                 log.warning(
-                    "event=lease.lost execution_id=%s generation=%s: another worker took over; "
-                    "this worker's writes will be fenced off",
+                    "event=lease.renew_failed execution_id=%s error=%r: retrying; the step "
+                    "stops writing if no renewal succeeds within the lease TTL",
                     lease.execution_id,
-                    lease.generation,
+                    exc,
                 )
-                lost.set()
-                return
+                if self._clock.monotonic() - last_renewed < ttl_seconds:
+                    continue
+                renewed = False
+            if renewed:
+                last_renewed = self._clock.monotonic()
+                continue
+            log.warning(
+                "event=lease.lost execution_id=%s generation=%s: the lease expired or another "
+                "worker took over; this worker stops advancing the execution",
+                lease.execution_id,
+                lease.generation,
+            )
+            lost.set()
+            return
 
     async def _dispatch(
         self, envelope: TaskEnvelope, lease: Lease, lost: threading.Event

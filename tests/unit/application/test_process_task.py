@@ -425,3 +425,41 @@ async def test_resume_execution_of_an_unknown_execution_is_a_named_error(twin: T
     resume = ResumeExecution(executions=twin.executions, queue=twin.queue, clock=twin.clock)
     with pytest.raises(UnknownExecutionError, match="ghost"):
         await resume("ghost", ResumeType.CONTINUE)
+
+
+class RenewFailsOnce:
+    """Delegates to the real lease manager; the first renewal hits a store outage."""
+
+    def __init__(self, inner: MemoryLeaseManager) -> None:
+        self._inner = inner
+        self.failed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def renew(self, lease: Any, *, ttl_ms: int) -> bool:
+        if not self.failed:
+            self.failed = True
+            raise ConnectionError("store unreachable")
+        return await self._inner.renew(lease, ttl_ms=ttl_ms)
+
+
+async def test_a_renewal_outage_shorter_than_the_ttl_keeps_the_step_going(twin: Twin) -> None:
+    """W3: one failed renewal is retried; the holder fences itself only after a full TTL."""
+
+    async def tick(seconds: float) -> None:
+        twin.clock.advance(seconds)
+        await asyncio.sleep(0)
+
+    async def request(params: Any, ctx: Any) -> Any:
+        for _ in range(6):
+            await asyncio.sleep(0)
+        assert not ctx.cancelled
+        return {"id": 1}
+
+    flaky = RenewFailsOnce(twin.leases)
+    twin.leases = flaky  # type: ignore[assignment]
+    twin.sleep = tick
+    twin.handlers = handler_registry(request=request)
+    result = await twin.process(twin.envelope_start(5000))
+    assert result.outcome == "suspended" and flaky.failed
