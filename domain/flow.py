@@ -46,6 +46,7 @@ class FailureStrategy(_Document):
 
 class BaseNode(_Document):
     id: str = Field(min_length=1)
+    type: str
     timeout: Duration | None = None
     retry_times: StrictInt = Field(default=0, ge=0, le=100, alias="retryTimes")
     error_handler: FailureStrategy = Field(default_factory=FailureStrategy, alias="errorHandler")

@@ -1,13 +1,23 @@
-"""FlowExecution: a thin facade over context, runner, callbacks and a strategy (E10).
+"""FlowExecution: a thin facade over context, runner, callbacks and strategies (E10).
 
 Explicit properties only: a misspelt attribute is an ordinary attribute error, never state that
-silently travels in a checkpoint.
+silently travels in a checkpoint. Entry points, sync and async:
+
+- ``run`` / ``arun``: Normal mode, to an end node; returns the result.
+- ``iter_nodes`` / ``aiter_nodes``: Generator mode, one ``StepOutput`` per node.
+- ``run_distributed`` / ``arun_distributed``: Distributed mode, exactly one node from a
+  checkpoint position.
+
+Errors keep the seed's three deliberately different shapes (E8): Normal and Generator let
+``FlowExecutionException`` subclasses through and wrap anything else as
+``FlowErrorException(-500)``; Distributed flattens everything to ``FlowErrorException`` with
+the original as ``__cause__``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable, Iterator
 from typing import Any, Literal
 
 import attrs
@@ -18,7 +28,9 @@ from plaita.application.engine.runner import Budget, NodeRunner, Sleep
 from plaita.application.engine.strategies import (
     DistributedStrategy,
     EventWaiter,
+    GeneratorStrategy,
     NormalStrategy,
+    Position,
     ResumeInput,
     StepOutput,
     SuspensionRegistrar,
@@ -35,9 +47,9 @@ DEFAULT_EXECUTION_DEADLINE_MS = 1_800_000
 
 @attrs.frozen
 class RunOptions:
-    """Per-run options: the mode, the caller's timeout and the default deadline (E5)."""
+    """Per-run options: the mode ``arun`` uses, the caller's timeout, the default deadline."""
 
-    mode: Literal["normal", "distributed"] = "normal"
+    mode: Literal["normal", "generator", "distributed"] = "normal"
     timeout_ms: int | None = None
     default_deadline_ms: int = DEFAULT_EXECUTION_DEADLINE_MS
 
@@ -46,6 +58,14 @@ def effective_budget_ms(flow: Flow, options: RunOptions) -> int:
     """Flow timeout vs caller timeout: the stricter; neither → the default deadline (E5)."""
     explicit = [t for t in (flow.timeout_ms, options.timeout_ms) if t is not None]
     return min(explicit) if explicit else options.default_deadline_ms
+
+
+def _normal_error(error: Exception) -> FlowExecutionException:
+    if isinstance(error, FlowExecutionException):
+        return error
+    wrapped = FlowErrorException(f"{type(error).__name__}: {error}")
+    wrapped.__cause__ = error
+    return wrapped
 
 
 class FlowExecution:
@@ -68,14 +88,14 @@ class FlowExecution:
         self._options = options or RunOptions()
         self._callbacks = callbacks or CallbackManager()
         self._runner = NodeRunner(handlers, self._callbacks, clock, sleep)
-        self._normal = NormalStrategy(
-            self._runner,
-            self._callbacks,
-            event_waiter=event_waiter,
-            new_id=new_id,
-            now_ms=clock.now_ms,
-            sleep=sleep,
-        )
+        walk: dict[str, Any] = {
+            "event_waiter": event_waiter,
+            "new_id": new_id,
+            "now_ms": clock.now_ms,
+            "sleep": sleep,
+        }
+        self._normal = NormalStrategy(self._runner, self._callbacks, **walk)
+        self._generator = GeneratorStrategy(self._runner, self._callbacks, **walk)
         self._distributed = DistributedStrategy(self._runner, self._callbacks)
 
     @property
@@ -89,6 +109,14 @@ class FlowExecution:
     @property
     def options(self) -> RunOptions:
         return self._options
+
+    @property
+    def mode(self) -> str:
+        return self._options.mode
+
+    @property
+    def timeout_ms(self) -> int | None:
+        return self._options.timeout_ms
 
     @property
     def callback_manager(self) -> CallbackManager:
@@ -105,24 +133,59 @@ class FlowExecution:
     def _budget(self) -> Budget:
         return Budget(self._clock, effective_budget_ms(self._flow, self._options))
 
+    # --- Normal ------------------------------------------------------------------------
+
     async def arun(self) -> JSON:
-        """Normal mode: run to an end node; FlowExecutionException subclasses pass (E8)."""
-        self._callbacks.on_flow_start(self.execution_id, self._flow.flow_id)
-        try:
-            result = await self._normal.run(self._flow, self._context, self._budget())
-        except FlowExecutionException as exc:
-            self._callbacks.on_flow_end(self.execution_id, None, exc)
-            raise
-        except Exception as exc:
-            wrapped = FlowErrorException(f"{type(exc).__name__}: {exc}")
-            self._callbacks.on_flow_end(self.execution_id, None, wrapped)
-            raise wrapped from exc
-        self._callbacks.on_flow_end(self.execution_id, result, None)
-        return result
+        """Run to an end node and return its result (Normal mode; Generator mode walks alike)."""
+        if self._options.mode == "distributed":
+            raise ValueError("a distributed execution advances with arun_distributed()")
+        last: StepOutput | None = None
+        async for output in self.aiter_nodes():
+            last = output
+        return None if last is None else last.result
 
     def run(self) -> JSON:
-        """Blocking ``arun`` for callers without an event loop."""
+        """Blocking ``arun`` for callers without a running event loop."""
         return asyncio.run(self.arun())
+
+    # --- Generator ---------------------------------------------------------------------
+
+    async def aiter_nodes(self) -> AsyncGenerator[StepOutput, None]:
+        """One output per node; ``on_flow_end`` fires when exhausted, failed or closed early."""
+        self._callbacks.on_flow_start(self.execution_id, self._flow.flow_id)
+        last: StepOutput | None = None
+        error: FlowExecutionException | None = None
+        finished = False
+        try:
+            async for output in self._generator.outputs(self._flow, self._context, self._budget()):
+                last = output
+                yield output
+            finished = True
+        except Exception as exc:
+            error = _normal_error(exc)
+            if error is exc:
+                raise
+            raise error from exc
+        finally:
+            # Closed early: the flow did not finish, so there is no result and no error.
+            result = last.result if finished and last is not None else None
+            self._callbacks.on_flow_end(self.execution_id, result, error)
+
+    def iter_nodes(self) -> Iterator[StepOutput]:
+        """Blocking ``aiter_nodes`` on a private event loop; closing it closes the walk."""
+        loop = asyncio.new_event_loop()
+        outputs = self.aiter_nodes()
+        try:
+            while True:
+                try:
+                    yield loop.run_until_complete(outputs.__anext__())
+                except StopAsyncIteration:
+                    return
+        finally:
+            loop.run_until_complete(outputs.aclose())
+            loop.close()
+
+    # --- Distributed -------------------------------------------------------------------
 
     async def arun_distributed(
         self,
@@ -131,17 +194,30 @@ class FlowExecution:
         resume: ResumeInput | None,
         registrar: SuspensionRegistrar,
     ) -> StepOutput:
-        """Distributed mode: one node; every error flattened to FlowErrorException (E8)."""
+        """Advance one node from ``node_id``; every error becomes FlowErrorException (E8)."""
+        if node_id == self._flow.start_node.id and self._context.last_node_id is None:
+            self._callbacks.on_flow_start(self.execution_id, self._flow.flow_id)
+        position = Position(node_id=node_id, registrar=registrar, resume=resume)
         try:
-            return await self._distributed.step(
-                self._flow,
-                self._context,
-                node_id=node_id,
-                resume=resume,
-                registrar=registrar,
-                budget=self._budget(),
-            )
+            outputs = self._distributed.outputs(self._flow, self._context, self._budget(), position)
+            output = await anext(outputs)
         except Exception as exc:
             node = getattr(exc, "node_id", None) or node_id
             flattened = FlowErrorException(f"{type(exc).__name__}: {exc}", node_id=node)
+            self._callbacks.on_flow_end(self.execution_id, None, flattened)
             raise flattened from exc
+        if output.is_end:
+            self._callbacks.on_flow_end(self.execution_id, output.result, None)
+        return output
+
+    def run_distributed(
+        self,
+        *,
+        node_id: str,
+        resume: ResumeInput | None,
+        registrar: SuspensionRegistrar,
+    ) -> StepOutput:
+        """Blocking ``arun_distributed`` for callers without a running event loop."""
+        return asyncio.run(
+            self.arun_distributed(node_id=node_id, resume=resume, registrar=registrar)
+        )

@@ -90,7 +90,7 @@ class NodeRunner:
         self, node: BaseNode, context: ExecutionContext, budget: Budget
     ) -> NodeOutcome:
         """Run a task, if, switch or end node; record its result on success (E3)."""
-        self._callbacks.on_node_start(context.execution_id, node.id, _type_of(node))
+        self._callbacks.on_node_start(context.execution_id, node.id, node.type)
         if isinstance(node, TaskNode):
             outcome = NodeOutcome(await self._run_task(node, context, budget), None, node.next)
         elif isinstance(node, IfNode | SwitchNode):
@@ -98,7 +98,7 @@ class NodeRunner:
         elif isinstance(node, EndNode):
             outcome = NodeOutcome(self._end_result(node, context), None, None)
         else:
-            raise TypeError(f"NodeRunner cannot run {_type_of(node)} node {node.id!r}")
+            raise TypeError(f"NodeRunner cannot run {node.type} node {node.id!r}")
         context.record_node(node.id, outcome.result, outcome.branch)
         self._callbacks.on_node_end(context.execution_id, node.id, outcome.result, outcome.branch)
         return outcome
@@ -287,7 +287,3 @@ def _require_json(node_id: str, value: JSON) -> JSON:
             f"node {node_id!r} produced a value that is not JSON-serialisable: {exc}"
         ) from None
     return value
-
-
-def _type_of(node: BaseNode) -> str:
-    return str(getattr(node, "type", type(node).__name__))

@@ -7,7 +7,7 @@ Both walk the same graph with the same NodeRunner; they differ only in how they 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
 import attrs
@@ -71,6 +71,18 @@ class StepOutput:
     def is_suspend(self) -> bool:
         return self.suspension is not None
 
+    def to_json(self) -> dict[str, JSON]:
+        """One line of ``plaita run --stream``: id, type, result, branch, is_end (E6)."""
+        return {
+            "node_id": self.node_id,
+            "node_type": self.node_type,
+            "result": self.result,
+            "branch": self.branch,
+            "next_node_id": self.next_node_id,
+            "is_end": self.is_end,
+            "is_suspend": self.is_suspend,
+        }
+
 
 def event_subscription(
     node: EventNode, context: ExecutionContext, subscription_id: str, now_ms: int
@@ -89,6 +101,12 @@ def event_subscription(
     )
 
 
+def sleep_duration_ms(node: SleepNode) -> int:
+    return parse_duration_ms(
+        node.duration, field=f"node {node.id!r} duration", maximum_ms=MAX_WAIT_MS
+    )
+
+
 def wait_timeout_ms(node: EventNode) -> int | None:
     if node.timeout is None:
         return None
@@ -97,8 +115,31 @@ def wait_timeout_ms(node: EventNode) -> int | None:
     )
 
 
+class ExecutionStrategy(Protocol):
+    """How an execution is driven (E6): each strategy yields the output of every node it ran."""
+
+    mode: str
+
+    def outputs(
+        self, flow: Flow, context: ExecutionContext, budget: Budget, position: Position | None
+    ) -> AsyncIterator[StepOutput]:
+        """The outputs of the nodes this call runs, in order."""
+        ...
+
+
+@attrs.frozen
+class Position:
+    """Where a distributed step starts: the checkpoint's node, the resume and the registrar."""
+
+    node_id: str
+    registrar: SuspensionRegistrar
+    resume: ResumeInput | None = None
+
+
 class NormalStrategy:
-    """Run from the start node to an end node in this process."""
+    """Run from the start node to an end node in this process, waiting in-process (E6)."""
+
+    mode = "normal"
 
     def __init__(
         self,
@@ -117,21 +158,32 @@ class NormalStrategy:
         self._now_ms = now_ms
         self._sleep = sleep
 
-    async def run(self, flow: Flow, context: ExecutionContext, budget: Budget) -> JSON:
-        node: BaseNode | None = flow.start_node
-        result: JSON = None
+    async def outputs(
+        self,
+        flow: Flow,
+        context: ExecutionContext,
+        budget: Budget,
+        position: Position | None = None,
+    ) -> AsyncIterator[StepOutput]:
+        node: BaseNode | None = flow.node(position.node_id) if position else flow.start_node
         while node is not None:
             if isinstance(node, EventNode):
                 result, next_id = await self._wait(node, context)
+                branch = context.last_branch
             elif isinstance(node, SleepNode):
-                result, next_id = await self._nap(node, context)
+                result, next_id, branch = await self._nap(node, context), node.next, None
             else:
                 outcome = await self._runner.run_node(node, context, budget)
-                result, next_id = outcome.result, outcome.next_node_id
-                if isinstance(node, EndNode):
-                    return result
+                result, next_id, branch = outcome.result, outcome.next_node_id, outcome.branch
+            yield StepOutput(
+                node_id=node.id,
+                node_type=node.type,
+                result=result,
+                branch=branch,
+                next_node_id=next_id,
+                is_end=next_id is None,
+            )
             node = None if next_id is None else flow.node(next_id)
-        return result
 
     async def _wait(self, node: EventNode, context: ExecutionContext) -> tuple[JSON, str | None]:
         if self._event_waiter is None:
@@ -146,22 +198,46 @@ class NormalStrategy:
             node, context, self._callbacks, None if event is None else event.to_json()
         )
 
-    async def _nap(self, node: SleepNode, context: ExecutionContext) -> tuple[JSON, str | None]:
+    async def _nap(self, node: SleepNode, context: ExecutionContext) -> JSON:
         self._callbacks.on_node_start(context.execution_id, node.id, "sleep")
-        await self._sleep(
-            parse_duration_ms(node.duration, field="duration", maximum_ms=MAX_WAIT_MS) / 1000
-        )
+        await self._sleep(sleep_duration_ms(node) / 1000)
         context.record_node(node.id, None, None)
         self._callbacks.on_node_end(context.execution_id, node.id, None, None)
-        return None, node.next
+        return None
+
+
+class GeneratorStrategy(NormalStrategy):
+    """The Normal walk, handed to the caller one node output at a time (E6)."""
+
+    mode = "generator"
 
 
 class DistributedStrategy:
     """Advance exactly one node per call from a checkpoint (E6)."""
 
+    mode = "distributed"
+
     def __init__(self, runner: NodeRunner, callbacks: CallbackManager) -> None:
         self._runner = runner
         self._callbacks = callbacks
+
+    async def outputs(
+        self,
+        flow: Flow,
+        context: ExecutionContext,
+        budget: Budget,
+        position: Position | None,
+    ) -> AsyncIterator[StepOutput]:
+        if position is None:
+            raise ValueError("a distributed step needs a position (node, resume, registrar)")
+        yield await self.step(
+            flow,
+            context,
+            node_id=position.node_id,
+            resume=position.resume,
+            registrar=position.registrar,
+            budget=budget,
+        )
 
     async def step(
         self,
@@ -181,7 +257,7 @@ class DistributedStrategy:
         outcome = await self._runner.run_node(node, context, budget)
         return StepOutput(
             node_id=node.id,
-            node_type=node.type,  # type: ignore[attr-defined]
+            node_type=node.type,
             result=outcome.result,
             branch=outcome.branch,
             next_node_id=outcome.next_node_id,
@@ -226,7 +302,7 @@ class DistributedStrategy:
             result, next_id = None, node.next
         else:
             raise ResumeProtocolError(
-                f"a {kind.value} resume cannot wake {getattr(node, 'type', '?')} node {node.id!r}"
+                f"a {kind.value} resume cannot wake {node.type} node {node.id!r}"
             )
         return StepOutput(
             node_id=node.id,

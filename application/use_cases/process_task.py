@@ -214,7 +214,7 @@ class ProcessTask:
             now_ms=self._clock.now_ms(),
             tenant_id=envelope.tenant_id,
         )
-        return await self._advance(state, lease, lost, resume=None, flow=flow, first=True)
+        return await self._advance(state, lease, lost, resume=None, flow=flow)
 
     async def _resume(
         self, envelope: TaskEnvelope, state: ExecutionState, lease: Lease, lost: threading.Event
@@ -264,7 +264,6 @@ class ProcessTask:
         *,
         resume: ResumeInput | None,
         flow: Flow | None = None,
-        first: bool = False,
     ) -> DispatchResult:
         callbacks = CallbackManager(self._listeners())
         try:
@@ -292,8 +291,6 @@ class ProcessTask:
             ),
             callbacks=callbacks,
         )
-        if first:
-            callbacks.on_flow_start(state.execution_id, state.flow_id)
         consumed_subscription = resume.subscription_id if resume is not None else None
         for _ in range(self._settings.max_steps_per_dispatch):
             node_id = state.next_node_id
@@ -309,7 +306,6 @@ class ProcessTask:
                     error=_error_of(exc),
                 )
                 await self._checkpoint(failed, lease, lost)
-                callbacks.on_flow_end(state.execution_id, None, exc)
                 return _ack("failed", str(exc))
             resume = None
             state = self._apply(state, context, output)
@@ -320,7 +316,6 @@ class ProcessTask:
             if state.status is ExecutionStatus.SUSPENDED:
                 return _ack("suspended")
             if state.status is ExecutionStatus.COMPLETED:
-                callbacks.on_flow_end(state.execution_id, state.result, None)
                 return _ack("completed")
         # Hand over to a fresh carrier before acking this one: the execution is never carrier-less.
         await self._queue.enqueue(
