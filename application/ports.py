@@ -189,6 +189,18 @@ class SubscriptionStore(Protocol):
         ...
 
 
+class EventWaiter(Protocol):
+    async def wait_for_event(
+        self, subscription: EventSubscription, timeout_ms: int | None
+    ) -> Event | None:
+        """Wait in-process for an event matching ``subscription``; None once the timeout passed.
+
+        An event published before the wait began, with the subscription's correlation id,
+        counts (V6).
+        """
+        ...
+
+
 @attrs.frozen
 class EventNotification:
     notification_id: str

@@ -109,5 +109,9 @@ class UnknownHandlerError(FlowDefinitionError):
     """A task's handler cannot be imported or is not a callable of its module."""
 
 
+class UnboundedWaitError(FlowDefinitionError):
+    """A run that nothing can publish to meets an event node without a timeout."""
+
+
 class SuspensionRegistrationError(PlaitaError):
     """A wait could not register its way to wake up; the step fails instead of suspending (E6)."""

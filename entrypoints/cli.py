@@ -20,10 +20,12 @@ from plaita.application.handlers import HandlerRegistry
 from plaita.application.use_cases.flows import FlowCatalog, validate_flow
 from plaita.domain.errors import PlaitaError
 from plaita.domain.execution import ExecutionState
+from plaita.domain.failures import FlowExecutionException
 from plaita.domain.flow import Flow
 from plaita.entrypoints.cli_support import execution_view, import_handler_modules, load_flow_file
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.event_filter import EventFilterService
+from plaita.entrypoints.run_flow import run_flow
 from plaita.entrypoints.settings import Settings
 from plaita.entrypoints.timeline import LogListener
 from plaita.entrypoints.worker import Worker
@@ -142,6 +144,70 @@ def demo(examples_dir: Path) -> None:
     from plaita.entrypoints.demo import run_demo
 
     raise SystemExit(run_demo(examples_dir, click.echo))
+
+
+def _parse_events(values: tuple[str, ...]) -> list[tuple[str, dict[str, JSON]]]:
+    events = []
+    for value in values:
+        event_type, sep, data = value.partition("=")
+        if not sep or not event_type.strip():
+            raise click.BadParameter(
+                f"expected TYPE=JSON such as 'approval_decision={{\"approved\": true}}', "
+                f"got {value!r}",
+                param_hint="--event",
+            )
+        events.append((event_type.strip(), _parse_object("--event", data)))
+    return events
+
+
+@main.command("run")
+@click.argument("flow_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--input", "input_json", default=None, help="Input parameters as a JSON object.")
+@click.option(
+    "--handler-modules",
+    envvar="PLAITA_HANDLER_MODULES",
+    default=None,
+    help="Modules handlers may come from (default: the modules FLOW_FILE names).",
+)
+@click.option("--stream", is_flag=True, help="Print one JSON line per node (Generator mode).")
+@click.option(
+    "--event",
+    "event_values",
+    multiple=True,
+    metavar="TYPE=JSON",
+    help="An event the run's event nodes can receive; repeat for several.",
+)
+def run_command(
+    flow_file: Path,
+    input_json: str | None,
+    handler_modules: str | None,
+    stream: bool,
+    event_values: tuple[str, ...],
+) -> None:
+    """Run FLOW_FILE in this process and print its result (no Redis needed)."""
+    flow = load_flow_file(flow_file)
+    params = _parse_object("--input", input_json)
+    events = _parse_events(event_values)
+    if handler_modules is None:
+        handler_modules = ",".join(sorted(flow.handler_modules()))
+        if handler_modules:
+            click.echo(
+                f"note: trusting the handler modules {flow_file} names: {handler_modules} "
+                "(restrict with --handler-modules)",
+                err=True,
+            )
+    settings = _settings(backend="memory", handler_modules=handler_modules)
+    container = build_container(settings)
+    with _named_errors():
+        try:
+            result = run_flow(container, flow, params, events, stream=stream, emit=click.echo)
+        except FlowExecutionException as exc:
+            where = f" at node {exc.node_id!r}" if exc.node_id else ""
+            raise click.ClickException(
+                f"flow {flow.flow_id!r} failed{where}: {type(exc).__name__} ({exc.code}): {exc}"
+            ) from None
+    if not stream:
+        click.echo(json.dumps(result, sort_keys=True, default=str))
 
 
 @main.command()

@@ -27,7 +27,6 @@ from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.runner import Budget, NodeRunner, Sleep
 from plaita.application.engine.strategies import (
     DistributedStrategy,
-    EventWaiter,
     GeneratorStrategy,
     NormalStrategy,
     Position,
@@ -36,7 +35,7 @@ from plaita.application.engine.strategies import (
     SuspensionRegistrar,
 )
 from plaita.application.handlers import HandlerRegistry
-from plaita.application.ports import Clock
+from plaita.application.ports import Clock, EventWaiter
 from plaita.domain.failures import FlowErrorException, FlowExecutionException
 from plaita.domain.flow import Flow
 

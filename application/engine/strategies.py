@@ -15,10 +15,11 @@ import attrs
 from plaita.application.engine.callbacks import CallbackManager
 from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.runner import Budget, NodeRunner
+from plaita.application.ports import EventWaiter
 from plaita.domain.durations import MAX_WAIT_MS, parse_duration_ms
 from plaita.domain.envelope import ResumeType
 from plaita.domain.errors import ResumeProtocolError, SuspensionRegistrationError
-from plaita.domain.events import Event, EventSubscription
+from plaita.domain.events import EventSubscription
 from plaita.domain.execution import Suspension
 from plaita.domain.failures import ExecutionCancelledError, NodeTimeoutError
 from plaita.domain.flow import BaseNode, EndNode, EventNode, Flow, SleepNode
@@ -28,14 +29,6 @@ Sleep = Callable[[float], Awaitable[None]]
 
 #: The result an ``event`` node records when its timeout fires and ``timeout_next`` is taken.
 TIMEOUT_MARKER: dict[str, JSON] = {"timeout": True}
-
-
-class EventWaiter(Protocol):
-    async def wait_for_event(
-        self, subscription: EventSubscription, timeout_ms: int | None
-    ) -> Event | None:
-        """Wait in-process for a matching event; None when the timeout passed first."""
-        ...
 
 
 class SuspensionRegistrar(Protocol):
