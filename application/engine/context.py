@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -10,6 +11,7 @@ from typing import Any
 import attrs
 
 from plaita.domain.execution import ExecutionState
+from plaita.domain.failures import DeterministicNodeError
 
 JSON = Any
 
@@ -125,6 +127,7 @@ class NodeContext:
     node_results: Mapping[str, JSON]
     _cancel_event: threading.Event = attrs.field(alias="cancel_event", repr=False)
     _attempt_cancel: threading.Event = attrs.field(alias="attempt_cancel", repr=False)
+    _updates: dict[str, JSON] = attrs.field(factory=dict, alias="updates", repr=False)
 
     @classmethod
     def for_attempt(
@@ -150,3 +153,24 @@ class NodeContext:
     def cancelled(self) -> bool:
         """True once the execution is cancelled or this attempt timed out; stop work then."""
         return self._cancel_event.is_set() or self._attempt_cancel.is_set()
+
+    def set_variable(self, name: str, value: JSON) -> None:
+        """Set an execution variable; it is kept only if this attempt succeeds (E2).
+
+        A bad name or a value that is not JSON-serialisable raises ``DeterministicNodeError``:
+        retrying the handler cannot fix it.
+        """
+        if not isinstance(name, str) or not name:
+            raise DeterministicNodeError(f"a variable name must be a non-empty string: {name!r}")
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError) as exc:
+            raise DeterministicNodeError(
+                f"variable {name!r}: value is not JSON-serialisable: {exc}"
+            ) from None
+        self._updates[name] = value
+
+    @property
+    def variable_updates(self) -> Mapping[str, JSON]:
+        """The variables this attempt set, applied to the execution when it succeeds."""
+        return MappingProxyType(self._updates)

@@ -156,10 +156,13 @@ class NodeRunner:
         timeout = None if limit_ms is None else limit_ms / 1000
         try:
             if inspect.iscoroutinefunction(handler):
-                return await asyncio.wait_for(handler(params, node_context), timeout)
-            result = await _run_sync(handler, params, node_context, timeout)
-            if inspect.isawaitable(result):
-                result = await asyncio.wait_for(result, timeout)
+                result = await asyncio.wait_for(handler(params, node_context), timeout)
+            else:
+                result = await _run_sync(handler, params, node_context, timeout)
+                if inspect.isawaitable(result):
+                    result = await asyncio.wait_for(result, timeout)
+            # Only a successful attempt's variables count; a failed or abandoned one's never do.
+            context.variables.update(node_context.variable_updates)
             return result
         except TimeoutError:
             # The handler's thread cannot be killed: tell it to stop and abandon it (E4).

@@ -380,3 +380,45 @@ async def test_a_failing_listener_never_fails_the_execution(clock: FakeClock) ->
     run = execution(task_flow({}), handler_registry(work=lambda p, c: 5), clock)
     run.callback_manager.add(Broken())
     assert await run.arun() == 5
+
+
+async def test_handlers_set_variables_that_later_expressions_read(clock: FakeClock) -> None:
+    """E2: ctx.set_variable writes an execution variable on success."""
+
+    def remember(params: Any, ctx: Any) -> int:
+        ctx.set_variable("limit", 100)
+        return 1
+
+    flow = Flow.from_document(
+        {
+            "flow_id": "f",
+            "start": "work",
+            "nodes": [
+                {"id": "work", "type": "task", "handler": "t:work", "next": "done"},
+                {"id": "done", "type": "end", "output": "[limit, vars['limit']]"},
+            ],
+        }
+    )
+    run = execution(flow, handler_registry(work=remember), clock)
+    assert await run.arun() == [100, 100]
+    assert run.context.variables == {"limit": 100}
+
+
+async def test_a_failed_attempt_leaves_no_variables_behind(clock: FakeClock) -> None:
+    def half_done(params: Any, ctx: Any) -> None:
+        ctx.set_variable("partial", True)
+        raise ValueError("gave up")
+
+    flow = task_flow({"errorHandler": {"strategy": "continue"}})
+    run = execution(flow, handler_registry(work=half_done), clock)
+    assert await run.arun() is None
+    assert run.context.variables == {}
+
+
+async def test_a_variable_that_is_not_json_fails_the_attempt(clock: FakeClock) -> None:
+    def bad(params: Any, ctx: Any) -> None:
+        ctx.set_variable("when", object())
+
+    run = execution(task_flow({}), handler_registry(work=bad), clock)
+    with pytest.raises(NodeExecutionError, match="not JSON-serialisable"):
+        await run.arun()
