@@ -163,12 +163,11 @@ class NodeContext:
         if not isinstance(name, str) or not name:
             raise DeterministicNodeError(f"a variable name must be a non-empty string: {name!r}")
         try:
-            json.dumps(value)
+            self._updates[name] = json.loads(json.dumps(value))
         except (TypeError, ValueError) as exc:
             raise DeterministicNodeError(
                 f"variable {name!r}: value is not JSON-serialisable: {exc}"
             ) from None
-        self._updates[name] = value
 
     @property
     def variable_updates(self) -> Mapping[str, JSON]:

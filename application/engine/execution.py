@@ -62,7 +62,9 @@ def effective_budget_ms(flow: Flow, options: RunOptions) -> int:
 def _normal_error(error: Exception) -> FlowExecutionException:
     if isinstance(error, FlowExecutionException):
         return error
-    wrapped = FlowErrorException(f"{type(error).__name__}: {error}")
+    wrapped = FlowErrorException(
+        f"{type(error).__name__}: {error}", node_id=getattr(error, "node_id", None)
+    )
     wrapped.__cause__ = error
     return wrapped
 

@@ -215,7 +215,7 @@ class NodeRunner:
             )
         try:
             return _require_json(node.id, evaluate(node.output, context.names()))
-        except ExpressionEvaluationError as exc:
+        except (ExpressionEvaluationError, DeterministicNodeError) as exc:
             return _apply_strategy(node.error_handler, _node_failed(node.id, exc))
 
 
@@ -283,10 +283,14 @@ def _apply_strategy(strategy: FailureStrategy, error: FlowExecutionException) ->
 
 
 def _require_json(node_id: str, value: JSON) -> JSON:
+    """The value as a checkpoint will restore it: a tuple becomes a list, keys become strings.
+
+    Normalising here makes Normal mode see exactly what Distributed mode sees after a
+    checkpoint, so both take the same branches.
+    """
     try:
-        json.dumps(value)
+        return json.loads(json.dumps(value))
     except (TypeError, ValueError) as exc:
         raise DeterministicNodeError(
             f"node {node_id!r} produced a value that is not JSON-serialisable: {exc}"
         ) from None
-    return value
