@@ -1,4 +1,4 @@
-"""Task envelopes ("carriers"): what travels on the task stream (W1, W11)."""
+"""Task envelopes ("carriers"): what travels on the task stream (W1, W11, W12, W14)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ JSON = Any
 
 #: The envelope schema this build writes and the newest it understands (W11).
 CURRENT_SCHEMA_VERSION = 1
+#: What an envelope without a ``schema_version`` field is: written before the field existed.
+LEGACY_SCHEMA_VERSION = 1
 
 
 class CarrierKind(enum.StrEnum):
@@ -30,6 +32,19 @@ class ResumeType(enum.StrEnum):
 
 
 @attrs.frozen
+class CarrierGenerations:
+    """The configuration generations a carrier was written under (W12); ``None`` = legacy."""
+
+    config_family: str | None = None
+    config_generation: str | None = None
+    budget_generation: str | None = None
+
+    @property
+    def is_legacy(self) -> bool:
+        return self.config_family is None and self.budget_generation is None
+
+
+@attrs.frozen
 class TaskEnvelope:
     kind: CarrierKind
     execution_id: str
@@ -43,6 +58,7 @@ class TaskEnvelope:
     tenant_id: str = "default"
     dedup_key: str | None = None
     schema_version: int = CURRENT_SCHEMA_VERSION
+    generations: CarrierGenerations = attrs.field(factory=CarrierGenerations)
 
     def __attrs_post_init__(self) -> None:
         if (self.kind is CarrierKind.RESUME) != (self.resume_type is not None):
@@ -95,12 +111,105 @@ class TaskEnvelope:
         )
 
 
-def check_schema_version(version: int) -> None:
-    """Raise ``SchemaVersionError`` for an envelope newer than this build understands (W11)."""
+class SchemaVerdict(enum.StrEnum):
+    """What a worker does with an envelope's ``schema_version`` (W11); values name DLQ reasons."""
+
+    ACCEPT = "accept"
+    TOO_NEW = "schema_too_new"
+    INVALID = "schema_invalid"
+
+
+@attrs.frozen
+class SchemaDecision:
+    verdict: SchemaVerdict
+    #: The version as understood; ``None`` when the field could not be read as an integer.
+    version: int | None
+    #: The field exactly as it arrived; ``None`` when it was absent (a legacy envelope).
+    raw: str | None
+    reason: str = ""
+
+    @property
+    def accepted(self) -> bool:
+        return self.verdict is SchemaVerdict.ACCEPT
+
+    @property
+    def evidence(self) -> dict[str, str]:
+        """Fields a dead letter keeps so audit and replay never have to guess (W9, W11)."""
+        return {
+            "schema_version": "<absent>" if self.raw is None else self.raw,
+            "max_schema_version": str(CURRENT_SCHEMA_VERSION),
+            "schema_verdict": self.verdict.value,
+            "schema_reason": self.reason,
+        }
+
+
+def decide_schema_version(raw: object) -> SchemaDecision:
+    """Accept, or reject as too new / invalid, the ``schema_version`` field of an envelope (W11).
+
+    The same decision serves a first read and a reclaim: a worker that crashed before it
+    dead-lettered a too-new envelope must not run it under old semantics after a restart.
+    An absent field is a legacy envelope, version 1.
+    """
+    if raw is None:
+        return SchemaDecision(SchemaVerdict.ACCEPT, LEGACY_SCHEMA_VERSION, None)
+    text = str(raw)
+    version = _as_version(raw)
+    if version is None:
+        return SchemaDecision(
+            SchemaVerdict.INVALID,
+            None,
+            text,
+            f"envelope schema_version {text!r} is not an integer",
+        )
     if version > CURRENT_SCHEMA_VERSION:
-        raise SchemaVersionError(
+        return SchemaDecision(
+            SchemaVerdict.TOO_NEW,
+            version,
+            text,
             f"envelope schema_version {version} is newer than {CURRENT_SCHEMA_VERSION}, "
-            "the newest this worker understands; upgrade the worker to process it"
+            "the newest this worker understands; upgrade the worker to process it",
         )
     if version < 1:
-        raise SchemaVersionError(f"envelope schema_version {version} is not a valid version")
+        return SchemaDecision(
+            SchemaVerdict.INVALID,
+            version,
+            text,
+            f"envelope schema_version {version} is not a valid version",
+        )
+    return SchemaDecision(SchemaVerdict.ACCEPT, version, text)
+
+
+def _as_version(raw: object) -> int | None:
+    # bool is an int subclass: `true` on the wire is not version 1.
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, str):
+        try:
+            return int(raw)
+        except ValueError:
+            return None
+    return None
+
+
+def check_schema_version(version: int) -> None:
+    """Raise ``SchemaVersionError`` for an envelope newer than this build understands (W11)."""
+    decision = decide_schema_version(int(version))
+    if not decision.accepted:
+        raise SchemaVersionError(decision.reason)
+
+
+def copy_envelope(source: TaskEnvelope, /, **changes: Any) -> TaskEnvelope:
+    """A carrier the worker writes in place of ``source``: a retry, hand-over or recovery copy.
+
+    It keeps the source's ``schema_version`` (W11: a copy written by a newer worker in a mixed
+    pool must stay readable by the older ones, and a too-new source must not be laundered into
+    a current one), its ``timestamp_ms`` (W14: a copy is as old as its source, or re-enqueueing
+    would reset the carrier-age gate), its tenant and its generations (W12: a copy is never
+    re-stamped with this worker's rules). ``changes`` override fields explicitly — e.g.
+    ``timestamp_ms=tombstone.copy_timestamp_ms(...)`` when the source's stream-id time is older
+    than its payload stamp. Never build a copy with ``TaskEnvelope.start``/``resume``: they
+    stamp this build's version and the current time.
+    """
+    return attrs.evolve(source, **changes)

@@ -115,3 +115,19 @@ class UnboundedWaitError(FlowDefinitionError):
 
 class SuspensionRegistrationError(PlaitaError):
     """A wait could not register its way to wake up; the step fails instead of suspending (E6)."""
+
+
+class DefinitionDriftError(ExecutionStateError):
+    """The flow changed since start and the graph reachable from the current node differs (W7)."""
+
+
+class InvalidDedupKeyError(PlaitaError):
+    """A start dedup key or its tenant is empty; an empty key would dedup unrelated starts (W6)."""
+
+
+class ScheduleDedupError(PlaitaError):
+    """A scheduled start's dedup key cannot be built: empty id, bad due or request id (W22)."""
+
+
+class InvalidConfigurationError(PlaitaError):
+    """Start-up settings are invalid; the message lists every problem at once (W21)."""
