@@ -38,10 +38,9 @@ from plaita.application.handlers import HandlerRegistry
 from plaita.application.ports import Clock, EventWaiter
 from plaita.domain.failures import FlowErrorException, FlowExecutionException
 from plaita.domain.flow import Flow
+from plaita.domain.timeouts import DEFAULT_EXECUTION_DEADLINE_MS, execution_budget_ms
 
 JSON = Any
-
-DEFAULT_EXECUTION_DEADLINE_MS = 1_800_000
 
 
 @attrs.frozen
@@ -55,8 +54,7 @@ class RunOptions:
 
 def effective_budget_ms(flow: Flow, options: RunOptions) -> int:
     """Flow timeout vs caller timeout: the stricter; neither → the default deadline (E5)."""
-    explicit = [t for t in (flow.timeout_ms, options.timeout_ms) if t is not None]
-    return min(explicit) if explicit else options.default_deadline_ms
+    return execution_budget_ms(flow.timeout_ms, options.timeout_ms, options.default_deadline_ms)
 
 
 def _normal_error(error: Exception) -> FlowExecutionException:

@@ -6,6 +6,7 @@ import asyncio
 import contextvars
 import inspect
 import json
+import logging
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,9 +22,15 @@ from plaita.application.engine.expressions import (
 )
 from plaita.application.handlers import Handler, HandlerRegistry
 from plaita.application.ports import Clock
+from plaita.domain.branching import (
+    BRANCH_MISS_EVENT,
+    BranchTaken,
+    decide_if,
+    decide_switch,
+    resolve_branch_miss,
+)
 from plaita.domain.durations import parse_duration_ms
 from plaita.domain.failures import (
-    BranchMissError,
     DeterministicNodeError,
     ExecutionCancelledError,
     ExecutionDeadlineError,
@@ -35,8 +42,16 @@ from plaita.domain.failures import (
     classify_failure,
 )
 from plaita.domain.flow import BaseNode, EndNode, FailureStrategy, IfNode, SwitchNode, TaskNode
+from plaita.domain.timeouts import (
+    AttemptLimit,
+    attempt_limit,
+    backoff_within_budget,
+    deadline_at,
+    remaining_ms,
+)
 
 JSON = Any
+log = logging.getLogger("plaita.engine.runner")
 Sleep = Callable[[float], Awaitable[None]]
 
 #: Backoffs sleep in slices this long so a cancel is seen within a second (E3).
@@ -51,26 +66,19 @@ class NodeOutcome:
 
 
 class Budget:
-    """The execution's remaining time, read from an injected monotonic clock (E5)."""
+    """The execution's remaining time on an injected monotonic clock; the domain decides (E5)."""
 
     def __init__(self, clock: Clock, budget_ms: int | None) -> None:
         self._clock = clock
         self.budget_ms = budget_ms
-        self._deadline = None if budget_ms is None else clock.monotonic() + budget_ms / 1000
+        self._deadline = deadline_at(clock.monotonic(), budget_ms)
 
     def remaining_ms(self) -> float | None:
-        if self._deadline is None:
-            return None
-        return max(0.0, (self._deadline - self._clock.monotonic()) * 1000)
+        return remaining_ms(self._deadline, self._clock.monotonic())
 
-    def attempt_limit_ms(self, node_timeout_ms: int | None) -> tuple[float | None, bool]:
+    def attempt_limit(self, node_timeout_ms: int | None) -> AttemptLimit:
         """The attempt's timeout and whether the execution budget (not the node) sets it."""
-        remaining = self.remaining_ms()
-        if remaining is None:
-            return node_timeout_ms, False
-        if node_timeout_ms is None or remaining < node_timeout_ms:
-            return remaining, True
-        return node_timeout_ms, False
+        return attempt_limit(self.remaining_ms(), node_timeout_ms)
 
 
 class NodeRunner:
@@ -114,16 +122,18 @@ class NodeRunner:
         attempts = 1 + node.retry_times
         for attempt in range(1, attempts + 1):
             _check_cancel(context, node.id)
-            limit_ms, deadline_bound = budget.attempt_limit_ms(node_timeout_ms)
-            if deadline_bound and limit_ms is not None and limit_ms <= 0:
+            limit = budget.attempt_limit(node_timeout_ms)
+            if limit.deadline_spent:
                 raise _deadline(node.id, budget)
             try:
                 handler = self._handlers.resolve(node.handler)
                 params = render_template(node.params, context.names())
-                result = await self._invoke(handler, params, context, node.id, attempt, limit_ms)
+                result = await self._invoke(
+                    handler, params, context, node.id, attempt, limit.timeout_seconds
+                )
                 return _require_json(node.id, result)
             except TimeoutError:
-                if deadline_bound:
+                if limit.deadline_bound:
                     raise _deadline(node.id, budget) from None
                 return _apply_strategy(
                     node.timeout_handler,
@@ -149,11 +159,10 @@ class NodeRunner:
         context: ExecutionContext,
         node_id: str,
         attempt: int,
-        limit_ms: float | None,
+        timeout: float | None,
     ) -> JSON:
         attempt_cancel = threading.Event()
         node_context = NodeContext.for_attempt(context, node_id, attempt, attempt_cancel)
-        timeout = None if limit_ms is None else limit_ms / 1000
         try:
             if inspect.iscoroutinefunction(handler):
                 result = await asyncio.wait_for(handler(params, node_context), timeout)
@@ -172,10 +181,7 @@ class NodeRunner:
     async def _backoff(
         self, attempt: int, context: ExecutionContext, node_id: str, budget: Budget
     ) -> None:
-        delay = backoff_seconds(attempt)
-        remaining = budget.remaining_ms()
-        if remaining is not None:
-            delay = min(delay, remaining / 1000)
+        delay = backoff_within_budget(backoff_seconds(attempt), budget.remaining_ms())
         while delay > 0:
             _check_cancel(context, node_id)
             step = min(BACKOFF_SLICE_SECONDS, delay)
@@ -188,23 +194,28 @@ class NodeRunner:
         names = context.names()
         try:
             if isinstance(node, IfNode):
-                taken = bool(evaluate(node.condition, names))
-                return NodeOutcome(
-                    taken, "then" if taken else "else", node.then if taken else node.else_
-                )
-            for index, case in enumerate(node.cases):
-                if evaluate(case.when, names):
-                    return NodeOutcome(index, f"case:{index}", case.next)
+                decision = decide_if(node, bool(evaluate(node.condition, names)))
+            else:
+                # Lazy: cases after the first match are never evaluated.
+                matches = (bool(evaluate(case.when, names)) for case in node.cases)
+                decision = decide_switch(node, matches)
         except ExpressionEvaluationError as exc:
             value = _apply_strategy(node.error_handler, _node_failed(node.id, exc))
             return NodeOutcome(value, None, None)
-        if node.default is not None:
-            return NodeOutcome(None, "default", node.default)
-        miss = BranchMissError(
-            f"switch node {node.id!r}: no case matched and there is no default", node_id=node.id
-        )
+        if isinstance(decision, BranchTaken):
+            return NodeOutcome(decision.result, decision.label, decision.target)
+        outcome = resolve_branch_miss(decision, node.error_handler)
+        if not outcome.ends_flow:
+            raise decision.error()
         # E7: a miss never leaves the execution running; `continue` ends the flow here.
-        return NodeOutcome(_apply_strategy(node.error_handler, miss), None, None)
+        log.warning(
+            "event=%s execution_id=%s node_id=%s: %s; the errorHandler ends the flow here",
+            BRANCH_MISS_EVENT,
+            context.execution_id,
+            node.id,
+            decision.message,
+        )
+        return NodeOutcome(outcome.value, None, None)
 
     def _end_result(self, node: EndNode, context: ExecutionContext) -> JSON:
         if node.output is None:
