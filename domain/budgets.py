@@ -29,7 +29,9 @@ from plaita.domain.failures import classify_failure as classify_failure
 
 COUNTER_TTL_SECONDS = 7 * 24 * 60 * 60  # sliding: every increment refreshes it
 NODE_RETRY_TOTAL_MAX = 100
+#: Wake-ups of one execution by ``retry``, manual and automatic alike (seed G1_MAX_WAKEUPS).
 G1_MAX_WAKEUPS = 2
+#: Consecutive deterministic failures before a retry is refused (seed DETERMINISTIC_FAILURE_MAX).
 DETERMINISTIC_FAILURE_MAX = 12
 _MAX_CHAIN = 32
 
@@ -203,6 +205,12 @@ class WakeupRefusal(enum.StrEnum):
 
 
 @attrs.frozen
+class WakeUpCaps:
+    max_wakeups: int = G1_MAX_WAKEUPS
+    max_consecutive_failures: int = DETERMINISTIC_FAILURE_MAX
+
+
+@attrs.frozen
 class WakeupDecision:
     refusal: WakeupRefusal | None
     counter_changes: tuple[CounterChange, ...] = ()
@@ -212,16 +220,19 @@ class WakeupDecision:
         return self.refusal is None
 
 
-def decide_wakeup(*, wakeups: int, no_fail_streak: int) -> WakeupDecision:
+def decide_wakeup(
+    *, wakeups: int, no_fail_streak: int, caps: WakeUpCaps = WakeUpCaps()
+) -> WakeupDecision:
     """Budget side of "error + retry" (W7): at most 2 wake-ups, refused after 12 deterministic
-    failures in a row. Refusal is a value, never an exception, and changes nothing.
+    failures in a row (the default caps). Refusal is a value, never an exception, and changes
+    nothing.
 
     A wake-up grants every node a fresh budget but keeps the streak, or a flow that always
     fails would be woken for ever (seed #73). Only ``error`` executions reach this.
     """
-    if wakeups >= G1_MAX_WAKEUPS:
+    if wakeups >= caps.max_wakeups:
         return WakeupDecision(WakeupRefusal.G1_WAKEUPS_EXHAUSTED)
-    if no_fail_streak >= DETERMINISTIC_FAILURE_MAX:
+    if no_fail_streak >= caps.max_consecutive_failures:
         return WakeupDecision(WakeupRefusal.DETERMINISTIC_FAILURE_EXHAUSTED)
     return WakeupDecision(
         None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 
-from plaita.domain.errors import PlaitaError
+from plaita.domain.errors import FlowDefinitionError, PlaitaError
 
 CODE_DETERMINISTIC = 1001
 CODE_TRANSIENT = 1002
@@ -101,6 +101,9 @@ def classify_failure(error: BaseException) -> FailureKind:
     """Transient failures are retried; deterministic go to the errorHandler at once (E3)."""
     if isinstance(error, FlowTimeoutError | ExecutionCancelledError):
         return FailureKind.TERMINAL
+    if isinstance(error, FlowDefinitionError):
+        # An unknown or disallowed handler, a bad expression: retrying cannot fix the flow.
+        return FailureKind.DETERMINISTIC
     if isinstance(error, NodeError):
         return (
             FailureKind.DETERMINISTIC if error.code == CODE_DETERMINISTIC else FailureKind.TRANSIENT

@@ -42,14 +42,13 @@ import enum
 
 import attrs
 
+from plaita.domain.budgets import DETERMINISTIC_FAILURE_MAX as DETERMINISTIC_FAILURE_MAX
+from plaita.domain.budgets import G1_MAX_WAKEUPS as G1_MAX_WAKEUPS
+from plaita.domain.budgets import WakeUpCaps as WakeUpCaps
+from plaita.domain.budgets import WakeupRefusal, decide_wakeup
 from plaita.domain.envelope import ResumeType
 from plaita.domain.errors import DefinitionDriftError, PlaitaError, ResumeProtocolError
 from plaita.domain.execution import ExecutionState, ExecutionStatus
-
-#: Wake-ups of one execution by ``retry``, manual and automatic alike (seed G1_MAX_WAKEUPS).
-G1_MAX_WAKEUPS = 2
-#: Consecutive deterministic failures before a retry is refused (seed DETERMINISTIC_FAILURE_MAX).
-DETERMINISTIC_FAILURE_MAX = 12
 
 
 class ResumeKind(enum.StrEnum):
@@ -67,8 +66,8 @@ class ResumeKind(enum.StrEnum):
 class ResumeReason(enum.StrEnum):
     TERMINAL = "terminal"
     CANCEL_REQUESTED = "cancel_requested"
-    G1_WAKEUPS_EXHAUSTED = "g1_wakeups_exhausted"
-    DETERMINISTIC_FAILURE_EXHAUSTED = "deterministic_failure_exhausted"
+    G1_WAKEUPS_EXHAUSTED = WakeupRefusal.G1_WAKEUPS_EXHAUSTED.value
+    DETERMINISTIC_FAILURE_EXHAUSTED = WakeupRefusal.DETERMINISTIC_FAILURE_EXHAUSTED.value
     DEFINITION_CHANGED = "definition_changed"
     WAKE_UP = "wake_up"
     CANCEL = "cancel"
@@ -88,6 +87,7 @@ class DefinitionDrift(enum.StrEnum):
 
 
 _K = ResumeKind
+_DEFAULT_CAPS = WakeUpCaps()
 _UNDER_LEASE = frozenset(
     {_K.CANCEL, _K.WAKE_UP, _K.DEFINITION_DRIFT, _K.PROCEED, _K.PROCEED_AS_CONTINUE}
 )
@@ -158,12 +158,6 @@ class CurrentDefinition:
 
 
 @attrs.frozen
-class WakeUpCaps:
-    max_wakeups: int = G1_MAX_WAKEUPS
-    max_consecutive_failures: int = DETERMINISTIC_FAILURE_MAX
-
-
-@attrs.frozen
 class ResumeDecision:
     kind: ResumeKind
     reason: ResumeReason
@@ -201,7 +195,7 @@ def decide_resume(
     execution: ExecutionView,
     request: ResumeRequest,
     current: CurrentDefinition,
-    caps: WakeUpCaps = WakeUpCaps(),
+    caps: WakeUpCaps = _DEFAULT_CAPS,
 ) -> ResumeDecision:
     status, kind, xid = execution.status, request.resume_type, execution.execution_id
     drift = compare_definitions(execution, current)
@@ -259,23 +253,30 @@ def _wake_up(
     if execution.cancel_requested:
         return ResumeDecision(refuse, ResumeReason.CANCEL_REQUESTED, f"{xid} is to be cancelled")
     # Without these caps, wake -> fresh budget -> fail -> wake burnt a sandbox 5 times a day (#73).
-    if execution.g1_wakeups >= caps.max_wakeups:
-        detail = (
-            f"{xid} was woken {execution.g1_wakeups} times (cap {caps.max_wakeups}); fix the "
-            "cause, reset its g1wakeups counter, then retry"
-        )
-        return ResumeDecision(refuse, ResumeReason.G1_WAKEUPS_EXHAUSTED, detail)
-    if execution.consecutive_failures >= caps.max_consecutive_failures:
-        detail = (
-            f"{xid} failed {execution.consecutive_failures} times in a row (cap "
-            f"{caps.max_consecutive_failures}); fix the cause, reset its nofail counter, then retry"
-        )
-        return ResumeDecision(refuse, ResumeReason.DETERMINISTIC_FAILURE_EXHAUSTED, detail)
+    refusal = decide_wakeup(
+        wakeups=execution.g1_wakeups, no_fail_streak=execution.consecutive_failures, caps=caps
+    ).refusal
+    if refusal is not None:
+        detail = _refusal_detail(execution, refusal, caps)
+        return ResumeDecision(refuse, ResumeReason(refusal.value), detail)
     if drift is DefinitionDrift.BREAKING:
         # It stays in error, so a retry after the definition is restored still wakes it.
         return _drifted(refuse, execution, current)
     warning = _drift_warning(execution, current, drift)
     return ResumeDecision(ResumeKind.WAKE_UP, ResumeReason.WAKE_UP, f"wake {xid} up", warning)
+
+
+def _refusal_detail(execution: ExecutionView, refusal: WakeupRefusal, caps: WakeUpCaps) -> str:
+    xid = execution.execution_id
+    if refusal is WakeupRefusal.G1_WAKEUPS_EXHAUSTED:
+        return (
+            f"{xid} was woken {execution.g1_wakeups} times (cap {caps.max_wakeups}); fix the "
+            "cause, reset its g1wakeups counter, then retry"
+        )
+    return (
+        f"{xid} failed {execution.consecutive_failures} times in a row (cap "
+        f"{caps.max_consecutive_failures}); fix the cause, reset its nofail counter, then retry"
+    )
 
 
 def _names_this_wait(request: ResumeRequest, wait: WaitView | None) -> bool:

@@ -21,8 +21,14 @@ from plaita.domain.flow import EndNode, Flow, IfNode, SwitchNode, TaskNode
 
 JSON = Any
 
+# simpleeval's defaults minus rand/randint: a condition must decide the same way when a
+# step is replayed from its checkpoint.
 _FUNCTIONS = {
-    **simpleeval.DEFAULT_FUNCTIONS,
+    **{
+        name: function
+        for name, function in simpleeval.DEFAULT_FUNCTIONS.items()
+        if name not in {"rand", "randint"}
+    },
     "len": len,
     "min": min,
     "max": max,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import json
@@ -251,11 +252,12 @@ async def _run_sync(
 
     def target() -> None:
         try:
-            result = copied.run(handler, params, node_context)
+            result, error = copied.run(handler, params, node_context), None
         except BaseException as exc:
-            loop.call_soon_threadsafe(settle, None, exc)
-        else:
-            loop.call_soon_threadsafe(settle, result, None)
+            result, error = None, exc
+        # An abandoned attempt may outlive its event loop; nobody waits for it any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, result, error)
 
     # A daemon thread of its own: on timeout it is abandoned and must not hold a pool slot.
     threading.Thread(target=target, name=f"plaita-node-{node_context.node_id}", daemon=True).start()

@@ -21,7 +21,11 @@ from plaita.domain.envelope import ResumeType
 from plaita.domain.errors import ResumeProtocolError, SuspensionRegistrationError
 from plaita.domain.events import EventSubscription
 from plaita.domain.execution import Suspension
-from plaita.domain.failures import ExecutionCancelledError, NodeTimeoutError
+from plaita.domain.failures import (
+    ExecutionCancelledError,
+    ExecutionDeadlineError,
+    NodeTimeoutError,
+)
 from plaita.domain.flow import BaseNode, EndNode, EventNode, Flow, SleepNode
 
 JSON = Any
@@ -161,10 +165,10 @@ class NormalStrategy:
         node: BaseNode | None = flow.node(position.node_id) if position else flow.start_node
         while node is not None:
             if isinstance(node, EventNode):
-                result, next_id = await self._wait(node, context)
+                result, next_id = await self._wait(node, context, budget)
                 branch = context.last_branch
             elif isinstance(node, SleepNode):
-                result, next_id, branch = await self._nap(node, context), node.next, None
+                result, next_id, branch = await self._nap(node, context, budget), node.next, None
             else:
                 outcome = await self._runner.run_node(node, context, budget)
                 result, next_id, branch = outcome.result, outcome.next_node_id, outcome.branch
@@ -178,7 +182,9 @@ class NormalStrategy:
             )
             node = None if next_id is None else flow.node(next_id)
 
-    async def _wait(self, node: EventNode, context: ExecutionContext) -> tuple[JSON, str | None]:
+    async def _wait(
+        self, node: EventNode, context: ExecutionContext, budget: Budget
+    ) -> tuple[JSON, str | None]:
         if self._event_waiter is None:
             raise SuspensionRegistrationError(
                 f"node {node.id!r} waits for {node.event_type!r} but this run has no event "
@@ -186,14 +192,27 @@ class NormalStrategy:
             )
         self._callbacks.on_node_start(context.execution_id, node.id, "event")
         subscription = event_subscription(node, context, self._new_id(), self._now_ms())
-        event = await self._event_waiter.wait_for_event(subscription, wait_timeout_ms(node))
+        node_timeout_ms = wait_timeout_ms(node)
+        waiting = self._event_waiter.wait_for_event(subscription, node_timeout_ms)
+        # E5: in-process, the wait is bounded by the execution's budget as well.
+        limit = budget.attempt_limit(node_timeout_ms)
+        if limit.deadline_bound:
+            try:
+                event = await asyncio.wait_for(waiting, limit.timeout_seconds)
+            except TimeoutError:
+                raise _deadline_reached(node.id, budget) from None
+        else:
+            event = await waiting
         return _finish_wait(
             node, context, self._callbacks, None if event is None else event.to_json()
         )
 
-    async def _nap(self, node: SleepNode, context: ExecutionContext) -> JSON:
+    async def _nap(self, node: SleepNode, context: ExecutionContext, budget: Budget) -> JSON:
         self._callbacks.on_node_start(context.execution_id, node.id, "sleep")
-        await self._sleep(sleep_duration_ms(node) / 1000)
+        limit = budget.attempt_limit(sleep_duration_ms(node))
+        await self._sleep((limit.limit_ms or 0) / 1000)
+        if limit.deadline_bound:
+            raise _deadline_reached(node.id, budget)
         context.record_node(node.id, None, None)
         self._callbacks.on_node_end(context.execution_id, node.id, None, None)
         return None
@@ -306,17 +325,30 @@ class DistributedStrategy:
         )
 
 
+def _deadline_reached(node_id: str, budget: Budget) -> ExecutionDeadlineError:
+    return ExecutionDeadlineError(
+        f"execution deadline of {budget.budget_ms} ms reached at node {node_id!r}",
+        node_id=node_id,
+    )
+
+
 def _finish_wait(
     node: EventNode, context: ExecutionContext, callbacks: CallbackManager, event: JSON
 ) -> tuple[JSON, str | None]:
-    if event is None:
-        if node.timeout_next is None:
+    result: JSON
+    if event is None and node.timeout_next is not None:
+        result, next_id, branch = dict(TIMEOUT_MARKER), node.timeout_next, "timeout"
+    elif event is None:
+        # No timeout_next: the node's timeoutHandler decides, as for a task's timeout.
+        handler = node.timeout_handler
+        if handler.strategy == "abort":
             raise NodeTimeoutError(
                 f"event node {node.id!r} timed out waiting for {node.event_type!r} and has no "
                 "timeout_next",
                 node_id=node.id,
             )
-        result, next_id, branch = dict(TIMEOUT_MARKER), node.timeout_next, "timeout"
+        result = None if handler.strategy == "continue" else handler.default
+        next_id, branch = node.next, "timeout"
     else:
         result, next_id, branch = event, node.next, None
     context.record_node(node.id, result, branch)

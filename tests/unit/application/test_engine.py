@@ -422,3 +422,34 @@ async def test_a_variable_that_is_not_json_fails_the_attempt(clock: FakeClock) -
     run = execution(task_flow({}), handler_registry(work=bad), clock)
     with pytest.raises(NodeExecutionError, match="not JSON-serialisable"):
         await run.arun()
+
+
+async def test_a_misspelt_handler_fails_at_once_without_retries(clock: FakeClock) -> None:
+    """E3: an unknown handler is deterministic; retrying cannot make the function appear."""
+    flow = Flow.from_document(
+        {
+            "flow_id": "f",
+            "start": "work",
+            "nodes": [
+                {
+                    "id": "work",
+                    "type": "task",
+                    "handler": "t:no_such",
+                    "retryTimes": 3,
+                    "next": "done",
+                },
+                {"id": "done", "type": "end"},
+            ],
+        }
+    )
+    with pytest.raises(NodeExecutionError, match="no_such"):
+        await execution(flow, handler_registry(), clock).arun()
+    assert clock.sleeps == []
+
+
+def test_expressions_offer_no_random_functions() -> None:
+    """A condition must decide the same way when a step is replayed from its checkpoint."""
+    from plaita.application.engine.expressions import ExpressionEvaluationError, evaluate
+
+    with pytest.raises(ExpressionEvaluationError):
+        evaluate("rand()", {})

@@ -21,6 +21,7 @@ from plaita.domain.events import Event
 from plaita.domain.execution import Suspension
 from plaita.domain.failures import (
     ExecutionCancelledError,
+    ExecutionDeadlineError,
     FlowErrorException,
     NodeExecutionError,
     NodeTimeoutError,
@@ -380,3 +381,70 @@ def test_context_survives_a_json_round_trip_losslessly(
     restored = ExecutionContext.from_json(json.loads(json.dumps(context.to_json())))
     assert restored.to_json() == context.to_json()
     assert restored.names() == context.names()
+
+
+async def test_normal_sleep_longer_than_the_budget_ends_at_the_deadline(clock: FakeClock) -> None:
+    """E5: in-process, a sleep is bounded by the execution's budget too."""
+    flow = Flow.from_document(
+        {
+            "flow_id": "f",
+            "start": "nap",
+            "timeout": 1000,
+            "nodes": [
+                {"id": "nap", "type": "sleep", "duration": "PT5S", "next": "e"},
+                {"id": "e", "type": "end"},
+            ],
+        }
+    )
+    execution, _ = make(flow, clock)
+    with pytest.raises(ExecutionDeadlineError, match="'nap'"):
+        await execution.arun()
+    assert clock.sleeps == [1.0]
+
+
+async def test_normal_wait_longer_than_the_budget_ends_at_the_deadline(clock: FakeClock) -> None:
+    flow = Flow.from_document(
+        {
+            "flow_id": "f",
+            "start": "w",
+            "timeout": 20,
+            "nodes": [
+                {
+                    "id": "w",
+                    "type": "event",
+                    "event_type": "go",
+                    "timeout": "PT1H",
+                    "timeout_next": "e",
+                    "next": "e",
+                },
+                {"id": "e", "type": "end"},
+            ],
+        }
+    )
+    execution, _ = make(flow, clock, waiter=MemoryEventBus())
+    with pytest.raises(ExecutionDeadlineError):
+        await execution.arun()
+
+
+async def test_event_timeout_without_timeout_next_uses_the_timeout_handler(
+    clock: FakeClock,
+) -> None:
+    flow = Flow.from_document(
+        {
+            "flow_id": "f",
+            "start": "w",
+            "nodes": [
+                {
+                    "id": "w",
+                    "type": "event",
+                    "event_type": "go",
+                    "timeout": 5,
+                    "next": "e",
+                    "timeoutHandler": {"strategy": "continue_with", "default": {"late": True}},
+                },
+                {"id": "e", "type": "end", "output": "$NODE['w']"},
+            ],
+        }
+    )
+    execution, _ = make(flow, clock, waiter=MemoryEventBus())
+    assert await execution.arun() == {"late": True}

@@ -165,15 +165,18 @@ def test_a_negative_max_age_caps_the_ttl_at_the_default_max_age() -> None:
 def test_the_tombstone_ttl_stays_within_its_bounds_whenever_they_can_be_met(
     configured: int | None, state: int, max_age_ms: int
 ) -> None:
-    """W13: ≥ 30 days, ≥ state TTL, ≤ max age when satisfiable; else exactly the max age."""
+    """W13: ≥ 30 days, ≥ state TTL, ≤ max age when satisfiable; else exactly the max age.
+    "Clamped" means the wanted TTL (configured, 30 days or the state TTL) was cut to the max
+    age — which also happens to a configured TTL above a satisfiable ceiling."""
     result = ttl(configured, state, max_age_ms)
     floor = max(30 * DAY_S, state)
+    wanted = max(floor, configured or 0)
     ceiling = max_age_ms // 1000 if max_age_ms else None
 
     if ceiling is None or floor <= ceiling:
         assert floor <= result.seconds
         assert ceiling is None or result.seconds <= ceiling
-        assert not result.clamped_to_max_age
+        assert result.clamped_to_max_age == (ceiling is not None and wanted > ceiling)
     else:
         assert result.seconds == max(1, ceiling)
         assert result.clamped_to_max_age
