@@ -12,11 +12,13 @@ from typing import Protocol
 
 import attrs
 
+from plaita.domain.budgets import CounterChange
 from plaita.domain.envelope import TaskEnvelope
 from plaita.domain.events import Event, EventSubscription
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.flow import Flow
 from plaita.domain.lease import Lease
+from plaita.domain.tombstone import Tombstone
 
 
 class Clock(Protocol):
@@ -157,6 +159,82 @@ class FlowRepository(Protocol):
 
     async def list_ids(self) -> Sequence[str]:
         """Ids of every registered flow, sorted."""
+        ...
+
+
+class DelayQueue(Protocol):
+    async def schedule(self, envelope: TaskEnvelope, *, due_ms: int) -> str:
+        """Hold ``envelope`` until ``due_ms``; a timer id (W8 retries, V8 timeouts and sleeps)."""
+        ...
+
+    async def move_due(self, *, now_ms: int, limit: int = 500) -> int:
+        """Move up to ``limit`` due carriers into the task stream atomically; how many moved.
+
+        A carrier is never in both places and never in neither: the move is one Lua script on
+        Redis, so a crash between "remove from the delay set" and "add to the stream" cannot
+        happen.
+        """
+        ...
+
+    async def pending(self) -> int:
+        """How many carriers wait for their due time."""
+        ...
+
+
+@attrs.frozen
+class Counters:
+    """An execution's budget counters (W8, W7); absent counters read as 0."""
+
+    node_retries: dict[str, int] = attrs.field(factory=dict)
+    total_retries: int = 0
+    wakeups: int = 0
+    no_fail: int = 0
+
+
+class CounterStore(Protocol):
+    async def read(self, execution_id: str) -> Counters:
+        """The execution's counters (0 for those never written)."""
+        ...
+
+    async def apply(
+        self, execution_id: str, changes: Sequence[CounterChange], *, ttl_ms: int
+    ) -> Counters:
+        """Apply increments and resets atomically, refresh the TTL; the counters after."""
+        ...
+
+
+class TombstoneStore(Protocol):
+    async def get(self, execution_id: str) -> Tombstone | None:
+        """The execution's tombstone, if it was deleted (W13)."""
+        ...
+
+
+@attrs.frozen
+class WorkerInstance:
+    instance_id: str
+    status: str
+    heartbeat_ms: int
+    started_ms: int
+    config_family: str = ""
+    config_generation: str = ""
+    budget_generation: str = ""
+
+
+class WorkerRegistry(Protocol):
+    async def put(self, instance: WorkerInstance, *, ttl_ms: int) -> None:
+        """Write the instance record (status + heartbeat) with a TTL (W16)."""
+        ...
+
+    async def get(self, instance_id: str) -> WorkerInstance | None:
+        """One instance, or None when it never registered or its record expired."""
+        ...
+
+    async def list(self) -> Sequence[WorkerInstance]:
+        """Every registered instance."""
+        ...
+
+    async def remove(self, instance_id: str) -> None:
+        """Delete the record (a closed worker)."""
         ...
 
 
