@@ -31,6 +31,21 @@ class RedisKeys:
     def lease(self, execution_id: str) -> str:
         return self._execution(execution_id, "lease")
 
+    def execution_nodes(self, execution_id: str) -> str:
+        """Hash of node id → result JSON: a step adds one field, never rewrites the others (S3)."""
+        return self._execution(execution_id, "nodes")
+
+    def execution_vars(self, execution_id: str) -> str:
+        """Hash of variable name → JSON (S3)."""
+        return self._execution(execution_id, "vars")
+
+    def counters(self, execution_id: str) -> str:
+        """Hash of the budget counters (W7, W8)."""
+        return self._execution(execution_id, "counters")
+
+    def tombstone(self, execution_id: str) -> str:
+        return self._execution(execution_id, "tombstone")
+
     def executions(self) -> str:
         return f"{self.namespace}:executions"
 
@@ -41,6 +56,22 @@ class RedisKeys:
 
     def queue_dead_letters(self, queue_name: str) -> str:
         return f"{self.namespace}:q:{{{queue_name}}}:dlq"
+
+    def queue_delayed(self, queue_name: str) -> str:
+        """Sorted set of carriers by due time, moved into the stream by one script (W8, V8)."""
+        return f"{self.namespace}:q:{{{queue_name}}}:delayed"
+
+    def dlq_replayed(self, dlq_key: str, dlq_id: str) -> str:
+        """One-time replay marker of a dead letter (W10)."""
+        return f"{self.namespace}:dlq-replayed:{{{dlq_key}}}:{dlq_id}"
+
+    # --- workers --------------------------------------------------------------------
+
+    def worker(self, instance_id: str) -> str:
+        return f"{self.namespace}:worker:{{{instance_id}}}"
+
+    def workers(self) -> str:
+        return f"{self.namespace}:workers"
 
     def dedup(self, tenant_id: str, dedup_key: str) -> str:
         return f"{self.namespace}:dedup:{{{tenant_id}}}:{dedup_key}"
