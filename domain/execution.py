@@ -115,6 +115,9 @@ class ExecutionState:
     result: JSON = None
     error: ExecutionError | None = None
     steps: int = 0
+    #: sha256 of the graph reachable from the current node when this checkpoint was written:
+    #: a later definition change elsewhere in the flow does not strand the run (W7).
+    subgraph_fingerprint: str | None = None
 
     @classmethod
     def new(
@@ -173,6 +176,7 @@ class ExecutionState:
             "result": self.result,
             "error": None if self.error is None else self.error.to_json(),
             "steps": self.steps,
+            "subgraph_fingerprint": self.subgraph_fingerprint,
         }
 
     @classmethod
@@ -198,4 +202,5 @@ class ExecutionState:
             result=raw.get("result"),
             error=None if error is None else ExecutionError.from_json(error),
             steps=int(raw.get("steps", 0)),
+            subgraph_fingerprint=raw.get("subgraph_fingerprint"),
         )

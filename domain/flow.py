@@ -140,7 +140,7 @@ class FlowDocument(_Document):
 class Flow:
     """A validated flow definition. Construct with ``Flow.from_document`` or ``Flow.from_json``."""
 
-    __slots__ = ("_by_id", "document", "fingerprint", "timeout_ms")
+    __slots__ = ("_by_id", "_subgraphs", "document", "fingerprint", "timeout_ms")
 
     def __init__(self, document: FlowDocument) -> None:
         self.document = document
@@ -152,6 +152,7 @@ class Flow:
             else parse_duration_ms(document.timeout, field="flow.timeout", maximum_ms=MAX_WAIT_MS)
         )
         self.fingerprint = _sha256(document.model_dump(mode="json", by_alias=True))
+        self._subgraphs: dict[str, str] = {}
 
     @classmethod
     def from_document(cls, raw: Mapping[str, JSON]) -> Flow:
@@ -202,6 +203,12 @@ class Flow:
 
     def subgraph_fingerprint(self, node_id: str) -> str:
         """sha256 of the nodes reachable from ``node_id``: drift elsewhere does not matter (W7)."""
+        cached = self._subgraphs.get(node_id)
+        if cached is None:
+            cached = self._subgraphs[node_id] = self._hash_subgraph(node_id)
+        return cached
+
+    def _hash_subgraph(self, node_id: str) -> str:
         seen: dict[str, BaseNode] = {}
         stack = [node_id]
         while stack:

@@ -271,6 +271,8 @@ def worker(
             await Worker(
                 queue=container.queue(),
                 process=container.process_task(),
+                delay=container.delay_queue(),
+                clock=container.clock(),
                 consumer=settings.consumer_name,
                 concurrency=settings.concurrency,
                 read_block_ms=settings.read_block_ms,

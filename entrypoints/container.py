@@ -9,19 +9,25 @@ from __future__ import annotations
 import redis.asyncio as redis
 from dependency_injector import containers, providers
 
+from plaita.adapters.memory.counters import MemoryCounterStore
 from plaita.adapters.memory.dedup import MemoryDedupStore
+from plaita.adapters.memory.delay_queue import MemoryDelayQueue
 from plaita.adapters.memory.events import MemoryEventLog
 from plaita.adapters.memory.flows import MemoryFlowRepository
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.redis.counters import RedisCounterStore
 from plaita.adapters.redis.dedup import RedisDedupStore
+from plaita.adapters.redis.delay_queue import RedisDelayQueue
 from plaita.adapters.redis.events import RedisEventLog
 from plaita.adapters.redis.flows import RedisFlowRepository
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.lease import RedisLeaseManager
 from plaita.adapters.redis.queue import RedisTaskQueue
+from plaita.adapters.redis.registry import RedisWorkerRegistry
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
 from plaita.adapters.system import SystemClock, UuidGenerator
@@ -93,6 +99,24 @@ class Container(containers.DeclarativeContainer):
     #: Lifecycle listeners for each dispatch; entrypoints override it (logs, demo timeline).
     listeners = providers.Object(list)
 
+    counters = providers.Selector(
+        config.backend,
+        memory=providers.Singleton(MemoryCounterStore, clock),
+        redis=providers.Singleton(RedisCounterStore, redis_client, redis_keys),
+    )
+    delay_queue = providers.Selector(
+        config.backend,
+        memory=providers.Singleton(MemoryDelayQueue, clock, queue),
+        redis=providers.Singleton(
+            RedisDelayQueue, redis_client, redis_keys, queue_name=config.queue_name
+        ),
+    )
+    registry = providers.Selector(
+        config.backend,
+        memory=providers.Singleton(MemoryWorkerRegistry, clock),
+        redis=providers.Singleton(RedisWorkerRegistry, redis_client, redis_keys),
+    )
+
     handlers = providers.Singleton(HandlerRegistry, config.handler_modules)
     flows = providers.Singleton(FlowCatalog, flow_repository, handlers)
 
@@ -101,6 +125,9 @@ class Container(containers.DeclarativeContainer):
         holder_id=config.consumer_name,
         lease_ttl_ms=config.lease_ttl_ms,
         default_deadline_ms=config.execution_deadline_ms,
+        max_deliveries=config.max_deliveries,
+        max_carrier_age_ms=config.max_carrier_age_ms,
+        holder_liveness_disabled=config.disable_holder_liveness,
     )
     process_task = providers.Singleton(
         ProcessTask,
@@ -113,6 +140,9 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         ids=ids,
         settings=step_settings,
+        counters=counters,
+        delay=delay_queue,
+        registry=registry,
         listeners=listeners,
     )
     start_execution = providers.Factory(

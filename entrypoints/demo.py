@@ -59,6 +59,8 @@ async def _demo(examples_dir: Path, echo: Callable[[str], None]) -> int:
     worker = Worker(
         queue=container.queue(),
         process=container.process_task(),
+        delay=container.delay_queue(),
+        clock=container.clock(),
         consumer="demo-worker",
         concurrency=settings.concurrency,
         read_block_ms=settings.read_block_ms,

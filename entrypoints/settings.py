@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     claim_min_idle_ms: int = Field(default=60_000, ge=1)
     lease_ttl_seconds: float = Field(default=120.0, gt=0)
     execution_deadline_seconds: float = Field(default=1800.0, ge=0)
+    max_deliveries: int = Field(default=5, ge=1, le=1000)
+    max_carrier_age_days: float = Field(default=30.0, ge=0)
+    disable_holder_liveness: bool = False
 
     @field_validator("handler_modules", mode="before")
     @classmethod
@@ -43,6 +46,11 @@ class Settings(BaseSettings):
     @property
     def lease_ttl_ms(self) -> int:
         return int(self.lease_ttl_seconds * 1000)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def max_carrier_age_ms(self) -> int:
+        return int(self.max_carrier_age_days * 24 * 3600 * 1000)
 
     @computed_field  # type: ignore[prop-decorator]
     @property

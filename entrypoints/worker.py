@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 
-from plaita.application.ports import Delivery, TaskQueue
+from plaita.application.ports import Clock, DelayQueue, Delivery, TaskQueue
 from plaita.application.use_cases.process_task import DispatchResult, Disposition, ProcessTask
 
 log = logging.getLogger("plaita.worker")
@@ -49,12 +49,16 @@ class Worker:
         queue: TaskQueue,
         process: ProcessTask,
         consumer: str,
+        delay: DelayQueue | None = None,
+        clock: Clock | None = None,
         concurrency: int = 16,
         read_block_ms: int = 1000,
         claim_min_idle_ms: int = 60_000,
     ) -> None:
         self._queue = queue
         self._process = process
+        self._delay = delay
+        self._clock = clock
         self._consumer = consumer
         self._concurrency = concurrency
         self._read_block_ms = read_block_ms
@@ -69,6 +73,7 @@ class Worker:
             "event=worker.started consumer=%s concurrency=%d", self._consumer, self._concurrency
         )
         next_reclaim = 0.0
+        timers = asyncio.create_task(self._move_due_timers(stop))
         try:
             while not stop.is_set():
                 if len(self._inflight) >= self._concurrency:
@@ -94,9 +99,27 @@ class Worker:
                     self._inflight.add(task)
                     task.add_done_callback(self._inflight.discard)
         finally:
+            timers.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await timers
             if self._inflight:
                 await asyncio.gather(*self._inflight, return_exceptions=True)
             log.info("event=worker.stopped consumer=%s", self._consumer)
+
+    async def _move_due_timers(self, stop: asyncio.Event) -> None:
+        """Move due retries, event timeouts and sleep wake-ups into the stream (W8, V8)."""
+        if self._delay is None or self._clock is None:
+            return
+        interval = min(0.1, self._read_block_ms / 1000)
+        while not stop.is_set():
+            try:
+                moved = await self._delay.move_due(now_ms=self._clock.now_ms())
+            except Exception:
+                log.exception("event=timers.move_failed: retrying; due timers wait, none is lost")
+                moved = 0
+            if not moved:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), interval)
 
     async def _dispatch(self, delivery: Delivery) -> None:
         envelope = delivery.envelope
@@ -110,7 +133,9 @@ class Worker:
             return
         try:
             async with self._locks.hold(envelope.execution_id):
-                result = await self._process(envelope)
+                result = await self._process(
+                    envelope, message_id=delivery.message_id, reclaimed=delivery.reclaimed
+                )
         except Exception:
             log.exception(
                 "event=worker.dispatch_crashed message_id=%s execution_id=%s: left pending, "

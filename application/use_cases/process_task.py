@@ -1,7 +1,9 @@
-"""The worker step: take one carrier, advance its execution under the lease, checkpoint (W1-W7).
+"""The worker step: take one carrier, advance its execution under the lease, checkpoint (W1-W15).
 
-The caller acks only when this returns ``Disposition.ACK``; every path that could leave an
-execution without a carrier returns ``LEAVE_PENDING`` instead (invariant I0, W5).
+Every rule is the domain's: this use case gathers the facts (state, counters, lease holder,
+tombstone), asks the pure decision functions, and performs their answer through ports. The
+caller acks only on ``Disposition.ACK``; every path that could leave an execution without a
+carrier answers ``LEAVE_PENDING`` instead (invariant I0, W5).
 """
 
 from __future__ import annotations
@@ -23,34 +25,67 @@ from plaita.application.engine.strategies import (
     ResumeInput,
     StepOutput,
     event_subscription,
+    sleep_duration_ms,
     wait_timeout_ms,
 )
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.ports import (
     Clock,
+    Counters,
+    CounterStore,
+    DelayQueue,
     ExecutionRepository,
     IdGenerator,
     LeaseManager,
     SubscriptionStore,
     TaskQueue,
+    TombstoneStore,
+    WorkerRegistry,
 )
 from plaita.application.use_cases.flows import FlowCatalog
-from plaita.domain.envelope import CarrierKind, ResumeType, TaskEnvelope
+from plaita.domain.budgets import (
+    COUNTER_TTL_SECONDS,
+    FailureAction,
+    classify_step_failure,
+    decide_node_failure,
+    decide_wakeup,
+    failed_node_of,
+    on_node_success,
+)
+from plaita.domain.config_generations import decide_consume
+from plaita.domain.dedup import StartKind, StartRequest, StoredExecution, decide_start
+from plaita.domain.envelope import CarrierGenerations, CarrierKind, ResumeType, TaskEnvelope
 from plaita.domain.errors import (
-    ExecutionIdConflictError,
     ExecutionLeaseError,
     FlowDefinitionError,
     LeaseLostError,
-    SuspensionRegistrationError,
     UnknownFlowError,
 )
 from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus, Suspension
 from plaita.domain.failures import CODE_CANCELLED, FlowErrorException
 from plaita.domain.flow import EventNode, Flow, SleepNode
-from plaita.domain.lease import Lease, renewal_interval_seconds
+from plaita.domain.lease import Lease, RenewalAction, RenewalOutcome, decide_renewal
+from plaita.domain.lease_conflict import conflict_carrier, decide_conflict, holder_status
+from plaita.domain.resume import (
+    CurrentDefinition,
+    ExecutionView,
+    ResumeDecision,
+    ResumeKind,
+    ResumeRequest,
+    decide_resume,
+)
+from plaita.domain.tombstone import (
+    DEFAULT_CARRIER_MAX_AGE_MS,
+    DispatchPath,
+    GateAction,
+    check_carrier_age,
+    gate,
+)
 
 JSON = Any
 log = logging.getLogger("plaita.worker.step")
+
+COUNTER_TTL_MS = COUNTER_TTL_SECONDS * 1000
 
 
 class Disposition(enum.Enum):
@@ -64,6 +99,9 @@ class DispatchResult:
     disposition: Disposition
     outcome: str
     detail: str = ""
+    #: Carriers to put on the delay queue after the lease is released and before the ack
+    #: (W8: persist → release → schedule the copy → ack the original).
+    schedule: tuple[tuple[TaskEnvelope, int], ...] = ()
 
 
 def _ack(outcome: str, detail: str = "") -> DispatchResult:
@@ -77,6 +115,21 @@ class StepSettings:
     default_deadline_ms: int = 1_800_000
     #: A dispatch that ran this many nodes hands over to a fresh carrier (loops stay fair).
     max_steps_per_dispatch: int = 1000
+    max_deliveries: int = 5
+    max_carrier_age_ms: int = DEFAULT_CARRIER_MAX_AGE_MS
+    holder_liveness_disabled: bool = False
+    #: This worker's config family / generations; carriers of another family wait (W12).
+    generations: CarrierGenerations = attrs.field(factory=CarrierGenerations)
+
+
+@attrs.define
+class _Dispatch:
+    """What one dispatch holds: its lease, the lost-lease signal and the counters it read."""
+
+    envelope: TaskEnvelope
+    lease: Lease
+    lost: threading.Event
+    counters: Counters = attrs.field(factory=Counters)
 
 
 class ProcessTask:
@@ -92,6 +145,10 @@ class ProcessTask:
         clock: Clock,
         ids: IdGenerator,
         settings: StepSettings,
+        counters: CounterStore,
+        delay: DelayQueue,
+        tombstones: TombstoneStore | None = None,
+        registry: WorkerRegistry | None = None,
         listeners: Callable[[], list[object]] = list,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
@@ -104,26 +161,30 @@ class ProcessTask:
         self._clock = clock
         self._ids = ids
         self._settings = settings
+        self._counters = counters
+        self._delay = delay
+        self._tombstones = tombstones
+        self._registry = registry
         self._listeners = listeners
         self._sleep = sleep
 
-    async def __call__(self, envelope: TaskEnvelope) -> DispatchResult:
+    async def __call__(
+        self, envelope: TaskEnvelope, *, message_id: str | None = None, reclaimed: bool = False
+    ) -> DispatchResult:
+        refused = await self._gates(envelope, message_id)
+        if refused is not None:
+            return refused
         lease = await self._leases.acquire(
             envelope.execution_id, self._settings.holder_id, ttl_ms=self._settings.lease_ttl_ms
         )
         if lease is None:
-            holder = await self._leases.holder(envelope.execution_id)
-            return DispatchResult(
-                Disposition.LEAVE_PENDING,
-                "lease_conflict",
-                f"held by {holder.holder_id if holder else 'nobody (expired just now)'}",
-            )
+            return await self._on_conflict(envelope, reclaimed)
         # Set when the lease is lost: the running handler sees ctx.cancelled, and no further
         # checkpoint is written by this holder (it fences itself off).
-        lost = threading.Event()
-        watchdog = asyncio.create_task(self._keep_lease(lease, lost))
+        dispatch = _Dispatch(envelope, lease, threading.Event())
+        watchdog = asyncio.create_task(self._keep_lease(dispatch))
         try:
-            return await self._dispatch(envelope, lease, lost)
+            result = await self._dispatch(dispatch)
         except ExecutionLeaseError as exc:
             # W4: a fenced-off writer must not ack; the new holder owns the carrier's fate.
             outcome = "lease_lost" if isinstance(exc, LeaseLostError) else "fenced"
@@ -133,73 +194,136 @@ class ProcessTask:
             with contextlib.suppress(asyncio.CancelledError):
                 await watchdog
             await self._leases.release(lease)
+        # W8: the copy is scheduled only once the lease is released, so it can never meet its
+        # own holder's lease; a crash before this leaves the original pending.
+        for copy, due_ms in result.schedule:
+            await self._delay.schedule(copy, due_ms=due_ms)
+        return result
 
-    async def _keep_lease(self, lease: Lease, lost: threading.Event) -> None:
+    # --- gates before the lease (W11-W14) ---------------------------------------------
+
+    async def _gates(self, envelope: TaskEnvelope, message_id: str | None) -> DispatchResult | None:
+        age = check_carrier_age(
+            now_ms=self._clock.now_ms(),
+            payload_timestamp_ms=envelope.timestamp_ms,
+            stream_id=message_id,
+            max_age_ms=self._settings.max_carrier_age_ms,
+        )
+        if not age.accepted:
+            return DispatchResult(
+                Disposition.DEAD_LETTER,
+                f"carrier_{age.verdict.value}",
+                f"carrier age {age.age_ms} ms against a maximum of "
+                f"{self._settings.max_carrier_age_ms} ms (W14)",
+            )
+        consume = decide_consume(envelope.generations, self._settings.generations)
+        if consume.leaves_pending:
+            event = consume.event or consume.action.value
+            return DispatchResult(Disposition.LEAVE_PENDING, event, consume.detail)
+        if self._tombstones is None:
+            return None
+        path = DispatchPath.START if envelope.kind is CarrierKind.START else DispatchPath.RESUME
+        tombstone = await self._tombstones.get(envelope.execution_id)
+        decision = gate(path, tombstone=tombstone, carrier_tenant=envelope.tenant_id)
+        if decision.action is GateAction.DISPATCH:
+            return None
+        return _ack("execution_deleted", f"execution {envelope.execution_id} was deleted (W13)")
+
+    # --- lease ---------------------------------------------------------------------------
+
+    async def _on_conflict(self, envelope: TaskEnvelope, reclaimed: bool) -> DispatchResult:
+        holder = await self._leases.holder(envelope.execution_id)
+        instance = None
+        if holder is not None and self._registry is not None:
+            instance = await self._registry.get(holder.holder_id)
+        heartbeat_age = (
+            None if instance is None else (self._clock.now_ms() - instance.heartbeat_ms) / 1000
+        )
+        decision = decide_conflict(
+            carrier=conflict_carrier(envelope),
+            reclaimed=reclaimed,
+            holder=holder_status(None if instance is None else instance.status),
+            heartbeat_age_seconds=heartbeat_age,
+            lease_ttl_seconds=self._settings.lease_ttl_ms / 1000,
+            registry_enabled=self._registry is not None,
+            holder_liveness_disabled=self._settings.holder_liveness_disabled,
+        )
+        holder_name = holder.holder_id if holder else "nobody (expired just now)"
+        if decision.warn_no_effect:
+            log.warning(
+                "event=resume.no_effect execution_id=%s holder=%s: a live worker advances this "
+                "execution; the %s carrier was acked without effect",
+                envelope.execution_id,
+                holder_name,
+                envelope.resume_type or envelope.kind,
+            )
+        disposition = Disposition.ACK if decision.ack else Disposition.LEAVE_PENDING
+        return DispatchResult(disposition, "lease_conflict", f"held by {holder_name}")
+
+    async def _keep_lease(self, dispatch: _Dispatch) -> None:
         ttl_seconds = self._settings.lease_ttl_ms / 1000
-        interval = renewal_interval_seconds(ttl_seconds)
         last_renewed = self._clock.monotonic()
+        wait = ttl_seconds / 3
         while True:
-            await self._sleep(interval)
+            await self._sleep(wait)
+            sent_at = self._clock.monotonic()
             try:
-                renewed = await self._leases.renew(lease, ttl_ms=self._settings.lease_ttl_ms)
-            except Exception as exc:  # a store outage: retry until the TTL says otherwise
+                renewed = await self._leases.renew(
+                    dispatch.lease, ttl_ms=self._settings.lease_ttl_ms
+                )
+                outcome = RenewalOutcome.RENEWED if renewed else RenewalOutcome.LOST
+            except Exception as exc:  # a store outage: the domain says how long to keep trying
                 log.warning(
-                    "event=lease.renew_failed execution_id=%s error=%r: retrying; the step "
-                    "stops writing if no renewal succeeds within the lease TTL",
-                    lease.execution_id,
+                    "event=lease.renew_failed execution_id=%s error=%r: retrying until the "
+                    "lease's safe window closes",
+                    dispatch.lease.execution_id,
                     exc,
                 )
-                if self._clock.monotonic() - last_renewed < ttl_seconds:
-                    continue
-                renewed = False
-            if renewed:
-                last_renewed = self._clock.monotonic()
-                continue
-            log.warning(
-                "event=lease.lost execution_id=%s generation=%s: the lease expired or another "
-                "worker took over; this worker stops advancing the execution",
-                lease.execution_id,
-                lease.generation,
+                outcome = RenewalOutcome.FAILED
+            decision = decide_renewal(
+                ttl_seconds=ttl_seconds,
+                last_renewed_at=last_renewed,
+                sent_at=sent_at,
+                now=self._clock.monotonic(),
+                outcome=outcome,
             )
-            lost.set()
-            return
+            if decision.action is RenewalAction.SELF_FENCE:
+                log.warning(
+                    "event=lease.lost execution_id=%s generation=%s: the lease expired or another "
+                    "worker took over; this worker stops advancing the execution",
+                    dispatch.lease.execution_id,
+                    dispatch.lease.generation,
+                )
+                dispatch.lost.set()
+                return
+            last_renewed, wait = decision.last_renewed_at, decision.next_attempt_in
 
-    async def _dispatch(
-        self, envelope: TaskEnvelope, lease: Lease, lost: threading.Event
-    ) -> DispatchResult:
+    # --- start and resume (W6, W7) -------------------------------------------------------
+
+    async def _dispatch(self, dispatch: _Dispatch) -> DispatchResult:
+        envelope = dispatch.envelope
         state = await self._executions.load(envelope.execution_id)
+        dispatch.counters = await self._counters.read(envelope.execution_id)
         if envelope.kind is CarrierKind.START:
-            return await self._start(envelope, state, lease, lost)
+            stored = None if state is None else StoredExecution(state.flow_id, state.status)
+            start = decide_start(StartRequest(envelope.execution_id, envelope.flow_id), stored)
+            if start.kind is StartKind.ID_CONFLICT:
+                return DispatchResult(Disposition.DEAD_LETTER, start.kind.value, start.detail)
+            if state is None:
+                return await self._start(dispatch)
+            # W6: a redelivered start continues from the checkpoint, never from the first node.
+            return await self._resume(dispatch, state, ResumeType.CONTINUE)
         if state is None:
             return DispatchResult(
                 Disposition.DEAD_LETTER,
                 "unknown_execution",
                 f"resume for execution {envelope.execution_id} which does not exist",
             )
-        return await self._resume(envelope, state, lease, lost)
+        assert envelope.resume_type is not None
+        return await self._resume(dispatch, state, envelope.resume_type)
 
-    async def _start(
-        self,
-        envelope: TaskEnvelope,
-        state: ExecutionState | None,
-        lease: Lease,
-        lost: threading.Event,
-    ) -> DispatchResult:
-        if state is not None:
-            if state.flow_id != envelope.flow_id:
-                conflict = ExecutionIdConflictError(
-                    f"execution {state.execution_id} belongs to flow {state.flow_id!r}; a start "
-                    f"for flow {envelope.flow_id!r} cannot reuse its id"
-                )
-                return DispatchResult(
-                    Disposition.DEAD_LETTER, "execution_id_conflict", str(conflict)
-                )
-            if state.is_terminal:
-                return _ack("already_" + state.status.value)
-            if state.status is ExecutionStatus.SUSPENDED:
-                return _ack("already_suspended")
-            # W6: a redelivered start continues from the checkpoint, never from the first node.
-            return await self._advance(state, lease, lost, resume=None)
+    async def _start(self, dispatch: _Dispatch) -> DispatchResult:
+        envelope = dispatch.envelope
         try:
             flow = await self._flows.get(envelope.flow_id, envelope.version)
         except UnknownFlowError as exc:
@@ -214,72 +338,117 @@ class ProcessTask:
             now_ms=self._clock.now_ms(),
             tenant_id=envelope.tenant_id,
         )
-        return await self._advance(state, lease, lost, resume=None, flow=flow)
+        state = attrs.evolve(
+            state, subgraph_fingerprint=flow.subgraph_fingerprint(flow.start_node.id)
+        )
+        return await self._advance(dispatch, state, flow, resume=None, stored=None)
 
     async def _resume(
-        self, envelope: TaskEnvelope, state: ExecutionState, lease: Lease, lost: threading.Event
+        self, dispatch: _Dispatch, state: ExecutionState, kind: ResumeType
     ) -> DispatchResult:
-        kind = envelope.resume_type
-        assert kind is not None
-        if state.is_terminal:
-            return _ack("already_" + state.status.value)
-        if kind is ResumeType.CANCEL:
-            return await self._cancel(state, lease, lost)
-        if state.status is ExecutionStatus.SUSPENDED:
-            if kind in (ResumeType.CONTINUE, ResumeType.RETRY):
-                return _ack("already_suspended")
-            suspension = state.suspension
-            if suspension is None or (
-                kind is ResumeType.EVENT and suspension.subscription_id != envelope.subscription_id
-            ):
-                log.warning(
-                    "event=resume.stale execution_id=%s subscription_id=%s: the execution waits "
-                    "elsewhere now; the carrier is recorded and ignored",
-                    state.execution_id,
-                    envelope.subscription_id,
-                )
-                return _ack("stale_resume")
-            resume = ResumeInput(kind, envelope.event, envelope.subscription_id)
-            return await self._advance(state, lease, lost, resume=resume)
-        # Running: an event/timeout for a wait the flow already left means "continue" (W7).
-        return await self._advance(state, lease, lost, resume=None)
+        envelope = dispatch.envelope
+        try:
+            flow = await self._flows.get(state.flow_id, state.flow_version)
+        except UnknownFlowError as exc:
+            return await self._fail(dispatch, state, exc, previous=state)
+        view = ExecutionView.of(
+            state,
+            subgraph_fingerprint=state.subgraph_fingerprint,
+            g1_wakeups=dispatch.counters.wakeups,
+            consecutive_failures=dispatch.counters.no_fail,
+        )
+        current = CurrentDefinition(
+            flow.fingerprint,
+            flow.subgraph_fingerprint(view.node_id)
+            if view.node_id and flow.has_node(view.node_id)
+            else None,
+        )
+        request = ResumeRequest(
+            kind, subscription_id=envelope.subscription_id, event_id=_event_id(envelope)
+        )
+        decision = decide_resume(view, request, current)
+        if decision.log_warning:
+            log.warning("%s", decision.log_warning)
+        return await self._perform(dispatch, state, flow, decision)
 
-    async def _cancel(
-        self, state: ExecutionState, lease: Lease, lost: threading.Event
+    async def _perform(
+        self, dispatch: _Dispatch, state: ExecutionState, flow: Flow, decision: ResumeDecision
     ) -> DispatchResult:
+        kind, envelope, stored = decision.kind, dispatch.envelope, state
+        if decision.ack:
+            if decision.kind in (ResumeKind.PROTOCOL_ERROR, ResumeKind.REFUSE):
+                log.warning("event=resume.%s %s", decision.reason.value, decision.detail)
+            return _ack(decision.reason.value, decision.detail)
+        if kind is ResumeKind.CANCEL:
+            return await self._cancel(dispatch, state)
+        if kind is ResumeKind.DEFINITION_DRIFT:
+            drift = decision.error or FlowDefinitionError(decision.detail)
+            return await self._fail(dispatch, state, drift, previous=state)
+        if kind is ResumeKind.WAKE_UP:
+            wake = decide_wakeup(
+                wakeups=dispatch.counters.wakeups, no_fail_streak=dispatch.counters.no_fail
+            )
+            dispatch.counters = await self._counters.apply(
+                state.execution_id, wake.counter_changes, ttl_ms=COUNTER_TTL_MS
+            )
+            failed_at = state.error.node_id if state.error and state.error.node_id else None
+            state = state.transition(
+                ExecutionStatus.RUNNING,
+                now_ms=self._clock.now_ms(),
+                error=None,
+                next_node_id=failed_at or state.next_node_id,
+            )
+            return await self._advance(dispatch, state, flow, resume=None, stored=stored)
+        resume = None
+        if kind is ResumeKind.PROCEED and state.status is ExecutionStatus.SUSPENDED:
+            assert envelope.resume_type is not None
+            resume = ResumeInput(envelope.resume_type, envelope.event, envelope.subscription_id)
+        return await self._advance(dispatch, state, flow, resume=resume, stored=state)
+
+    async def _cancel(self, dispatch: _Dispatch, state: ExecutionState) -> DispatchResult:
         cancelled = state.transition(
             ExecutionStatus.CANCELLED,
             now_ms=self._clock.now_ms(),
             error=ExecutionError(CODE_CANCELLED, "cancelled by request", state.next_node_id),
         )
-        await self._checkpoint(cancelled, lease, lost)
+        await self._checkpoint(dispatch, cancelled, previous=state)
         await self._drop_subscription(state.suspension)
         return _ack("cancelled")
 
+    async def _fail(
+        self,
+        dispatch: _Dispatch,
+        state: ExecutionState,
+        error: Exception,
+        *,
+        previous: ExecutionState | None,
+    ) -> DispatchResult:
+        failed = state.transition(
+            ExecutionStatus.ERROR,
+            now_ms=self._clock.now_ms(),
+            error=ExecutionError(-500, str(error), state.next_node_id, type(error).__name__),
+        )
+        await self._checkpoint(dispatch, failed, previous=previous)
+        CallbackManager(self._listeners()).on_flow_end(state.execution_id, None, error)
+        return _ack("failed", str(error))
+
+    # --- the step loop (W1, W8) ----------------------------------------------------------
+
     async def _advance(
         self,
+        dispatch: _Dispatch,
         state: ExecutionState,
-        lease: Lease,
-        lost: threading.Event,
+        flow: Flow,
         *,
         resume: ResumeInput | None,
-        flow: Flow | None = None,
+        stored: ExecutionState | None,
     ) -> DispatchResult:
-        callbacks = CallbackManager(self._listeners())
         try:
-            flow = flow or await self._flows.get(state.flow_id, state.flow_version)
             self._flows.validate(flow)
-        except (UnknownFlowError, FlowDefinitionError) as exc:
-            failed = state.transition(
-                ExecutionStatus.ERROR,
-                now_ms=self._clock.now_ms(),
-                error=ExecutionError(-500, str(exc), state.next_node_id, type(exc).__name__),
-            )
-            await self._checkpoint(failed, lease, lost)
-            callbacks.on_flow_end(state.execution_id, None, exc)
-            return _ack("failed", str(exc))
+        except FlowDefinitionError as exc:
+            return await self._fail(dispatch, state, exc, previous=stored)
         context = ExecutionContext.from_state(state)
-        context.cancel_event = lost
+        context.cancel_event = dispatch.lost
         execution = FlowExecution(
             flow,
             context,
@@ -289,27 +458,25 @@ class ProcessTask:
             options=RunOptions(
                 mode="distributed", default_deadline_ms=self._settings.default_deadline_ms
             ),
-            callbacks=callbacks,
+            callbacks=CallbackManager(self._listeners()),
         )
         consumed_subscription = resume.subscription_id if resume is not None else None
+        # What storage holds now: each checkpoint writes only what changed since (S3).
+        previous = stored
         for _ in range(self._settings.max_steps_per_dispatch):
             node_id = state.next_node_id
             assert node_id is not None, "a non-terminal execution always has a next node"
             try:
                 output = await execution.arun_distributed(
-                    node_id=node_id, resume=resume, registrar=self
+                    node_id=node_id, resume=resume, registrar=_Registrar(self, dispatch)
                 )
             except FlowErrorException as exc:
-                failed = context.apply_to(state).transition(
-                    ExecutionStatus.ERROR,
-                    now_ms=self._clock.now_ms(),
-                    error=_error_of(exc),
-                )
-                await self._checkpoint(failed, lease, lost)
-                return _ack("failed", str(exc))
+                return await self._node_failed(dispatch, context.apply_to(state), exc, previous)
             resume = None
-            state = self._apply(state, context, output)
-            await self._checkpoint(state, lease, lost)
+            state = self._apply(state, context, output, flow)
+            await self._checkpoint(dispatch, state, previous=previous)
+            previous = state
+            await self._on_success(dispatch, output.node_id)
             if consumed_subscription is not None:
                 await self._subscriptions.remove(consumed_subscription)
                 consumed_subscription = None
@@ -329,8 +496,70 @@ class ProcessTask:
         )
         return _ack("yielded")
 
+    async def _node_failed(
+        self,
+        dispatch: _Dispatch,
+        state: ExecutionState,
+        error: FlowErrorException,
+        previous: ExecutionState | None,
+    ) -> DispatchResult:
+        failed_node = failed_node_of(error) or state.next_node_id
+        counters = dispatch.counters
+        decision = decide_node_failure(
+            classify_step_failure(error),
+            failed_node=failed_node,
+            node_retries=counters.node_retries.get(failed_node or "", 0),
+            total_retries=counters.total_retries,
+            max_deliveries=self._settings.max_deliveries,
+        )
+        if decision.counter_changes:
+            dispatch.counters = await self._counters.apply(
+                state.execution_id, decision.counter_changes, ttl_ms=COUNTER_TTL_MS
+            )
+        if decision.retries:
+            # Persist where it failed, then (after the lease is released) the delayed copy.
+            await self._checkpoint(dispatch, state, previous=previous)
+            copy = TaskEnvelope.resume(
+                execution_id=state.execution_id,
+                flow_id=state.flow_id,
+                resume_type=ResumeType.CONTINUE,
+                now_ms=self._clock.now_ms(),
+                tenant_id=state.tenant_id,
+            )
+            due = self._clock.now_ms() + (decision.delay_ms or 0)
+            log.warning(
+                "event=node.retry_scheduled execution_id=%s node_id=%s retry=%d delay_ms=%s "
+                "error=%r",
+                state.execution_id,
+                failed_node,
+                decision.node_retries + 1,
+                decision.delay_ms,
+                str(error.__cause__ or error),
+            )
+            return DispatchResult(
+                Disposition.ACK, "retry_scheduled", str(error), schedule=((copy, due),)
+            )
+        failed = state.transition(
+            ExecutionStatus.ERROR,
+            now_ms=self._clock.now_ms(),
+            error=_error_of(error, decision.node_retries),
+        )
+        await self._checkpoint(dispatch, failed, previous=previous)
+        if FailureAction.DEAD_LETTER in decision.actions:
+            reason = decision.terminal_reason.value if decision.terminal_reason else "failed"
+            return DispatchResult(Disposition.DEAD_LETTER, reason, str(error))
+        return _ack("failed", str(error))
+
+    async def _on_success(self, dispatch: _Dispatch, node_id: str) -> None:
+        counters = dispatch.counters
+        # Skipped when there is nothing to clear: a steady-state step stays within P2.
+        if counters.node_retries.get(node_id) or counters.no_fail:
+            dispatch.counters = await self._counters.apply(
+                dispatch.envelope.execution_id, on_node_success(node_id), ttl_ms=COUNTER_TTL_MS
+            )
+
     def _apply(
-        self, state: ExecutionState, context: ExecutionContext, output: StepOutput
+        self, state: ExecutionState, context: ExecutionContext, output: StepOutput, flow: Flow
     ) -> ExecutionState:
         now = self._clock.now_ms()
         state = attrs.evolve(context.apply_to(state), steps=state.steps + 1)
@@ -340,50 +569,99 @@ class ProcessTask:
                 now_ms=now,
                 suspension=output.suspension,
                 next_node_id=output.node_id,
+                subgraph_fingerprint=flow.subgraph_fingerprint(output.node_id),
             )
         if output.is_end:
             return state.transition(
                 ExecutionStatus.COMPLETED, now_ms=now, result=output.result, next_node_id=None
             )
+        assert output.next_node_id is not None
         return state.transition(
-            ExecutionStatus.RUNNING, now_ms=now, next_node_id=output.next_node_id
+            ExecutionStatus.RUNNING,
+            now_ms=now,
+            next_node_id=output.next_node_id,
+            subgraph_fingerprint=flow.subgraph_fingerprint(output.next_node_id),
         )
 
-    async def _checkpoint(self, state: ExecutionState, lease: Lease, lost: threading.Event) -> None:
-        if lost.is_set():
+    async def _checkpoint(
+        self, dispatch: _Dispatch, state: ExecutionState, *, previous: ExecutionState | None
+    ) -> None:
+        if dispatch.lost.is_set():
             raise LeaseLostError(
-                f"execution {state.execution_id}: the lease (generation {lease.generation}) was "
-                "not renewed in time; this worker stops advancing it and leaves the carrier "
-                "for whoever holds the lease next"
+                f"execution {state.execution_id}: the lease (generation "
+                f"{dispatch.lease.generation}) was not renewed in time; this worker stops "
+                "advancing it and leaves the carrier for whoever holds the lease next"
             )
-        await self._executions.save(state, fence=lease.generation)
+        await self._executions.save(state, fence=dispatch.lease.generation)
 
     async def _drop_subscription(self, suspension: Suspension | None) -> None:
         if suspension is not None and suspension.subscription_id is not None:
             await self._subscriptions.remove(suspension.subscription_id)
 
-    async def register_event_wait(self, node: EventNode, context: ExecutionContext) -> Suspension:
-        if wait_timeout_ms(node) is not None:
-            raise SuspensionRegistrationError(
-                f"event node {node.id!r} has a timeout, which needs the delay queue; this worker "
-                "has none wired, so the step fails rather than wait without a way to time out"
-            )
-        subscription = event_subscription(node, context, self._ids.new_id(), self._clock.now_ms())
-        await self._subscriptions.add(subscription)
-        return Suspension(node_id=node.id, subscription_id=subscription.subscription_id)
+    # --- suspensions (E6, V8) ------------------------------------------------------------
 
-    async def register_timer(self, node: SleepNode, context: ExecutionContext) -> Suspension:
-        raise SuspensionRegistrationError(
-            f"sleep node {node.id!r} needs the delay queue; this worker has none wired"
+    async def register_event_wait(
+        self, dispatch: _Dispatch, node: EventNode, context: ExecutionContext
+    ) -> Suspension:
+        now = self._clock.now_ms()
+        subscription = event_subscription(node, context, self._ids.new_id(), now)
+        await self._subscriptions.add(subscription)
+        timeout_ms = wait_timeout_ms(node)
+        wake_at = None
+        if timeout_ms is not None:
+            wake_at = now + timeout_ms
+            await self._delay.schedule(
+                self._timer_carrier(context, subscription.subscription_id), due_ms=wake_at
+            )
+        return Suspension(node.id, subscription.subscription_id, wake_at)
+
+    async def register_timer(
+        self, dispatch: _Dispatch, node: SleepNode, context: ExecutionContext
+    ) -> Suspension:
+        timer_id = self._ids.new_id()
+        wake_at = self._clock.now_ms() + sleep_duration_ms(node)
+        await self._delay.schedule(self._timer_carrier(context, timer_id), due_ms=wake_at)
+        return Suspension(node.id, timer_id, wake_at)
+
+    def _timer_carrier(self, context: ExecutionContext, subscription_id: str) -> TaskEnvelope:
+        return TaskEnvelope.resume(
+            execution_id=context.execution_id,
+            flow_id=context.flow_id,
+            resume_type=ResumeType.TIMEOUT,
+            subscription_id=subscription_id,
+            now_ms=self._clock.now_ms(),
+            tenant_id=context.tenant_id,
         )
 
 
-def _error_of(exc: FlowErrorException) -> ExecutionError:
+@attrs.frozen
+class _Registrar:
+    """The engine's SuspensionRegistrar for one dispatch."""
+
+    process: ProcessTask
+    dispatch: _Dispatch
+
+    async def register_event_wait(self, node: EventNode, context: ExecutionContext) -> Suspension:
+        return await self.process.register_event_wait(self.dispatch, node, context)
+
+    async def register_timer(self, node: SleepNode, context: ExecutionContext) -> Suspension:
+        return await self.process.register_timer(self.dispatch, node, context)
+
+
+def _event_id(envelope: TaskEnvelope) -> str | None:
+    event = envelope.event
+    return None if event is None else event.get("event_id")
+
+
+def _error_of(exc: FlowErrorException, node_retries: int) -> ExecutionError:
     cause = exc.__cause__
     code = getattr(cause, "code", exc.code)
+    message = str(cause) if cause is not None else exc.message
+    if node_retries:
+        message = f"{message} (after {node_retries} retries)"
     return ExecutionError(
         code=code if isinstance(code, int) else exc.code,
-        message=str(cause) if cause is not None else exc.message,
+        message=message,
         node_id=exc.node_id,
         kind=type(cause).__name__ if cause is not None else type(exc).__name__,
     )

@@ -9,7 +9,9 @@ from typing import Any
 import attrs
 import pytest
 
+from plaita.adapters.memory.counters import MemoryCounterStore
 from plaita.adapters.memory.dedup import MemoryDedupStore
+from plaita.adapters.memory.delay_queue import MemoryDelayQueue
 from plaita.adapters.memory.events import MemoryEventLog
 from plaita.adapters.memory.flows import MemoryFlowRepository
 from plaita.adapters.memory.lease import MemoryLeaseManager
@@ -82,6 +84,8 @@ class Twin:
     events: MemoryEventLog
     flows: MemoryFlowRepository
     handlers: HandlerRegistry
+    counters: MemoryCounterStore
+    delay: MemoryDelayQueue
     settings: StepSettings = attrs.field(factory=lambda: StepSettings(holder_id="worker-a"))
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
@@ -102,6 +106,8 @@ class Twin:
             clock=self.clock,
             ids=self.ids,
             settings=self.settings,
+            counters=self.counters,
+            delay=self.delay,
             sleep=self.sleep,
         )
 
@@ -154,6 +160,8 @@ async def twin(clock: FakeClock, ids: SequentialIds) -> Twin:
         events,
         MemoryFlowRepository(),
         calls.handlers(),
+        MemoryCounterStore(clock),
+        MemoryDelayQueue(clock, queue),
     )
     await twin.catalog.register(Flow.from_document(APPROVAL))
     await queue.ensure_group()
@@ -210,17 +218,17 @@ async def test_a_duplicate_event_carrier_is_ignored_after_the_first_resumed(twin
     event = {"event_type": "approval_decision", "data": {"approved": True}}
     first = await twin.process(twin.resume(ResumeType.EVENT, event=event, subscription_id=sub))
     second = await twin.process(twin.resume(ResumeType.EVENT, event=event, subscription_id=sub))
-    assert (first.outcome, second.outcome) == ("completed", "already_completed")
+    assert (first.outcome, second.outcome) == ("completed", "terminal")
     assert twin.calls.log == ["request", "ship"]
 
 
-async def test_event_for_another_subscription_is_stale_and_changes_nothing(twin: Twin) -> None:
+async def test_event_for_another_subscription_is_a_protocol_error_and_changes_nothing(twin: Twin) -> None:
     await twin.process(twin.envelope_start(5000))
     before = await twin.executions.load("x-1")
     result = await twin.process(
         twin.resume(ResumeType.EVENT, event={"data": {}}, subscription_id="someone-else")
     )
-    assert (result.disposition, result.outcome) == (Disposition.ACK, "stale_resume")
+    assert (result.disposition, result.outcome) == (Disposition.ACK, "not_this_suspension")
     assert await twin.executions.load("x-1") == before
 
 

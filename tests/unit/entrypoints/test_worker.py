@@ -37,7 +37,9 @@ class ScriptedStep:
     running: set[str] = attrs.field(factory=set)
     overlapped: bool = False
 
-    async def __call__(self, envelope: TaskEnvelope) -> DispatchResult:
+    async def __call__(
+        self, envelope: TaskEnvelope, *, message_id: str | None = None, reclaimed: bool = False
+    ) -> DispatchResult:
         key = envelope.execution_id
         if key in self.running:
             self.overlapped = True
