@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from plaita.application.ports import DeadLetter, Delivery
 from plaita.domain.envelope import (
     CURRENT_SCHEMA_VERSION,
+    CarrierGenerations,
     CarrierKind,
     ResumeType,
     TaskEnvelope,
@@ -42,6 +43,9 @@ class EnvelopeDocument(BaseModel):
     subscription_id: str | None = None
     tenant_id: str = Field(default="default", min_length=1)
     dedup_key: str | None = None
+    config_family: str | None = None
+    config_generation: str | None = None
+    budget_generation: str | None = None
 
 
 def encode_envelope(envelope: TaskEnvelope) -> dict[str, str]:
@@ -57,6 +61,9 @@ def encode_envelope(envelope: TaskEnvelope) -> dict[str, str]:
         "subscription_id": envelope.subscription_id,
         "tenant_id": envelope.tenant_id,
         "dedup_key": envelope.dedup_key,
+        "config_family": envelope.generations.config_family,
+        "config_generation": envelope.generations.config_generation,
+        "budget_generation": envelope.generations.budget_generation,
     }
     return {
         ENVELOPE_FIELD: json.dumps(document, separators=(",", ":")),
@@ -97,6 +104,11 @@ def decode_envelope(fields: Mapping[str, str]) -> TaskEnvelope:
             tenant_id=document.tenant_id,
             dedup_key=document.dedup_key,
             schema_version=schema_version,
+            generations=CarrierGenerations(
+                config_family=document.config_family,
+                config_generation=document.config_generation,
+                budget_generation=document.budget_generation,
+            ),
         )
     except ValueError as exc:
         raise InvalidEnvelopeError(f"malformed task envelope: {exc}") from None
