@@ -109,14 +109,42 @@ class TaskQueue(Protocol):
 
 class ExecutionRepository(Protocol):
     async def load(self, execution_id: str) -> ExecutionState | None:
-        """The stored checkpoint, or None."""
+        """The stored checkpoint, or None (one round trip on Redis)."""
         ...
 
-    async def save(self, state: ExecutionState, *, fence: int) -> None:
+    async def save(
+        self, state: ExecutionState, *, fence: int, previous: ExecutionState | None = None
+    ) -> None:
         """Store ``state`` if ``fence`` is the execution's current lease generation.
 
-        Raises ``ExecutionLeaseError`` (nothing written) when it is not (W4).
+        ``previous`` is the state this holder last saved or loaded: only what changed since
+        is written (S3), so a step's write does not grow with the run. Without it the whole
+        state is written and replaces whatever was stored. Raises ``ExecutionLeaseError``
+        (nothing written) when the fence is not current or the execution was deleted (W4,
+        W13).
         """
+        ...
+
+    async def delete(
+        self,
+        execution_id: str,
+        *,
+        fence: int | None,
+        tombstone: Tombstone,
+        tombstone_ttl_ms: int,
+    ) -> Tombstone:
+        """Remove state, index entry, lease and counters and leave a tombstone, atomically (W13).
+
+        The generation counter stays. ``fence`` is the deleting holder's generation
+        (``ExecutionLeaseError``, nothing removed, when it is not current); None is an
+        operator delete that revokes whoever holds the lease: the generation moves on, so the
+        holder's later writes fail. A second delete keeps the first tombstone (and its
+        ``deleted_at``), only ever extending its TTL; the stored tombstone is returned.
+        """
+        ...
+
+    async def tombstone(self, execution_id: str) -> Tombstone | None:
+        """The execution's tombstone while it lasts, or None (also ``TombstoneStore.get``)."""
         ...
 
     async def list(

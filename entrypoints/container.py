@@ -6,6 +6,9 @@ backend never opens a Redis connection. Tests override providers here instead of
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
 import redis.asyncio as redis
 from dependency_injector import containers, providers
 
@@ -32,16 +35,77 @@ from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.handlers import HandlerRegistry
+from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.executions import GetExecution, ResumeExecution
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.process_task import ProcessTask, StepSettings
 from plaita.application.use_cases.start_execution import StartExecution
+from plaita.domain.config_generations import RuntimeConfig, generations_of
 from plaita.entrypoints.settings import Settings
 
 
 def _redis_client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
+
+
+def _dlq_key(configured: str | None, keys: RedisKeys, queue_name: str) -> str:
+    return configured or keys.queue_dead_letters(queue_name)
+
+
+def _runtime_config(
+    *,
+    namespace: str,
+    queue_name: str,
+    consumer_group: str,
+    dlq_key: str,
+    max_deliveries: int,
+    lease_ttl_ms: int,
+    max_carrier_age_ms: int,
+    claim_min_idle_ms: int,
+    read_block_ms: int,
+    execution_deadline_ms: int,
+    disable_holder_liveness: bool,
+    registry_enabled: bool,
+    handler_modules: Sequence[str],
+) -> RuntimeConfig:
+    """What this worker's generations are computed from (W12); no names, ports or secrets."""
+    other: dict[str, Any] = {
+        "claim_min_idle_ms": claim_min_idle_ms,
+        "read_block_ms": read_block_ms,
+        "execution_deadline_ms": execution_deadline_ms,
+        "disable_holder_liveness": disable_holder_liveness,
+        "registry_enabled": registry_enabled,
+        "handler_modules": sorted(handler_modules),
+    }
+    return RuntimeConfig(
+        namespace=namespace,
+        queue_name=queue_name,
+        consumer_group=consumer_group,
+        dlq_key=dlq_key,
+        max_deliveries=max_deliveries,
+        lease_ttl_ms=lease_ttl_ms,
+        max_carrier_age_ms=max_carrier_age_ms,
+        other=other,
+    )
+
+
+def _registry_switch(enabled: bool) -> str:
+    return "on" if enabled else "off"
+
+
+def _memory_dlq_length(queue: MemoryTaskQueue) -> Callable[[], Awaitable[int]]:
+    async def length() -> int:
+        return len(await queue.dead_letters(count=1_000_000))
+
+    return length
+
+
+def _redis_dlq_length(client: redis.Redis, key: str) -> Callable[[], Awaitable[int]]:
+    async def length() -> int:
+        return int(await client.xlen(key))
+
+    return length
 
 
 class Container(containers.DeclarativeContainer):
@@ -53,6 +117,7 @@ class Container(containers.DeclarativeContainer):
     redis_client = providers.Singleton(_redis_client, config.redis_url)
     redis_keys = providers.Singleton(RedisKeys, config.namespace)
     memory_leases = providers.Singleton(MemoryLeaseManager, clock)
+    memory_counters = providers.Singleton(MemoryCounterStore, clock)
 
     leases = providers.Selector(
         config.backend,
@@ -61,7 +126,7 @@ class Container(containers.DeclarativeContainer):
     )
     executions = providers.Selector(
         config.backend,
-        memory=providers.Singleton(MemoryExecutionRepository, memory_leases),
+        memory=providers.Singleton(MemoryExecutionRepository, memory_leases, memory_counters),
         redis=providers.Singleton(RedisExecutionRepository, redis_client, redis_keys),
     )
     queue = providers.Selector(
@@ -101,7 +166,7 @@ class Container(containers.DeclarativeContainer):
 
     counters = providers.Selector(
         config.backend,
-        memory=providers.Singleton(MemoryCounterStore, clock),
+        memory=memory_counters,
         redis=providers.Singleton(RedisCounterStore, redis_client, redis_keys),
     )
     delay_queue = providers.Selector(
@@ -117,6 +182,38 @@ class Container(containers.DeclarativeContainer):
         redis=providers.Singleton(RedisWorkerRegistry, redis_client, redis_keys),
     )
 
+    #: None with ``--no-registry``: no record, and a lease conflict never acks (W5, W16).
+    worker_registry = providers.Selector(
+        providers.Callable(_registry_switch, config.registry_enabled),
+        on=registry,
+        off=providers.Object(None),
+    )
+    dlq_key = providers.Callable(_dlq_key, config.dlq_key, redis_keys, config.queue_name)
+    runtime_config = providers.Singleton(
+        _runtime_config,
+        namespace=config.namespace,
+        queue_name=config.queue_name,
+        consumer_group=config.consumer_group,
+        dlq_key=dlq_key,
+        max_deliveries=config.max_deliveries,
+        lease_ttl_ms=config.lease_ttl_ms,
+        max_carrier_age_ms=config.max_carrier_age_ms,
+        claim_min_idle_ms=config.claim_min_idle_ms,
+        read_block_ms=config.read_block_ms,
+        execution_deadline_ms=config.execution_deadline_ms,
+        disable_holder_liveness=config.disable_holder_liveness,
+        registry_enabled=config.registry_enabled,
+        handler_modules=config.handler_modules,
+    )
+    #: This worker's config family and generations (W12): logged, registered, and compared
+    #: with every carrier's.
+    generations = providers.Singleton(generations_of, runtime_config)
+    dlq_length = providers.Selector(
+        config.backend,
+        memory=providers.Callable(_memory_dlq_length, queue),
+        redis=providers.Callable(_redis_dlq_length, redis_client, dlq_key),
+    )
+
     handlers = providers.Singleton(HandlerRegistry, config.handler_modules)
     flows = providers.Singleton(FlowCatalog, flow_repository, handlers)
 
@@ -128,6 +225,7 @@ class Container(containers.DeclarativeContainer):
         max_deliveries=config.max_deliveries,
         max_carrier_age_ms=config.max_carrier_age_ms,
         holder_liveness_disabled=config.disable_holder_liveness,
+        generations=generations,
     )
     process_task = providers.Singleton(
         ProcessTask,
@@ -142,8 +240,20 @@ class Container(containers.DeclarativeContainer):
         settings=step_settings,
         counters=counters,
         delay=delay_queue,
-        registry=registry,
+        tombstones=executions,
+        registry=worker_registry,
         listeners=listeners,
+    )
+    dead_letter_guard = providers.Factory(
+        GuardDeadLetter,
+        executions=executions,
+        leases=leases,
+        queue=queue,
+        clock=clock,
+        holder_id=config.consumer_name,
+        lease_ttl_ms=config.lease_ttl_ms,
+        counters=counters,
+        max_deliveries=config.max_deliveries,
     )
     start_execution = providers.Factory(
         StartExecution, flows=flows, queue=queue, dedup=dedup, clock=clock, ids=ids

@@ -45,6 +45,10 @@ class MemoryCounterStore:
             self._hashes.pop(execution_id, None)  # like Redis: an emptied hash is deleted
         return _counters(fields)
 
+    async def forget(self, execution_id: str) -> None:
+        """Drop the execution's counters, as the Redis delete script does (W13)."""
+        self._hashes.pop(execution_id, None)
+
     def _live(self, execution_id: str) -> dict[str, int]:
         held = self._hashes.get(execution_id)
         if held is None:

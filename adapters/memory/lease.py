@@ -43,6 +43,21 @@ class MemoryLeaseManager:
     async def current_generation(self, execution_id: str) -> int | None:
         return self._generations.get(execution_id)
 
+    def revoke(self, execution_id: str, *, advance_generation: bool) -> None:
+        """Drop the lease whoever holds it; the generation stays (W13 delete).
+
+        ``advance_generation`` moves the counter on (an operator delete), so the revoked
+        holder's fence is stale from now on; a counter never handed out stays absent.
+        """
+        self._leases.pop(execution_id, None)
+        current = self._generations.get(execution_id)
+        if advance_generation and current is not None:
+            self._generations[execution_id] = next_generation(current)
+
+    def monotonic_ms(self) -> int:
+        """The clock leases expire on, for stores that expire records the same way."""
+        return self._now_ms()
+
     def _live(self, execution_id: str) -> Lease | None:
         held = self._leases.get(execution_id)
         if held is None:

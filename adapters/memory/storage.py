@@ -1,30 +1,141 @@
-"""In-memory twin of the Redis execution repository, fenced by a LeaseManager (S1, W4)."""
+"""In-memory twin of the Redis execution repository, fenced by the memory leases (S1, S3, W4, W13).
+
+Each execution is kept in the three parts Redis keeps, as JSON text per entry: the header
+fields, the node results and the variables. A save applies only the delta a step produced, a
+delete removes every part and leaves a tombstone that expires on the lease manager's clock.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Protocol
 
-from plaita.application.ports import LeaseManager
+from plaita.adapters.memory.lease import MemoryLeaseManager
+from plaita.domain.checkpoint import (
+    CheckpointDelta,
+    checkpoint_delta,
+    encode_value,
+    state_from_parts,
+)
 from plaita.domain.execution import ExecutionState, ExecutionStatus
-from plaita.domain.lease import check_fence
+from plaita.domain.lease import check_fence, check_fenced_write
+from plaita.domain.tombstone import Tombstone
+
+
+class ForgetsCounters(Protocol):
+    """The part of the memory counter store a delete needs."""
+
+    async def forget(self, execution_id: str) -> None: ...
 
 
 class MemoryExecutionRepository:
-    """ExecutionRepository in memory; states are kept as JSON text, as Redis keeps them."""
+    """ExecutionRepository and TombstoneStore in memory, with Redis's observable behaviour."""
 
-    def __init__(self, leases: LeaseManager) -> None:
+    def __init__(self, leases: MemoryLeaseManager, counters: ForgetsCounters | None = None) -> None:
         self._leases = leases
-        self._documents: dict[str, str] = {}
+        self._counters = counters
+        self._headers: dict[str, dict[str, str]] = {}
+        self._nodes: dict[str, dict[str, str]] = {}
+        self._variables: dict[str, dict[str, str]] = {}
+        #: execution id -> (tombstone JSON, expiry in ms on the lease manager's clock)
+        self._tombstones: dict[str, tuple[str, int]] = {}
 
     async def load(self, execution_id: str) -> ExecutionState | None:
-        document = self._documents.get(execution_id)
-        return None if document is None else ExecutionState.from_json(json.loads(document))
+        header = self._headers.get(execution_id)
+        if header is None:
+            return None
+        return state_from_parts(
+            header,
+            self._nodes.get(execution_id, {}),
+            self._variables.get(execution_id, {}),
+        )
 
-    async def save(self, state: ExecutionState, *, fence: int) -> None:
-        current = await self._leases.current_generation(state.execution_id)
-        check_fence(state.execution_id, fence, current)
-        self._documents[state.execution_id] = json.dumps(state.to_json(), separators=(",", ":"))
+    async def save(
+        self, state: ExecutionState, *, fence: int, previous: ExecutionState | None = None
+    ) -> None:
+        execution_id = state.execution_id
+        current = await self._leases.current_generation(execution_id)
+        check_fence(execution_id, fence, current)
+        if self._live_tombstone(execution_id) is not None:
+            # Deleted under this very generation: the fence is revoked (W13).
+            check_fenced_write(execution_id, fence, current, None)
+        delta = checkpoint_delta(previous, state)
+        if not delta.full and execution_id not in self._headers:
+            # Nothing stored to apply the step to: write the whole state, as Redis does.
+            delta = checkpoint_delta(None, state)
+        self._apply(delta)
+
+    def _apply(self, delta: CheckpointDelta) -> None:
+        execution_id = delta.execution_id
+        if delta.full:
+            for part in (self._headers, self._nodes, self._variables):
+                part.pop(execution_id, None)
+        header = self._headers.setdefault(execution_id, {})
+        nodes = self._nodes.setdefault(execution_id, {})
+        variables = self._variables.setdefault(execution_id, {})
+        header.update({name: encode_value(value) for name, value in delta.header.items()})
+        nodes.update({node: encode_value(value) for node, value in delta.node_results.items()})
+        for node in delta.removed_node_results:
+            nodes.pop(node, None)
+        variables.update({name: encode_value(value) for name, value in delta.variables.items()})
+        for name in delta.removed_variables:
+            variables.pop(name, None)
+
+    async def delete(
+        self,
+        execution_id: str,
+        *,
+        fence: int | None,
+        tombstone: Tombstone,
+        tombstone_ttl_ms: int,
+    ) -> Tombstone:
+        _check_ttl(tombstone_ttl_ms)
+        if fence is not None:
+            check_fence(execution_id, fence, await self._leases.current_generation(execution_id))
+        # Everything below runs without yielding to the event loop: one atomic step, like the
+        # Lua script; only the counters, another store, are forgotten after it.
+        self._leases.revoke(execution_id, advance_generation=fence is None)
+        for part in (self._headers, self._nodes, self._variables):
+            part.pop(execution_id, None)
+        stored = self._store_tombstone(execution_id, tombstone, tombstone_ttl_ms)
+        if self._counters is not None:
+            await self._counters.forget(execution_id)
+        return stored
+
+    def _store_tombstone(self, execution_id: str, tombstone: Tombstone, ttl_ms: int) -> Tombstone:
+        now_ms = self._leases.monotonic_ms()
+        existing = self._live_tombstone(execution_id)
+        if existing is None:
+            document = json.dumps(tombstone.to_json(), separators=(",", ":"))
+            self._tombstones[execution_id] = (document, now_ms + ttl_ms)
+            return tombstone
+        document, expires_at_ms = existing
+        # A second delete keeps the first record and only ever extends its TTL.
+        self._tombstones[execution_id] = (document, max(expires_at_ms, now_ms + ttl_ms))
+        return Tombstone.from_json(json.loads(document))
+
+    async def tombstone(self, execution_id: str) -> Tombstone | None:
+        live = self._live_tombstone(execution_id)
+        return None if live is None else Tombstone.from_json(json.loads(live[0]))
+
+    async def get(self, execution_id: str) -> Tombstone | None:
+        """TombstoneStore.get: the execution's tombstone, if it was deleted (W13)."""
+        return await self.tombstone(execution_id)
+
+    def tombstone_ttl_ms(self, execution_id: str) -> int | None:
+        """Milliseconds the tombstone has left, like PTTL; None when there is none."""
+        live = self._live_tombstone(execution_id)
+        return None if live is None else live[1] - self._leases.monotonic_ms()
+
+    def _live_tombstone(self, execution_id: str) -> tuple[str, int] | None:
+        stored = self._tombstones.get(execution_id)
+        if stored is None:
+            return None
+        if self._leases.monotonic_ms() >= stored[1]:
+            del self._tombstones[execution_id]
+            return None
+        return stored
 
     async def list(
         self,
@@ -33,7 +144,10 @@ class MemoryExecutionRepository:
         status: ExecutionStatus | None = None,
         limit: int = 100,
     ) -> Sequence[ExecutionState]:
-        states = [ExecutionState.from_json(json.loads(d)) for d in self._documents.values()]
+        states = [
+            state_from_parts(header, self._nodes[execution_id], self._variables[execution_id])
+            for execution_id, header in self._headers.items()
+        ]
         matching = [
             state
             for state in states
@@ -43,3 +157,8 @@ class MemoryExecutionRepository:
         # Same order as ZREVRANGE on the Redis index: score, then member, both descending.
         matching.sort(key=lambda state: (state.updated_at_ms, state.execution_id), reverse=True)
         return matching[: max(limit, 0)]
+
+
+def _check_ttl(ttl_ms: int) -> None:
+    if ttl_ms <= 0:
+        raise ValueError(f"a tombstone ttl must be a positive number of milliseconds, got {ttl_ms}")

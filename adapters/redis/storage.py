@@ -1,66 +1,77 @@
-"""Execution checkpoints on Redis, written under the fence in one Lua script (S1, W4)."""
+"""Execution checkpoints on Redis: incremental, fenced saves and deletes in Lua (S1, S3, W4, W13).
+
+One execution is stored in three hashes that share its hash tag:
+
+- ``…:state``  header field -> JSON (every field but the node results and the variables;
+  ``input`` is written once, when the execution is created);
+- ``…:nodes``  node id -> result JSON;
+- ``…:vars``   variable name -> JSON.
+
+A save with ``previous`` sends only what the step changed, in one EVALSHA that checks the
+fence first; the index ZADD travels in the same pipeline, so a steady-state save is one round
+trip (P2) and its size does not depend on how many steps came before (S3, P3).
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import redis.asyncio as redis
 from redis.exceptions import NoScriptError
 
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.scripts import read_script
-from plaita.adapters.redis.streams import text
+from plaita.adapters.redis.streams import text, text_fields
+from plaita.domain.checkpoint import (
+    CheckpointDelta,
+    checkpoint_delta,
+    encode_value,
+    state_from_parts,
+)
 from plaita.domain.execution import ExecutionState, ExecutionStatus
-from plaita.domain.lease import check_fence
+from plaita.domain.lease import check_fence, check_fenced_write
+from plaita.domain.tombstone import Tombstone
 
 _LIST_PAGE = 100
 
+_FENCED = "fenced"
+_DELETED = "deleted"
+_MISSING = "missing"
+
 
 class RedisExecutionRepository:
-    """ExecutionRepository on ``…:state`` plus the ``{ns}:executions`` index (by updated_at)."""
+    """ExecutionRepository and TombstoneStore on the execution hashes plus the
+    ``{ns}:executions`` index (score: updated_at)."""
 
     def __init__(self, client: redis.Redis, keys: RedisKeys) -> None:
         self._client = client
         self._keys = keys
         self._save = client.register_script(read_script("execution_save"))
+        self._delete = client.register_script(read_script("execution_delete"))
+
+    # --- reads --------------------------------------------------------------------------
 
     async def load(self, execution_id: str) -> ExecutionState | None:
-        document = await self._client.get(self._keys.execution_state(execution_id))
-        return None if document is None else ExecutionState.from_json(json.loads(document))
+        # MULTI/EXEC: one round trip, and a snapshot no concurrent save can tear.
+        async with self._client.pipeline(transaction=True) as pipe:
+            self._queue_reads(pipe, execution_id)
+            header, nodes, variables = await pipe.execute()
+        return _assemble(header, nodes, variables)
 
-    async def save(self, state: ExecutionState, *, fence: int) -> None:
-        payload = json.dumps(state.to_json(), separators=(",", ":"))
-        try:
-            current = await self._fenced_write(state, fence, payload)
-        except NoScriptError:
-            # This server has not seen the script yet (first save, restart, failover).
-            await self._client.script_load(self._save.script)
-            current = await self._fenced_write(state, fence, payload)
-        check_fence(state.execution_id, fence, current)
+    def _queue_reads(self, pipe: Any, execution_id: str) -> None:
+        pipe.hgetall(self._keys.execution_state(execution_id))
+        pipe.hgetall(self._keys.execution_nodes(execution_id))
+        pipe.hgetall(self._keys.execution_vars(execution_id))
 
-    async def _fenced_write(self, state: ExecutionState, fence: int, payload: str) -> int | None:
-        """Run the fenced save and the index update in one round trip; the current generation.
+    async def tombstone(self, execution_id: str) -> Tombstone | None:
+        document = await self._client.get(self._keys.tombstone(execution_id))
+        return None if document is None else Tombstone.from_json(json.loads(document))
 
-        The index lives in another hash slot, so it cannot join the script. It is advisory:
-        ``list`` skips ids that have no state, so an entry left by a rejected save is harmless.
-        """
-        execution_id = state.execution_id
-        async with self._client.pipeline(transaction=False) as pipe:
-            pipe.evalsha(
-                self._save.sha,
-                2,
-                self._keys.fence_generation(execution_id),
-                self._keys.execution_state(execution_id),
-                fence,
-                payload,
-            )
-            pipe.zadd(self._keys.executions(), {execution_id: state.updated_at_ms})
-            current, indexed = await pipe.execute(raise_on_error=False)
-        for reply in (current, indexed):
-            if isinstance(reply, Exception):
-                raise reply
-        return None if current is None else int(text(current))
+    async def get(self, execution_id: str) -> Tombstone | None:
+        """TombstoneStore.get: the execution's tombstone, if it was deleted (W13)."""
+        return await self.tombstone(execution_id)
 
     async def list(
         self,
@@ -76,16 +87,163 @@ class RedisExecutionRepository:
             ids = await self._client.zrevrange(self._keys.executions(), start, start + page - 1)
             if not ids:
                 break
-            documents = await self._client.mget(
-                [self._keys.execution_state(text(execution_id)) for execution_id in ids]
-            )
-            for document in documents:
-                if document is None:
-                    continue
-                state = ExecutionState.from_json(json.loads(document))
+            # The ids live in different hash slots, so the page is read without MULTI: each
+            # execution's three hashes are read back to back, but not as one snapshot.
+            async with self._client.pipeline(transaction=False) as pipe:
+                for execution_id in ids:
+                    self._queue_reads(pipe, text(execution_id))
+                replies = await pipe.execute()
+            for offset in range(0, len(replies), 3):
+                state = _assemble(*replies[offset : offset + 3])
+                if state is None:
+                    continue  # an index entry without a state (deleted, or a rejected save)
                 if (flow_id is None or state.flow_id == flow_id) and (
                     status is None or state.status is status
                 ):
                     found.append(state)
             start += page
         return found[:limit]
+
+    # --- writes -------------------------------------------------------------------------
+
+    async def save(
+        self, state: ExecutionState, *, fence: int, previous: ExecutionState | None = None
+    ) -> None:
+        delta = checkpoint_delta(previous, state)
+        outcome, current = await self._fenced_save(delta, fence, state.updated_at_ms)
+        if outcome == _MISSING:
+            # A delta with nothing stored under it (the caller's ``previous`` was never saved,
+            # or the state vanished): write the whole state instead, still under the fence.
+            delta = checkpoint_delta(None, state)
+            outcome, current = await self._fenced_save(delta, fence, state.updated_at_ms)
+        check_fence(state.execution_id, fence, current)
+        if outcome == _DELETED:
+            # The pipeline put the deleted id back into the index; take it out again.
+            await self._client.zrem(self._keys.executions(), state.execution_id)
+            check_fenced_write(state.execution_id, fence, current, None)
+
+    async def _fenced_save(
+        self, delta: CheckpointDelta, fence: int, updated_at_ms: int
+    ) -> tuple[str, int | None]:
+        """Run the fenced save and the index update in one round trip.
+
+        The index lives in another hash slot, so it cannot join the script. It is advisory:
+        ``list`` skips ids that have no state, so an entry left by a rejected save is harmless.
+        """
+        execution_id = delta.execution_id
+        keys = [
+            self._keys.fence_generation(execution_id),
+            self._keys.execution_state(execution_id),
+            self._keys.execution_nodes(execution_id),
+            self._keys.execution_vars(execution_id),
+            self._keys.tombstone(execution_id),
+        ]
+        args = _save_arguments(delta, fence)
+
+        def queue(pipe: Any) -> None:
+            pipe.evalsha(self._save.sha, len(keys), *keys, *args)
+            pipe.zadd(self._keys.executions(), {execution_id: updated_at_ms})
+
+        (outcome, current), _ = await self._run(queue)
+        return text(outcome), _generation(current)
+
+    async def delete(
+        self,
+        execution_id: str,
+        *,
+        fence: int | None,
+        tombstone: Tombstone,
+        tombstone_ttl_ms: int,
+    ) -> Tombstone:
+        if tombstone_ttl_ms <= 0:
+            raise ValueError(
+                f"a tombstone ttl must be a positive number of milliseconds, got {tombstone_ttl_ms}"
+            )
+        keys = [
+            self._keys.fence_generation(execution_id),
+            self._keys.execution_state(execution_id),
+            self._keys.execution_nodes(execution_id),
+            self._keys.execution_vars(execution_id),
+            self._keys.lease(execution_id),
+            self._keys.counters(execution_id),
+            self._keys.tombstone(execution_id),
+        ]
+        args = [
+            "" if fence is None else str(fence),
+            json.dumps(tombstone.to_json(), separators=(",", ":")),
+            tombstone_ttl_ms,
+        ]
+
+        def queue(pipe: Any) -> None:
+            pipe.evalsha(self._delete.sha, len(keys), *keys, *args)
+            pipe.zrem(self._keys.executions(), execution_id)
+
+        (outcome, current, detail), _ = await self._run(queue)
+        if fence is not None and text(outcome) == _FENCED:
+            if detail is not None:
+                # The pipeline removed the index entry of an execution the script kept. GT: a
+                # save that re-indexed it meanwhile with a newer score is not turned back.
+                await self._client.zadd(
+                    self._keys.executions(), {execution_id: int(text(detail))}, gt=True
+                )
+            check_fence(execution_id, fence, _generation(current))
+        return Tombstone.from_json(json.loads(text(detail)))
+
+    async def _run(self, queue: Callable[[Any], None]) -> tuple[Any, Any]:
+        """One pipeline round trip: the script reply and the index reply.
+
+        A server that has not seen the script yet (first call, restart, failover) answers
+        NOSCRIPT: load it and send the pipeline again (the index update is idempotent).
+        """
+        try:
+            return await self._pipeline(queue)
+        except NoScriptError:
+            await self._client.script_load(self._save.script)
+            await self._client.script_load(self._delete.script)
+            return await self._pipeline(queue)
+
+    async def _pipeline(self, queue: Callable[[Any], None]) -> tuple[Any, Any]:
+        async with self._client.pipeline(transaction=False) as pipe:
+            queue(pipe)
+            script, indexed = await pipe.execute(raise_on_error=False)
+        for reply in (script, indexed):
+            if isinstance(reply, Exception):
+                raise reply
+        return script, indexed
+
+
+def _save_arguments(delta: CheckpointDelta, fence: int) -> list[str | int]:
+    header = _pairs(delta.header)
+    nodes = _pairs(delta.node_results)
+    variables = _pairs(delta.variables)
+    return [
+        fence,
+        "1" if delta.full else "0",
+        len(delta.header),
+        len(delta.node_results),
+        len(delta.removed_node_results),
+        len(delta.variables),
+        len(delta.removed_variables),
+        *header,
+        *nodes,
+        *delta.removed_node_results,
+        *variables,
+        *delta.removed_variables,
+    ]
+
+
+def _pairs(values: Mapping[str, Any]) -> list[str]:
+    flat: list[str] = []
+    for name, value in values.items():
+        flat += (name, encode_value(value))
+    return flat
+
+
+def _generation(reply: Any) -> int | None:
+    return None if reply is None else int(text(reply))
+
+
+def _assemble(header: Any, nodes: Any, variables: Any) -> ExecutionState | None:
+    if not header:
+        return None
+    return state_from_parts(text_fields(header), text_fields(nodes), text_fields(variables))

@@ -592,7 +592,7 @@ class ProcessTask:
                 f"{dispatch.lease.generation}) was not renewed in time; this worker stops "
                 "advancing it and leaves the carrier for whoever holds the lease next"
             )
-        await self._executions.save(state, fence=dispatch.lease.generation)
+        await self._executions.save(state, fence=dispatch.lease.generation, previous=previous)
 
     async def _drop_subscription(self, suspension: Suspension | None) -> None:
         if suspension is not None and suspension.subscription_id is not None:

@@ -1,15 +1,18 @@
-"""ExecutionRepository contract (S1, S2, W4), run against every adapter family."""
+"""ExecutionRepository contract (S1, S3, W4, W13), run against every adapter family."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 import fakeredis
 import pytest
 import redis.asyncio as redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from redis.asyncio.connection import Connection
 
 from plaita.adapters.memory.lease import MemoryLeaseManager
@@ -17,7 +20,12 @@ from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.lease import RedisLeaseManager
 from plaita.adapters.redis.storage import RedisExecutionRepository
-from plaita.application.ports import Clock, ExecutionRepository, LeaseManager
+from plaita.application.ports import (
+    Clock,
+    ExecutionRepository,
+    LeaseManager,
+    TombstoneStore,
+)
 from plaita.domain.errors import ExecutionLeaseError
 from plaita.domain.execution import (
     ExecutionError,
@@ -25,9 +33,13 @@ from plaita.domain.execution import (
     ExecutionStatus,
     Suspension,
 )
+from plaita.domain.tombstone import Tombstone
 
 NOW_MS = 1_760_000_000_000
+DAY_MS = 24 * 60 * 60 * 1000
 Store = Callable[[ExecutionState], Awaitable[None]]
+Elapse = Callable[[int], Awaitable[None]]
+Probe = Callable[[str], Awaitable[Any]]
 ConnectionT = TypeVar("ConnectionT", bound=Connection)
 
 
@@ -50,6 +62,97 @@ def state(
     return attrs.evolve(started, status=status, updated_at_ms=updated_at_ms)
 
 
+EXAMPLE_IDS = itertools.count()
+TOMBSTONE = Tombstone(tenant_id="default", deleted_at_ms=NOW_MS + 50, reason="operator request")
+
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=6)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
+    ),
+    max_leaves=6,
+)
+few_keys = st.sampled_from(["a", "b", "c", "d", "ü", ""])
+step_changes = st.fixed_dictionaries(
+    {
+        "node_results": st.dictionaries(few_keys, json_values, max_size=4),
+        "variables": st.dictionaries(few_keys, json_values, max_size=4),
+    },
+    optional={
+        "status": st.sampled_from(ExecutionStatus),
+        "steps": st.integers(min_value=0, max_value=10**6),
+        "updated_at_ms": st.integers(min_value=0, max_value=2**53),
+        "result": json_values,
+        "next_node_id": st.none() | few_keys,
+        "last_node_id": st.none() | few_keys,
+        "suspension": st.none() | st.builds(Suspension, node_id=few_keys),
+        "error": st.none() | st.builds(ExecutionError, code=st.integers(0, 999), message=few_keys),
+    },
+)
+
+
+def step_chain(start: ExecutionState) -> list[ExecutionState]:
+    """A run's checkpoints: results added and changed in type, variables set and removed,
+    a suspension set and cleared, a result removed (retry from a node), an error, the end."""
+    s1 = start.transition(
+        ExecutionStatus.RUNNING,
+        now_ms=NOW_MS + 1,
+        node_results={"a": 1},
+        variables={"x": 1},
+        last_node_id="a",
+        next_node_id="b",
+        steps=1,
+    )
+    s2 = s1.transition(
+        ExecutionStatus.RUNNING,
+        now_ms=NOW_MS + 2,
+        node_results={"a": True, "b": {"n": [1, 2.5, None]}},
+        variables={"x": 1.0, "y": "ü"},
+        steps=2,
+    )
+    s3 = s2.transition(
+        ExecutionStatus.SUSPENDED,
+        now_ms=NOW_MS + 3,
+        variables={"y": {"nested": ["z"]}},
+        suspension=Suspension(node_id="wait", subscription_id="s:1"),
+        next_node_id="wait",
+        last_branch="then",
+        steps=3,
+    )
+    s4 = s3.transition(ExecutionStatus.RUNNING, now_ms=NOW_MS + 4, steps=4)
+    s5 = s4.transition(
+        ExecutionStatus.RUNNING,
+        now_ms=NOW_MS + 5,
+        node_results={"a": True},
+        variables={},
+        last_branch=None,
+        steps=5,
+    )
+    s6 = s5.transition(
+        ExecutionStatus.ERROR,
+        now_ms=NOW_MS + 6,
+        error=ExecutionError(code=500, message="boom", node_id="b"),
+        steps=6,
+    )
+    s7 = s6.transition(ExecutionStatus.RUNNING, now_ms=NOW_MS + 7, error=None, steps=7)
+    s8 = s7.transition(
+        ExecutionStatus.COMPLETED,
+        now_ms=NOW_MS + 8,
+        node_results={"a": True, "c": "done"},
+        result=[1, "two"],
+        next_node_id=None,
+        steps=8,
+    )
+    return [start, s1, s2, s3, s4, s5, s6, s7, s8]
+
+
 class ExecutionRepositoryContract:
     @pytest.fixture
     def leases(self) -> LeaseManager:
@@ -57,6 +160,24 @@ class ExecutionRepositoryContract:
 
     @pytest.fixture
     def repository(self, leases: LeaseManager) -> ExecutionRepository:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def elapse(self) -> Elapse:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def seed_counters(self) -> Probe:
+        """Give an execution some budget counters (W7, W8) for a delete to remove."""
+        raise NotImplementedError
+
+    @pytest.fixture
+    def counters_exist(self) -> Probe:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def tombstone_ttl(self) -> Probe:
+        """Milliseconds the execution's tombstone has left (PTTL), None without one."""
         raise NotImplementedError
 
     @pytest.fixture
@@ -182,15 +303,491 @@ class ExecutionRepositoryContract:
 
         assert [s.execution_id for s in await repository.list()] == ["x:1", "x:2"]
 
+    # --- incremental checkpoints (S3) ------------------------------------------------
+
+    async def test_incremental_saves_round_trip_the_state_exactly(
+        self, leases: LeaseManager, repository: ExecutionRepository
+    ) -> None:
+        """S3: each save sends only the step's changes; what loads is the whole state."""
+        lease = await leases.acquire("x:1", "w1", ttl_ms=10_000)
+        assert lease is not None
+        chain = step_chain(state())
+
+        await repository.save(chain[0], fence=lease.generation)
+        for previous, current in itertools.pairwise(chain):
+            await repository.save(current, fence=lease.generation, previous=previous)
+            assert await repository.load("x:1") == current
+
+    async def test_a_step_saved_on_top_of_a_loaded_state_round_trips(
+        self, leases: LeaseManager, repository: ExecutionRepository, store: Store
+    ) -> None:
+        await store(attrs.evolve(state(), node_results={"a": 1}, variables={"v": [1]}))
+        lease = await leases.acquire("x:1", "w2", ttl_ms=10_000)
+        assert lease is not None
+        loaded = await repository.load("x:1")
+        assert loaded is not None
+        step = loaded.transition(
+            ExecutionStatus.RUNNING,
+            now_ms=NOW_MS + 1,
+            node_results={**loaded.node_results, "b": {"ok": True}},
+            variables={"w": "x"},
+            steps=loaded.steps + 1,
+        )
+
+        await repository.save(step, fence=lease.generation, previous=loaded)
+
+        assert await repository.load("x:1") == step
+
+    async def test_a_save_without_previous_replaces_every_part(
+        self, leases: LeaseManager, repository: ExecutionRepository
+    ) -> None:
+        """No previous: the whole state is written, and nothing older survives beside it."""
+        lease = await leases.acquire("x:1", "w1", ttl_ms=10_000)
+        assert lease is not None
+        grown = attrs.evolve(state(), node_results={"a": 1, "b": 2}, variables={"x": 1, "y": 2})
+        await repository.save(grown, fence=lease.generation)
+        rewound = attrs.evolve(state(), node_results={"c": 3}, variables={})
+
+        await repository.save(rewound, fence=lease.generation)
+
+        assert await repository.load("x:1") == rewound
+
+    async def test_a_delta_with_nothing_stored_under_it_writes_the_whole_state(
+        self, leases: LeaseManager, repository: ExecutionRepository
+    ) -> None:
+        lease = await leases.acquire("x:1", "w1", ttl_ms=10_000)
+        assert lease is not None
+        never_saved = attrs.evolve(state(), node_results={"a": 1})
+        current = attrs.evolve(never_saved, node_results={"a": 1, "b": 2}, steps=2)
+
+        await repository.save(current, fence=lease.generation, previous=never_saved)
+
+        assert await repository.load("x:1") == current
+
+    async def test_an_unchanged_state_saved_with_previous_is_still_fenced(
+        self, leases: LeaseManager, repository: ExecutionRepository, store: Store
+    ) -> None:
+        kept = state()
+        await store(kept)
+        lease = await leases.acquire("x:1", "w2", ttl_ms=10_000)
+        assert lease is not None
+
+        await repository.save(kept, fence=lease.generation, previous=kept)
+        with pytest.raises(ExecutionLeaseError, match="fence 1"):
+            await repository.save(kept, fence=1, previous=kept)
+
+        assert await repository.load("x:1") == kept
+
+    async def test_a_rejected_incremental_save_writes_nothing(
+        self, leases: LeaseManager, repository: ExecutionRepository, store: Store
+    ) -> None:
+        kept = attrs.evolve(state(), node_results={"a": 1}, variables={"v": 1})
+        await store(kept)
+        await leases.acquire("x:1", "w2", ttl_ms=10_000)
+        late = attrs.evolve(
+            kept, node_results={"b": 2}, variables={}, steps=9, status=ExecutionStatus.COMPLETED
+        )
+
+        with pytest.raises(ExecutionLeaseError, match=r"x:1.*fence 1.*generation is 2"):
+            await repository.save(late, fence=1, previous=kept)
+
+        assert await repository.load("x:1") == kept
+
+    @settings(
+        max_examples=25,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(steps=st.lists(step_changes, min_size=1, max_size=6))
+    async def test_any_chain_of_incremental_saves_round_trips(
+        self,
+        leases: LeaseManager,
+        repository: ExecutionRepository,
+        steps: list[dict[str, Any]],
+    ) -> None:
+        """Hypothesis: whatever a chain of steps adds, changes or removes, loads exactly."""
+        execution_id = f"x:h{next(EXAMPLE_IDS)}"
+        lease = await leases.acquire(execution_id, "w1", ttl_ms=60_000)
+        assert lease is not None
+        previous = state(execution_id)
+        await repository.save(previous, fence=lease.generation)
+        for changes in steps:
+            current = attrs.evolve(previous, **changes)
+            await repository.save(current, fence=lease.generation, previous=previous)
+            assert await repository.load(execution_id) == current
+            previous = current
+
+    # --- delete = revoke + tombstone (W13) ---------------------------------------------
+
+    async def test_delete_removes_every_part_and_keeps_the_generation(
+        self,
+        leases: LeaseManager,
+        repository: ExecutionRepository,
+        seed_counters: Probe,
+        counters_exist: Probe,
+    ) -> None:
+        lease = await leases.acquire("x:1", "w1", ttl_ms=10_000)
+        assert lease is not None
+        await repository.save(
+            attrs.evolve(state(), node_results={"a": 1}, variables={"v": 1}),
+            fence=lease.generation,
+        )
+        await seed_counters("x:1")
+        assert await counters_exist("x:1")
+
+        stored = await repository.delete(
+            "x:1", fence=lease.generation, tombstone=TOMBSTONE, tombstone_ttl_ms=30 * DAY_MS
+        )
+
+        assert stored == TOMBSTONE
+        assert await repository.load("x:1") is None
+        assert list(await repository.list()) == []
+        assert await leases.holder("x:1") is None
+        assert await leases.current_generation("x:1") == lease.generation
+        assert not await counters_exist("x:1")
+        assert await repository.tombstone("x:1") == TOMBSTONE
+        tombstones: TombstoneStore = repository  # type: ignore[assignment]
+        assert await tombstones.get("x:1") == TOMBSTONE
+
+    async def test_the_deleting_holder_can_never_write_again(
+        self, leases: LeaseManager, repository: ExecutionRepository
+    ) -> None:
+        """W13: the generation stays, yet a later save under it (full or delta) is refused."""
+        lease = await leases.acquire("x:1", "w1", ttl_ms=10_000)
+        assert lease is not None
+        before = state()
+        await repository.save(before, fence=lease.generation)
+        await repository.delete(
+            "x:1", fence=lease.generation, tombstone=TOMBSTONE, tombstone_ttl_ms=30 * DAY_MS
+        )
+        after = attrs.evolve(before, node_results={"a": 1}, steps=1)
+
+        with pytest.raises(ExecutionLeaseError, match=r"x:1.*revoked"):
+            await repository.save(after, fence=lease.generation, previous=before)
+        with pytest.raises(ExecutionLeaseError, match=r"x:1.*revoked"):
+            await repository.save(after, fence=lease.generation)
+
+        assert await repository.load("x:1") is None
+        assert list(await repository.list()) == []
+        assert await repository.tombstone("x:1") == TOMBSTONE
+
+    async def test_a_new_lease_cannot_bring_a_deleted_execution_back(
+        self, leases: LeaseManager, repository: ExecutionRepository, store: Store
+    ) -> None:
+        await store(state())
+        await repository.delete("x:1", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS)
+        lease = await leases.acquire("x:1", "w2", ttl_ms=10_000)
+        assert lease is not None
+
+        with pytest.raises(ExecutionLeaseError, match="revoked"):
+            await repository.save(state(), fence=lease.generation)
+        assert await repository.load("x:1") is None
+
+    async def test_a_second_delete_keeps_the_first_tombstone(
+        self, leases: LeaseManager, repository: ExecutionRepository, store: Store
+    ) -> None:
+        await store(state())
+        first = await repository.delete(
+            "x:1", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS
+        )
+        again = Tombstone(tenant_id="default", deleted_at_ms=NOW_MS + 99, reason="again")
+
+        second = await repository.delete(
+            "x:1", fence=None, tombstone=again, tombstone_ttl_ms=DAY_MS
+        )
+
+        assert first == second == TOMBSTONE
+        assert await repository.tombstone("x:1") == TOMBSTONE
+
+    async def test_a_holder_may_delete_twice(
+        self, leases: LeaseManager, repository: ExecutionRepository
+    ) -> None:
+        lease = await leases.acquire("x:1", "w1", ttl_ms=10_000)
+        assert lease is not None
+        await repository.save(state(), fence=lease.generation)
+        later = Tombstone(tenant_id="default", deleted_at_ms=NOW_MS + 1, reason="again")
+
+        await repository.delete(
+            "x:1", fence=lease.generation, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS
+        )
+        again = await repository.delete(
+            "x:1", fence=lease.generation, tombstone=later, tombstone_ttl_ms=DAY_MS
+        )
+
+        assert again == TOMBSTONE
+
+    async def test_the_tombstone_expires_after_its_ttl(
+        self, repository: ExecutionRepository, store: Store, tombstone_ttl: Probe, elapse: Elapse
+    ) -> None:
+        await store(state())
+        await repository.delete("x:1", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=200)
+        assert 0 < await tombstone_ttl("x:1") <= 200
+
+        await elapse(300)
+
+        assert await repository.tombstone("x:1") is None
+        assert await tombstone_ttl("x:1") is None
+
+    async def test_a_second_delete_only_extends_the_tombstone_ttl(
+        self, repository: ExecutionRepository, store: Store, tombstone_ttl: Probe, elapse: Elapse
+    ) -> None:
+        await store(state())
+        await repository.delete("x:1", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=200)
+        later = Tombstone(tenant_id="default", deleted_at_ms=NOW_MS + 1, reason="again")
+        await repository.delete("x:1", fence=None, tombstone=later, tombstone_ttl_ms=DAY_MS)
+        assert DAY_MS - 10_000 < await tombstone_ttl("x:1") <= DAY_MS
+        await repository.delete("x:1", fence=None, tombstone=later, tombstone_ttl_ms=100)
+
+        await elapse(300)
+
+        assert await repository.tombstone("x:1") == TOMBSTONE
+        assert await tombstone_ttl("x:1") > DAY_MS - 10_000
+
+    async def test_the_tombstone_ttl_is_set_as_asked(
+        self, repository: ExecutionRepository, store: Store, tombstone_ttl: Probe
+    ) -> None:
+        await store(state())
+
+        await repository.delete(
+            "x:1", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=30 * DAY_MS
+        )
+
+        assert 30 * DAY_MS - 10_000 < await tombstone_ttl("x:1") <= 30 * DAY_MS
+
+    async def test_an_operator_delete_fences_off_the_current_holder(
+        self, leases: LeaseManager, repository: ExecutionRepository
+    ) -> None:
+        """fence None revokes whoever holds the lease: its generation is stale at once."""
+        lease = await leases.acquire("x:1", "w1", ttl_ms=10_000)
+        assert lease is not None
+        before = state()
+        await repository.save(before, fence=lease.generation)
+
+        await repository.delete("x:1", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS)
+
+        assert await leases.current_generation("x:1") == lease.generation + 1
+        assert await leases.holder("x:1") is None
+        assert not await leases.renew(lease, ttl_ms=10_000)
+        after = attrs.evolve(before, steps=1)
+        with pytest.raises(ExecutionLeaseError, match=r"fence 1.*generation is 2"):
+            await repository.save(after, fence=lease.generation, previous=before)
+        with pytest.raises(ExecutionLeaseError, match=r"fence 1.*generation is 2"):
+            await repository.delete(
+                "x:1", fence=lease.generation, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS
+            )
+        assert await repository.load("x:1") is None
+
+    async def test_a_delete_with_a_stale_fence_changes_nothing(
+        self,
+        leases: LeaseManager,
+        repository: ExecutionRepository,
+        store: Store,
+        seed_counters: Probe,
+        counters_exist: Probe,
+    ) -> None:
+        kept = attrs.evolve(state(), node_results={"a": 1})
+        await store(kept)
+        await seed_counters("x:1")
+        current = await leases.acquire("x:1", "w2", ttl_ms=10_000)
+
+        with pytest.raises(ExecutionLeaseError, match=r"x:1.*fence 1.*generation is 2"):
+            await repository.delete("x:1", fence=1, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS)
+
+        assert await repository.load("x:1") == kept
+        assert [s.execution_id for s in await repository.list()] == ["x:1"]
+        assert await repository.tombstone("x:1") is None
+        assert await leases.holder("x:1") == current
+        assert await leases.current_generation("x:1") == 2
+        assert await counters_exist("x:1")
+
+    async def test_a_fenced_delete_without_any_lease_is_refused(
+        self, repository: ExecutionRepository
+    ) -> None:
+        with pytest.raises(ExecutionLeaseError, match="generation is None"):
+            await repository.delete("x:1", fence=1, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS)
+
+        assert await repository.tombstone("x:1") is None
+
+    async def test_an_operator_delete_of_an_unknown_execution_leaves_a_tombstone(
+        self, leases: LeaseManager, repository: ExecutionRepository
+    ) -> None:
+        """A delete that races the start still blocks it; no generation is invented."""
+        stored = await repository.delete(
+            "ghost", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS
+        )
+
+        assert stored == TOMBSTONE
+        assert await repository.tombstone("ghost") == TOMBSTONE
+        assert await leases.current_generation("ghost") is None
+
+    async def test_a_delete_leaves_other_executions_alone(
+        self, repository: ExecutionRepository, store: Store
+    ) -> None:
+        await store(state("x:1"))
+        await store(state("x:2"))
+
+        await repository.delete("x:1", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS)
+
+        assert await repository.load("x:2") == state("x:2")
+        assert await repository.tombstone("x:2") is None
+        assert [s.execution_id for s in await repository.list()] == ["x:2"]
+
+    @pytest.mark.parametrize("ttl_ms", [0, -1])
+    async def test_a_tombstone_ttl_must_be_positive(
+        self, repository: ExecutionRepository, ttl_ms: int
+    ) -> None:
+        with pytest.raises(ValueError, match="tombstone ttl"):
+            await repository.delete("x:1", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=ttl_ms)
+        assert await repository.tombstone("x:1") is None
+
+
+class FakeCounters:
+    """Stands in for the memory counter store: remembers which executions have counters."""
+
+    def __init__(self) -> None:
+        self.present: set[str] = set()
+
+    async def forget(self, execution_id: str) -> None:
+        self.present.discard(execution_id)
+
 
 class TestMemoryExecutionRepository(ExecutionRepositoryContract):
     @pytest.fixture
-    def leases(self, clock: Clock) -> LeaseManager:
+    def leases(self, clock: Clock) -> MemoryLeaseManager:
         return MemoryLeaseManager(clock)
 
     @pytest.fixture
-    def repository(self, leases: LeaseManager) -> ExecutionRepository:
-        return MemoryExecutionRepository(leases)
+    def counters(self) -> FakeCounters:
+        return FakeCounters()
+
+    @pytest.fixture
+    def repository(
+        self, leases: MemoryLeaseManager, counters: FakeCounters
+    ) -> MemoryExecutionRepository:
+        return MemoryExecutionRepository(leases, counters)
+
+    @pytest.fixture
+    def elapse(self, advance_clock: Elapse) -> Elapse:
+        return advance_clock
+
+    @pytest.fixture
+    def seed_counters(self, counters: FakeCounters) -> Probe:
+        async def seed(execution_id: str) -> None:
+            counters.present.add(execution_id)
+
+        return seed
+
+    @pytest.fixture
+    def counters_exist(self, counters: FakeCounters) -> Probe:
+        async def exist(execution_id: str) -> bool:
+            return execution_id in counters.present
+
+        return exist
+
+    @pytest.fixture
+    def tombstone_ttl(self, repository: MemoryExecutionRepository) -> Probe:
+        async def ttl(execution_id: str) -> int | None:
+            return repository.tombstone_ttl_ms(execution_id)
+
+        return ttl
+
+    async def test_without_a_counter_store_delete_still_works(
+        self, leases: MemoryLeaseManager
+    ) -> None:
+        repository = MemoryExecutionRepository(leases)
+
+        stored = await repository.delete(
+            "x:1", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS
+        )
+
+        assert stored == TOMBSTONE
+
+
+class RedisProbes:
+    """Probes of the Redis families, read straight from the keys."""
+
+    @pytest.fixture
+    def redis_client(self) -> redis.Redis:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def elapse(self, sleep_real: Elapse) -> Elapse:
+        return sleep_real
+
+    @pytest.fixture
+    def seed_counters(self, redis_client: redis.Redis, keys: RedisKeys) -> Probe:
+        async def seed(execution_id: str) -> None:
+            await redis_client.hset(keys.counters(execution_id), mapping={"node:a": 2, "total": 2})
+
+        return seed
+
+    @pytest.fixture
+    def counters_exist(self, redis_client: redis.Redis, keys: RedisKeys) -> Probe:
+        async def exist(execution_id: str) -> bool:
+            return bool(await redis_client.exists(keys.counters(execution_id)))
+
+        return exist
+
+    @pytest.fixture
+    def tombstone_ttl(self, redis_client: redis.Redis, keys: RedisKeys) -> Probe:
+        async def ttl(execution_id: str) -> int | None:
+            left = int(await redis_client.pttl(keys.tombstone(execution_id)))
+            return None if left == -2 else left
+
+        return ttl
+
+    async def test_the_stored_layout_is_three_hashes_and_a_json_tombstone(
+        self,
+        repository: ExecutionRepository,
+        store: Store,
+        redis_client: redis.Redis,
+        keys: RedisKeys,
+    ) -> None:
+        saved = attrs.evolve(state(), node_results={"a": {"ok": 1}}, variables={"v": [1]})
+        await store(saved)
+
+        header = await redis_client.hgetall(keys.execution_state("x:1"))
+        assert {_text(k): _text(v) for k, v in header.items()}["status"] == '"running"'
+        assert {_text(k): _text(v) for k, v in header.items()}["input"] == '{"order":7}'
+        nodes = await redis_client.hgetall(keys.execution_nodes("x:1"))
+        assert {_text(k): _text(v) for k, v in nodes.items()} == {"a": '{"ok":1}'}
+        variables = await redis_client.hgetall(keys.execution_vars("x:1"))
+        assert {_text(k): _text(v) for k, v in variables.items()} == {"v": "[1]"}
+
+        await repository.delete("x:1", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS)
+
+        assert _text(await redis_client.get(keys.tombstone("x:1"))) == (
+            '{"tenant_id":"default","deleted_at_ms":1760000000050,"reason":"operator request"}'
+        )
+        assert _text(await redis_client.get(keys.fence_generation("x:1"))) == "2"
+        remaining = [_text(k) async for k in redis_client.scan_iter(match=f"{keys.namespace}:*")]
+        assert sorted(remaining) == sorted([keys.fence_generation("x:1"), keys.tombstone("x:1")])
+
+    async def test_rejected_writes_leave_the_index_as_it_was(
+        self,
+        leases: LeaseManager,
+        repository: ExecutionRepository,
+        store: Store,
+        redis_client: redis.Redis,
+        keys: RedisKeys,
+    ) -> None:
+        """A refused delete puts its index entry back; a refused save does not revive one."""
+        await store(state("x:1", updated_at_ms=NOW_MS + 7))
+        await leases.acquire("x:1", "w2", ttl_ms=10_000)
+        with pytest.raises(ExecutionLeaseError):
+            await repository.delete("x:1", fence=1, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS)
+        assert await redis_client.zscore(keys.executions(), "x:1") == NOW_MS + 7
+
+        await repository.delete("x:1", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS)
+        lease = await leases.acquire("x:1", "w3", ttl_ms=10_000)
+        assert lease is not None
+        with pytest.raises(ExecutionLeaseError, match="revoked"):
+            await repository.save(state("x:1"), fence=lease.generation)
+        assert await redis_client.zscore(keys.executions(), "x:1") is None
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class RedisRoundTrips:
@@ -221,6 +818,50 @@ class RedisRoundTrips:
             await repository.save(state(), fence=lease.generation + 1)
         assert len(sent) == 2
 
+    async def test_an_incremental_save_and_a_load_are_one_round_trip_each(
+        self, counting_client: redis.Redis, keys: RedisKeys, sent: list[bytes]
+    ) -> None:
+        """P2: the worker's per-node budget is two round trips; the checkpoint takes one."""
+        leases = RedisLeaseManager(counting_client, keys)
+        repository = RedisExecutionRepository(counting_client, keys)
+        lease = await leases.acquire("x:1", "w1", ttl_ms=10_000)
+        assert lease is not None
+        previous = state()
+        await repository.save(previous, fence=lease.generation)
+        sent.clear()
+
+        for step in range(1, 4):
+            current = attrs.evolve(
+                previous,
+                node_results={**previous.node_results, f"n{step}": step},
+                steps=step,
+                updated_at_ms=NOW_MS + step,
+            )
+            await repository.save(current, fence=lease.generation, previous=previous)
+            previous = current
+        assert len(sent) == 3
+
+        sent.clear()
+        assert await repository.load("x:1") == previous
+        assert len(sent) == 1
+
+    async def test_a_delete_is_one_round_trip(
+        self, counting_client: redis.Redis, keys: RedisKeys, sent: list[bytes]
+    ) -> None:
+        leases = RedisLeaseManager(counting_client, keys)
+        repository = RedisExecutionRepository(counting_client, keys)
+        lease = await leases.acquire("x:1", "w1", ttl_ms=10_000)
+        assert lease is not None
+        await repository.save(state(), fence=lease.generation)
+        await repository.delete("x:0", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS)
+        sent.clear()
+
+        await repository.delete(
+            "x:1", fence=lease.generation, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS
+        )
+
+        assert len(sent) == 1
+
 
 def counting(base: type[ConnectionT], sent: list[bytes]) -> type[ConnectionT]:
     """``base`` counting its writes to the socket: one per round trip (a pipeline is one)."""
@@ -233,7 +874,11 @@ def counting(base: type[ConnectionT], sent: list[bytes]) -> type[ConnectionT]:
     return CountingConnection
 
 
-class TestFakeRedisExecutionRepository(ExecutionRepositoryContract, RedisRoundTrips):
+class TestFakeRedisExecutionRepository(RedisProbes, ExecutionRepositoryContract, RedisRoundTrips):
+    @pytest.fixture
+    def redis_client(self, fake_redis: redis.Redis) -> redis.Redis:
+        return fake_redis
+
     @pytest.fixture
     def leases(self, fake_redis: redis.Redis, keys: RedisKeys) -> LeaseManager:
         return RedisLeaseManager(fake_redis, keys)
@@ -253,7 +898,11 @@ class TestFakeRedisExecutionRepository(ExecutionRepositoryContract, RedisRoundTr
 
 
 @pytest.mark.redis
-class TestRedisExecutionRepository(ExecutionRepositoryContract, RedisRoundTrips):
+class TestRedisExecutionRepository(RedisProbes, ExecutionRepositoryContract, RedisRoundTrips):
+    @pytest.fixture
+    def redis_client(self, real_redis: redis.Redis) -> redis.Redis:
+        return real_redis
+
     @pytest.fixture
     def leases(self, real_redis: redis.Redis, keys: RedisKeys) -> LeaseManager:
         return RedisLeaseManager(real_redis, keys)
@@ -284,3 +933,18 @@ class TestRedisExecutionRepository(ExecutionRepositoryContract, RedisRoundTrips)
         await repository.save(state(), fence=lease.generation)
 
         assert await repository.load("x:1") == state()
+
+    async def test_a_fresh_server_script_cache_is_reloaded_by_delete(
+        self, leases: LeaseManager, repository: ExecutionRepository, real_redis: redis.Redis
+    ) -> None:
+        lease = await leases.acquire("x:1", "w1", ttl_ms=10_000)
+        assert lease is not None
+        await repository.save(state(), fence=lease.generation)
+        await real_redis.script_flush()
+
+        await repository.delete(
+            "x:1", fence=lease.generation, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS
+        )
+
+        assert await repository.load("x:1") is None
+        assert await repository.tombstone("x:1") == TOMBSTONE

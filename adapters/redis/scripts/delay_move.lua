@@ -34,6 +34,6 @@ for i, member in ipairs(due) do
 end
 for i, member in ipairs(due) do
   redis.call('XADD', KEYS[2], '*', unpack(entries[i]))
-  -- mutated
+  redis.call('ZREM', KEYS[1], member)
 end
 return #due

@@ -222,7 +222,9 @@ async def test_a_duplicate_event_carrier_is_ignored_after_the_first_resumed(twin
     assert twin.calls.log == ["request", "ship"]
 
 
-async def test_event_for_another_subscription_is_a_protocol_error_and_changes_nothing(twin: Twin) -> None:
+async def test_event_for_another_subscription_is_a_protocol_error_and_changes_nothing(
+    twin: Twin,
+) -> None:
     await twin.process(twin.envelope_start(5000))
     before = await twin.executions.load("x-1")
     result = await twin.process(

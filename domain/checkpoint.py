@@ -1,0 +1,184 @@
+"""Incremental checkpoints (S3): what one step changed, and the stored form of a checkpoint.
+
+A checkpoint is stored in three parts:
+
+- the **header**: every field of ``ExecutionState.to_json()`` except the two maps that grow
+  with the run, each field JSON-encoded on its own (``input`` is one of them; it is written
+  when the execution is created and never changes after);
+- the **node results**: one entry per node id;
+- the **variables**: one entry per variable name.
+
+A step writes only the header fields it changed, the node results it added or changed and the
+variables it set or removed, so the bytes a step writes do not grow with the number of steps
+before it (SPEC S3, P3). Everything here is pure: the adapters turn a ``CheckpointDelta`` into
+their own writes (one fenced Lua script on Redis, dictionary updates in the memory twin).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from plaita.domain.execution import JSON, ExecutionState
+
+#: The parts of the state stored one entry per key rather than in the header.
+NODE_RESULTS = "node_results"
+VARIABLES = "variables"
+GROWING_PARTS = frozenset({NODE_RESULTS, VARIABLES})
+
+_MISSING: Any = object()
+
+
+@attrs.frozen
+class CheckpointDelta:
+    """What changed between two states of one execution, in checkpoint (JSON) form.
+
+    ``full`` means there was no previous state to compare with: the delta holds the whole
+    state, and a store replaces every part (stale node results or variables it still holds are
+    dropped). Otherwise ``header`` holds only the header fields that changed.
+    """
+
+    execution_id: str
+    full: bool
+    header: Mapping[str, JSON]
+    node_results: Mapping[str, JSON] = attrs.field(factory=dict)
+    removed_node_results: tuple[str, ...] = ()
+    variables: Mapping[str, JSON] = attrs.field(factory=dict)
+    removed_variables: tuple[str, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        """Nothing to write beyond the fence check (an incremental save of an unchanged state)."""
+        return not (
+            self.full
+            or self.header
+            or self.node_results
+            or self.removed_node_results
+            or self.variables
+            or self.removed_variables
+        )
+
+    def apply_to(self, previous: ExecutionState | None) -> ExecutionState:
+        """The state this delta describes, rebuilt on top of ``previous``.
+
+        An incremental delta needs the state it was computed from (same execution);
+        ``ValueError`` otherwise. A full delta ignores ``previous``.
+        """
+        if self.full:
+            header: dict[str, JSON] = {}
+            nodes: dict[str, JSON] = {}
+            variables: dict[str, JSON] = {}
+        elif previous is None or previous.execution_id != self.execution_id:
+            raise ValueError(
+                f"an incremental checkpoint of execution {self.execution_id!r} can only be "
+                "applied to the state it was computed from"
+            )
+        else:
+            header = header_of(previous)
+            nodes = dict(previous.node_results)
+            variables = dict(previous.variables)
+        header.update(self.header)
+        _update(nodes, self.node_results, self.removed_node_results)
+        _update(variables, self.variables, self.removed_variables)
+        return ExecutionState.from_json({**header, NODE_RESULTS: nodes, VARIABLES: variables})
+
+
+def _update(target: dict[str, JSON], changed: Mapping[str, JSON], removed: tuple[str, ...]) -> None:
+    target.update(changed)
+    for key in removed:
+        target.pop(key, None)
+
+
+def header_of(state: ExecutionState) -> dict[str, JSON]:
+    """Every field of the checkpoint except the node results and the variables."""
+    raw = state.to_json()
+    return {name: value for name, value in raw.items() if name not in GROWING_PARTS}
+
+
+def same_json(left: object, right: object) -> bool:
+    """Equal *and* of the same JSON shape: ``1``, ``1.0`` and ``True`` are three values here.
+
+    Python's ``==`` says ``1 == True``; trusting it would skip writing a result that changed
+    from ``1`` to ``true`` and the stored checkpoint would be wrong.
+    """
+    if left is right:
+        return True
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, Mapping):
+        other: Mapping[Any, Any] = right  # type: ignore[assignment]
+        return len(left) == len(other) and all(
+            key in other and same_json(value, other[key]) for key, value in left.items()
+        )
+    if isinstance(left, list | tuple):
+        items: list[Any] | tuple[Any, ...] = right  # type: ignore[assignment]
+        return len(left) == len(items) and all(map(same_json, left, items))
+    return bool(left == right)
+
+
+def _map_delta(
+    before: Mapping[str, JSON], after: Mapping[str, JSON]
+) -> tuple[dict[str, JSON], tuple[str, ...]]:
+    if before is after:
+        return {}, ()
+    changed = {
+        key: value
+        for key, value in after.items()
+        if not same_json(before.get(key, _MISSING), value)
+    }
+    removed = tuple(sorted(key for key in before if key not in after))
+    return changed, removed
+
+
+def checkpoint_delta(previous: ExecutionState | None, current: ExecutionState) -> CheckpointDelta:
+    """What a save of ``current`` must write when the store holds ``previous``.
+
+    ``previous`` None (or a state of another execution) gives a full delta: everything.
+    """
+    header = header_of(current)
+    if previous is None or previous.execution_id != current.execution_id:
+        return CheckpointDelta(
+            execution_id=current.execution_id,
+            full=True,
+            header=header,
+            node_results=dict(current.node_results),
+            variables=dict(current.variables),
+        )
+    before = header_of(previous)
+    changed_header = {
+        name: value
+        for name, value in header.items()
+        if not same_json(before.get(name, _MISSING), value)
+    }
+    nodes, removed_nodes = _map_delta(previous.node_results, current.node_results)
+    variables, removed_variables = _map_delta(previous.variables, current.variables)
+    return CheckpointDelta(
+        execution_id=current.execution_id,
+        full=False,
+        header=changed_header,
+        node_results=nodes,
+        removed_node_results=removed_nodes,
+        variables=variables,
+        removed_variables=removed_variables,
+    )
+
+
+# --- the stored form: one JSON text per header field, node result and variable ------------
+
+
+def encode_value(value: JSON) -> str:
+    """The stored text of one header field, node result or variable."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+def state_from_parts(
+    header: Mapping[str, str], node_results: Mapping[str, str], variables: Mapping[str, str]
+) -> ExecutionState:
+    """Assemble a state from its stored texts (the inverse of writing a full delta)."""
+    raw: dict[str, JSON] = {name: json.loads(text) for name, text in header.items()}
+    raw[NODE_RESULTS] = {node: json.loads(text) for node, text in node_results.items()}
+    raw[VARIABLES] = {name: json.loads(text) for name, text in variables.items()}
+    return ExecutionState.from_json(raw)

@@ -1,0 +1,225 @@
+"""What a checkpoint costs on the wire, counted, not timed (SPEC P2, P3, S3).
+
+A redis-py connection subclass records every buffer the client writes to the socket: one
+write is one round trip (a pipeline is one write), and the buffer is parsed back into its
+commands. Run on fakeredis and on the real Redis at ``PLAITA_TEST_REDIS_URL``.
+
+- P2: a steady-state save (with ``previous``) is one round trip: EVALSHA + ZADD.
+- P3: the bytes a save sends stay flat from step 10 to step 1000 of a run whose every step
+  adds one small node result; a full save at step 1000 is shown to be what they would be
+  otherwise, so the test would catch a store that rewrites the whole state.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, TypeVar
+
+import fakeredis
+import pytest
+import redis.asyncio as redis
+from redis.asyncio.connection import Connection
+
+from plaita.adapters.redis.keys import RedisKeys
+from plaita.adapters.redis.lease import RedisLeaseManager
+from plaita.adapters.redis.storage import RedisExecutionRepository
+from plaita.domain.execution import ExecutionState, ExecutionStatus
+
+NOW_MS = 1_760_000_000_000
+STEPS = 1000
+#: Bytes a step may add between step 10 and step 1000: wider numbers (node id, result,
+#: step count, last/next node ids), never anything proportional to the run.
+FLAT_SLACK_BYTES = 32
+ConnectionT = TypeVar("ConnectionT", bound=Connection)
+
+
+class Wire:
+    """Every buffer a client sent, in order."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def clear(self) -> None:
+        self.sent.clear()
+
+    @property
+    def round_trips(self) -> int:
+        return len(self.sent)
+
+    @property
+    def bytes(self) -> int:
+        return sum(len(buffer) for buffer in self.sent)
+
+    def commands(self) -> list[str]:
+        return [args[0].decode().upper() for buffer in self.sent for args in parse_resp(buffer)]
+
+
+def parse_resp(buffer: bytes) -> list[list[bytes]]:
+    """The commands in a request buffer: RESP arrays of bulk strings."""
+    commands: list[list[bytes]] = []
+    at = 0
+    while at < len(buffer):
+        assert buffer[at : at + 1] == b"*", buffer[at : at + 20]
+        end = buffer.index(b"\r\n", at)
+        count, at = int(buffer[at + 1 : end]), end + 2
+        args: list[bytes] = []
+        for _ in range(count):
+            assert buffer[at : at + 1] == b"$"
+            end = buffer.index(b"\r\n", at)
+            size, at = int(buffer[at + 1 : end]), end + 2
+            args.append(buffer[at : at + size])
+            at += size + 2
+        commands.append(args)
+    return commands
+
+
+def recording(base: type[ConnectionT], wire: Wire) -> type[ConnectionT]:
+    class RecordingConnection(base):  # type: ignore[valid-type, misc]
+        async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+            wire.sent.append(_join(command))
+            await super().send_packed_command(command, check_health)
+
+    return RecordingConnection
+
+
+def _join(command: bytes | str | Iterable[bytes | memoryview]) -> bytes:
+    if isinstance(command, str):
+        return command.encode()
+    if isinstance(command, bytes):
+        return command
+    return b"".join(bytes(part) for part in command)
+
+
+def started(execution_id: str = "x:cost") -> ExecutionState:
+    return ExecutionState.new(
+        execution_id=execution_id,
+        flow_id="chain",
+        flow_version="1",
+        fingerprint="f" * 64,
+        start_node_id="n1",
+        input={"order": 7, "items": list(range(20))},
+        now_ms=NOW_MS,
+    )
+
+
+def step(previous: ExecutionState, number: int) -> ExecutionState:
+    """Step ``number`` of the chain: node ``n<number>`` ran and returned a small result."""
+    node = f"n{number}"
+    return previous.transition(
+        ExecutionStatus.RUNNING,
+        now_ms=NOW_MS + number,
+        node_results={**previous.node_results, node: {"ok": True, "i": number}},
+        last_node_id=node,
+        next_node_id=f"n{number + 1}",
+        steps=number,
+    )
+
+
+def report(request: pytest.FixtureRequest, **figures: int) -> None:
+    """Keep the measured figures with the test (``-rP`` shows them, junit stores them)."""
+    request.node.user_properties.extend(figures.items())
+    print(" ".join(f"{name}={value}" for name, value in figures.items()))
+
+
+class CheckpointCosts:
+    @pytest.fixture
+    def wire(self) -> Wire:
+        return Wire()
+
+    @pytest.fixture
+    def client(self, wire: Wire) -> redis.Redis:
+        raise NotImplementedError
+
+    @pytest.fixture
+    async def repository(
+        self, client: redis.Redis, keys: RedisKeys
+    ) -> AsyncIterator[tuple[RedisExecutionRepository, int]]:
+        leases = RedisLeaseManager(client, keys)
+        lease = await leases.acquire("x:cost", "w1", ttl_ms=60_000)
+        assert lease is not None
+        yield RedisExecutionRepository(client, keys), lease.generation
+
+    async def test_a_steady_state_save_is_one_round_trip(
+        self,
+        repository: tuple[RedisExecutionRepository, int],
+        wire: Wire,
+        request: pytest.FixtureRequest,
+    ) -> None:
+        """P2: the checkpoint of a step is one round trip (EVALSHA + ZADD, pipelined)."""
+        store, fence = repository
+        previous = started()
+        await store.save(previous, fence=fence)  # first save: loads the script
+        for number in range(1, 4):
+            current = step(previous, number)
+            wire.clear()
+
+            await store.save(current, fence=fence, previous=previous)
+
+            assert wire.round_trips == 1
+            assert wire.commands() == ["EVALSHA", "ZADD"]
+            previous = current
+        report(request, round_trips_per_save=wire.round_trips)
+        assert await store.load("x:cost") == previous
+
+    async def test_bytes_per_step_are_flat_from_step_10_to_step_1000(
+        self,
+        repository: tuple[RedisExecutionRepository, int],
+        wire: Wire,
+        request: pytest.FixtureRequest,
+    ) -> None:
+        """P3 / S3: a step sends what it changed, whatever the number of steps before it."""
+        store, fence = repository
+        previous = started()
+        await store.save(previous, fence=fence)
+        sent: dict[int, int] = {}
+        for number in range(1, STEPS + 1):
+            current = step(previous, number)
+            wire.clear()
+            await store.save(current, fence=fence, previous=previous)
+            assert wire.round_trips == 1
+            sent[number] = wire.bytes
+            previous = current
+
+        assert sent[STEPS] <= sent[10] + FLAT_SLACK_BYTES
+        assert max(sent[n] for n in range(10, STEPS + 1)) <= sent[10] + FLAT_SLACK_BYTES
+        assert await store.load("x:cost") == previous
+
+        # The same step written in full: what a non-incremental store would send.
+        wire.clear()
+        await store.save(previous, fence=fence)
+        full_at_1000 = wire.bytes
+        assert full_at_1000 > 20 * sent[STEPS]
+        report(
+            request,
+            bytes_step_10=sent[10],
+            bytes_step_1000=sent[STEPS],
+            bytes_full_save_step_1000=full_at_1000,
+        )
+        assert await store.load("x:cost") == previous
+
+
+class TestFakeRedisCheckpointCosts(CheckpointCosts):
+    @pytest.fixture
+    async def client(self, wire: Wire) -> AsyncIterator[redis.Redis]:
+        client = fakeredis.FakeAsyncRedis(
+            server=fakeredis.FakeServer(),
+            connection_class=recording(fakeredis.FakeAsyncRedisConnection, wire),
+        )
+        yield client
+        await client.aclose()
+
+
+@pytest.mark.redis
+class TestRedisCheckpointCosts(CheckpointCosts):
+    @pytest.fixture
+    async def client(self, wire: Wire, keys: RedisKeys) -> AsyncIterator[redis.Redis]:
+        url = os.environ.get("PLAITA_TEST_REDIS_URL")
+        if not url:
+            pytest.skip("PLAITA_TEST_REDIS_URL is unset; CI always sets it")
+        client = redis.Redis.from_url(url, connection_class=recording(Connection, wire))
+        yield client
+        created = [key async for key in client.scan_iter(match=f"{keys.namespace}:*", count=1000)]
+        if created:
+            await client.delete(*created)
+        await client.aclose()
