@@ -5,10 +5,15 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Mapping
 from typing import Annotated, Literal
 
-from pydantic import Field, computed_field, field_validator
+import attrs
+from pydantic import Field, ValidationError, computed_field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from plaita.adapters.redis.keys import RedisKeys
+from plaita.domain.startup import ConfigProblem, StartupCheck, validate_startup_settings
 
 
 def default_consumer_name() -> str:
@@ -34,6 +39,18 @@ class Settings(BaseSettings):
     max_deliveries: int = Field(default=5, ge=1, le=1000)
     max_carrier_age_days: float = Field(default=30.0, ge=0)
     disable_holder_liveness: bool = False
+    #: The dead-letter stream; None is the queue's own (``{ns}:q:{<queue>}:dlq``).
+    dlq_key: str | None = Field(default=None, min_length=1)
+    #: Off (False) with ``--no-registry``: no record, and nothing is acked on a lease conflict.
+    registry_enabled: bool = True
+    #: 0 disables the HTTP exporter; bad values fall back to 0 with a WARNING (W21).
+    metrics_port: int = 0
+    #: 0 disables the disk guard (W18).
+    min_free_disk_gib: float = Field(default=0.0, ge=0)
+    disk_guard_path: str = "."
+    disk_guard_poll_seconds: float = Field(default=15.0, gt=0)
+    #: Advisory: after it the worker exits without acking what still runs (W17 I2).
+    drain_timeout_seconds: float = Field(default=30.0, ge=0)
 
     @field_validator("handler_modules", mode="before")
     @classmethod
@@ -56,3 +73,104 @@ class Settings(BaseSettings):
     @property
     def execution_deadline_ms(self) -> int:
         return int(self.execution_deadline_seconds * 1000)
+
+
+# --- the worker's start-up check (W21) ---------------------------------------------------
+
+#: Settings the start-up check reads under another name and unit (it speaks in ms).
+_SCALED = {
+    "lease_ttl_seconds": ("lease_ttl_ms", 1000),
+    "execution_deadline_seconds": ("execution_deadline_ms", 1000),
+    "max_carrier_age_days": ("max_carrier_age_ms", 24 * 3600 * 1000),
+}
+_CHECKED = (
+    "namespace",
+    "queue_name",
+    "consumer_group",
+    "consumer_name",
+    "dlq_key",
+    "redis_url",
+    "claim_min_idle_ms",
+    "read_block_ms",
+    "max_deliveries",
+    "concurrency",
+    "min_free_disk_gib",
+    "disable_holder_liveness",
+    "disk_guard_path",
+    "disk_guard_poll_seconds",
+    "metrics_port",
+    *_SCALED,
+)
+
+
+def worker_settings(
+    values: Mapping[str, object], environ: Mapping[str, str] | None = None
+) -> tuple[Settings, StartupCheck]:
+    """A worker's settings from ``values`` (CLI flags; None = not given) and ``PLAITA_*``.
+
+    Every value is checked at once before anything connects (W21): ``InvalidConfigurationError``
+    lists every problem; optional settings that are not usable fall back, and the returned
+    check's warnings say to what.
+    """
+    environ = os.environ if environ is None else environ
+    check = validate_startup_settings(_check_view(values, environ))
+    given = {name: value for name, value in values.items() if value is not None}
+    given.update(
+        {name: used for name, used in check.fallbacks().items() if name in Settings.model_fields}
+    )
+    problems = list(check.problems)
+    settings = None
+    try:
+        settings = Settings(**given)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        named = {problem.setting for problem in problems}
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else "settings"
+            name = _SCALED.get(field, (field, 1))[0]
+            if name not in named and field not in named:
+                problems.append(
+                    ConfigProblem(field, f"{error['msg']} (got {error.get('input')!r})")
+                )
+    if settings is not None:
+        problems.extend(_dlq_key_problems(settings))
+    if problems or settings is None:
+        raise attrs.evolve(check, problems=tuple(problems)).error()
+    return settings, check
+
+
+def _check_view(values: Mapping[str, object], environ: Mapping[str, str]) -> dict[str, object]:
+    view: dict[str, object] = {}
+    for name in _CHECKED:
+        value = values.get(name)
+        if value is None:
+            value = environ.get(f"PLAITA_{name.upper()}")
+        if name in _SCALED:
+            check_name, factor = _SCALED[name]
+            view[check_name] = _scaled(value, factor)
+        else:
+            view[name] = value
+    return view
+
+
+def _scaled(value: object, factor: int) -> object:
+    if value is None or isinstance(value, bool):
+        return value
+    try:
+        return float(value) * factor  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return value  # reported by the check as it was given
+
+
+def _dlq_key_problems(settings: Settings) -> list[ConfigProblem]:
+    own = RedisKeys(settings.namespace).queue_dead_letters(settings.queue_name)
+    if settings.dlq_key is None or settings.dlq_key == own:
+        return []
+    # The task queue dead-letters atomically into its own DLQ (one MULTI/EXEC on one hash
+    # tag); a worker that named another key would be writing somewhere it did not say.
+    return [
+        ConfigProblem(
+            "dlq_key",
+            f"{settings.dlq_key!r} is not this queue's dead-letter stream {own!r}, and the "
+            "task queue writes dead letters only there; leave --dlq-key unset or set it to that",
+        )
+    ]

@@ -1,0 +1,265 @@
+"""Every carrier on its way to the DLQ passes the guard (W9, invariant I0).
+
+The domain decides (``guard_dead_letter``); this use case gathers its facts — the execution,
+its lease, its node budget — and performs the answer through ports. Whatever cannot be
+performed in full (a lookup, the terminal write, the recovery copy) leaves the carrier pending,
+so the next reclaim tries again and no execution is left without a carrier.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import attrs
+
+from plaita.application.ports import (
+    Clock,
+    CounterStore,
+    Delivery,
+    ExecutionRepository,
+    LeaseManager,
+    TaskQueue,
+)
+from plaita.domain.budgets import NODE_RETRY_TOTAL_MAX
+from plaita.domain.dead_letter import (
+    ExecutionLookup,
+    GuardAction,
+    GuardDecision,
+    LeaseLookup,
+    guard_dead_letter,
+)
+from plaita.domain.envelope import copy_envelope
+from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus
+from plaita.domain.failures import CODE_FLOW_ERROR
+from plaita.domain.tombstone import DispatchPath, GateAction, copy_timestamp_ms, gate
+
+log = logging.getLogger("plaita.worker.dlq_guard")
+
+NODE_BUDGET_EXHAUSTED_KIND = "NodeBudgetExhausted"
+
+
+@attrs.frozen
+class GuardOutcome:
+    action: GuardAction
+    #: The domain's reason, or why performing it stopped short (``*_failed``, ``lease_taken``).
+    reason: str
+    released: bool
+    dlq_id: str | None = None
+    copy_id: str | None = None
+
+
+@attrs.frozen
+class _Facts:
+    execution: ExecutionLookup
+    lease: LeaseLookup
+    state: ExecutionState | None = None
+    node_retries: int = 0
+    budget_spent: bool = False
+
+
+class GuardDeadLetter:
+    """Decide and perform one carrier's way to the DLQ.
+
+    ``counters`` tells whether the failed node's retry budget (``max_deliveries``) is spent;
+    without it the budget never counts as spent. ``holder_id`` names this worker when it takes
+    the lease to write a terminal state.
+    """
+
+    def __init__(
+        self,
+        *,
+        executions: ExecutionRepository,
+        leases: LeaseManager,
+        queue: TaskQueue,
+        clock: Clock,
+        holder_id: str,
+        lease_ttl_ms: int = 120_000,
+        counters: CounterStore | None = None,
+        max_deliveries: int = 5,
+    ) -> None:
+        self._executions = executions
+        self._leases = leases
+        self._queue = queue
+        self._clock = clock
+        self._holder_id = holder_id
+        self._lease_ttl_ms = lease_ttl_ms
+        self._counters = counters
+        self._max_deliveries = max_deliveries
+
+    async def __call__(
+        self, delivery: Delivery, reason: str, *, schema_rejected: bool = False
+    ) -> GuardOutcome:
+        """Dead-letter ``delivery`` for ``reason`` if the guard allows it.
+
+        ``schema_rejected`` marks a carrier refused for what it is (undecodable, a schema too
+        new, too old to run): a copy would be refused again, so it is released once, uncopied.
+        """
+        execution_id = carrier_execution_id(delivery)
+        facts = await self._facts(execution_id)
+        decision = guard_dead_letter(
+            execution=facts.execution,
+            lease=facts.lease,
+            node_budget_exhausted=facts.budget_spent,
+            schema_rejected=schema_rejected,
+        )
+        try:
+            outcome = await self._perform(decision, delivery, reason, facts)
+        except Exception as exc:
+            log.warning(
+                "event=dlq_guard.perform_failed message_id=%s execution_id=%s action=%s "
+                "error=%r: the carrier stays pending and is guarded again at the next reclaim",
+                delivery.message_id,
+                execution_id,
+                decision.action.value,
+                exc,
+            )
+            return GuardOutcome(decision.action, "perform_failed", released=False)
+        level = logging.WARNING if outcome.released else logging.INFO
+        log.log(
+            level,
+            "event=dlq_guard.%s message_id=%s execution_id=%s action=%s released=%s "
+            "dlq_id=%s copy_id=%s cause=%r",
+            outcome.reason,
+            delivery.message_id,
+            execution_id,
+            outcome.action.value,
+            outcome.released,
+            outcome.dlq_id,
+            outcome.copy_id,
+            reason,
+        )
+        return outcome
+
+    # --- facts ------------------------------------------------------------------------
+
+    async def _facts(self, execution_id: str | None) -> _Facts:
+        if execution_id is None:
+            # Nothing names an execution: there is nothing to recover or to keep it for.
+            return _Facts(ExecutionLookup.MISSING, LeaseLookup.FREE)
+        try:
+            holder = await self._leases.holder(execution_id)
+            lease = LeaseLookup.FREE if holder is None else LeaseLookup.HELD
+        except Exception as exc:
+            log.warning(
+                "event=dlq_guard.lease_lookup_failed execution_id=%s error=%r", execution_id, exc
+            )
+            lease = LeaseLookup.UNKNOWN
+        try:
+            state = await self._executions.load(execution_id)
+        except Exception as exc:
+            log.warning(
+                "event=dlq_guard.execution_lookup_failed execution_id=%s error=%r",
+                execution_id,
+                exc,
+            )
+            return _Facts(ExecutionLookup.FAILED, lease)
+        if state is None:
+            return _Facts(ExecutionLookup.MISSING, lease)
+        if state.is_terminal:
+            return _Facts(ExecutionLookup.TERMINAL, lease, state)
+        if self._counters is None:
+            return _Facts(ExecutionLookup.NON_TERMINAL, lease, state)
+        try:
+            counters = await self._counters.read(execution_id)
+        except Exception as exc:
+            log.warning(
+                "event=dlq_guard.counter_lookup_failed execution_id=%s error=%r", execution_id, exc
+            )
+            return _Facts(ExecutionLookup.FAILED, lease, state)
+        retries = counters.node_retries.get(state.next_node_id or "", 0)
+        spent = retries >= self._max_deliveries or counters.total_retries >= NODE_RETRY_TOTAL_MAX
+        return _Facts(ExecutionLookup.NON_TERMINAL, lease, state, retries, spent)
+
+    # --- actions ----------------------------------------------------------------------
+
+    async def _perform(
+        self, decision: GuardDecision, delivery: Delivery, reason: str, facts: _Facts
+    ) -> GuardOutcome:
+        action = decision.action
+        if action is GuardAction.KEEP_PENDING:
+            return GuardOutcome(action, decision.reason, released=False)
+        if action is GuardAction.TERMINALISE_THEN_RELEASE:
+            assert facts.state is not None
+            refused = await self._terminalise(facts.state, facts.node_retries, delivery)
+            if refused is not None:
+                return GuardOutcome(action, refused, released=False)
+        copy_id, label = None, decision.reason
+        if action is GuardAction.ENQUEUE_COPY_THEN_RELEASE:
+            copy_id, skipped = await self._recovery_copy(delivery)
+            label = skipped or label
+        dlq_id = await self._queue.dead_letter(delivery, f"{label}: {reason}")
+        return GuardOutcome(action, label, released=True, dlq_id=dlq_id, copy_id=copy_id)
+
+    async def _terminalise(
+        self, state: ExecutionState, node_retries: int, delivery: Delivery
+    ) -> str | None:
+        """Write the error state under a lease of its own; why not, or None once written.
+
+        A recovery copy would only spend the node's budget again, for ever (seed #123).
+        """
+        lease = await self._leases.acquire(
+            state.execution_id, self._holder_id, ttl_ms=self._lease_ttl_ms
+        )
+        if lease is None:
+            return "lease_taken"
+        try:
+            current = await self._executions.load(state.execution_id)
+            if current is None or current.is_terminal:
+                return None
+            failed_node = current.next_node_id
+            failed = current.transition(
+                ExecutionStatus.ERROR,
+                now_ms=self._clock.now_ms(),
+                error=ExecutionError(
+                    code=CODE_FLOW_ERROR,
+                    message=(
+                        f"node {failed_node!r} exhausted its retry budget after {node_retries} "
+                        f"retries; carrier {delivery.message_id} was delivered "
+                        f"{delivery.delivery_count} times and dead-lettered"
+                    ),
+                    node_id=failed_node,
+                    kind=NODE_BUDGET_EXHAUSTED_KIND,
+                ),
+            )
+            await self._executions.save(failed, fence=lease.generation, previous=current)
+            return None
+        finally:
+            await self._leases.release(lease)
+
+    async def _recovery_copy(self, delivery: Delivery) -> tuple[str | None, str | None]:
+        """Enqueue a fresh carrier for an execution whose holder is gone.
+
+        The copy's id, or None and why no copy was due. A failed enqueue raises: the
+        original must then stay pending, never be released without its replacement (I0).
+        """
+        envelope = delivery.envelope
+        if envelope is None:
+            return None, "undecodable"
+        tombstone = await self._executions.tombstone(envelope.execution_id)
+        verdict = gate(
+            DispatchPath.GUARD_CLONE, tombstone=tombstone, carrier_tenant=envelope.tenant_id
+        )
+        if verdict.action is GateAction.SKIP_COPY:
+            return None, "execution_deleted"
+        stamp = copy_timestamp_ms(
+            now_ms=self._clock.now_ms(),
+            payload_timestamp_ms=envelope.timestamp_ms,
+            stream_id=delivery.message_id,
+        )
+        if stamp is None:
+            # Of unknown age: the age gate would refuse the copy as it refused its source.
+            return None, "carrier_age_unknown"
+        return await self._queue.enqueue(copy_envelope(envelope, timestamp_ms=stamp)), None
+
+
+def carrier_execution_id(delivery: Delivery) -> str | None:
+    """The execution a carrier names, also when it could not be decoded (best effort)."""
+    if delivery.envelope is not None:
+        return delivery.envelope.execution_id
+    try:
+        document = json.loads(delivery.raw.get("envelope", ""))
+    except ValueError:
+        return None
+    value = document.get("execution_id") if isinstance(document, dict) else None
+    return value if isinstance(value, str) and value else None
