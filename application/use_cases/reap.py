@@ -1,0 +1,201 @@
+"""The zombie reaper: give a carrier back to running executions that lost theirs (W19).
+
+A ``running`` execution whose carrier is gone (a breach of invariant I0: a Redis restart
+without persistence, a hand-edited stream, a bug) never moves again. The reaper finds them and
+enqueues a resume-continue carrier, which advances the execution from its checkpoint.
+
+The TaskQueue port cannot list which executions have a queued or pending carrier, so "no
+carrier" is inferred: no live lease and no checkpoint for ``stale_after_ms`` (default three
+lease TTLs). A crashed holder's carrier is reclaimed after claim_min_idle_ms and its lease
+expires after one TTL, so by then a carrier that still existed would have moved the
+execution. A carrier stuck behind a backlog longer than that gets a duplicate: harmless, as a
+second continue either meets the lease or finds the step already done.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from typing import Any
+
+import attrs
+
+from plaita.application.ports import (
+    Clock,
+    ExecutionRepository,
+    FlowRepository,
+    LeaseManager,
+    TaskQueue,
+)
+from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.errors import ExecutionLeaseError
+from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus
+from plaita.domain.failures import CODE_FLOW_ERROR
+
+JSON = Any
+log = logging.getLogger("plaita.reaper")
+
+STALE_AFTER_LEASE_TTLS = 3
+DEFAULT_LIMIT = 1000
+
+
+class ReapAction(enum.StrEnum):
+    REQUEUE = "requeue"
+    #: The flow definition is gone: no carrier could ever advance it (W19).
+    TERMINALISE = "terminalise"
+    SKIP_LEASE_HELD = "skip_lease_held"
+    SKIP_RECENT = "skip_recent"
+    #: It moved on (or another holder took it) while the reaper looked.
+    SKIP_CHANGED = "skip_changed"
+
+
+@attrs.frozen
+class ReapItem:
+    execution_id: str
+    flow_id: str
+    tenant_id: str
+    idle_ms: int
+    action: ReapAction
+    detail: str = ""
+
+    @property
+    def orphan(self) -> bool:
+        return self.action in (ReapAction.REQUEUE, ReapAction.TERMINALISE)
+
+    def to_json(self) -> dict[str, JSON]:
+        return {**attrs.asdict(self), "action": self.action.value}
+
+
+@attrs.frozen
+class ReapReport:
+    items: tuple[ReapItem, ...]
+    dry_run: bool
+    stale_after_ms: int
+
+    @property
+    def orphans(self) -> tuple[ReapItem, ...]:
+        return tuple(item for item in self.items if item.orphan)
+
+    def counts(self) -> dict[str, int]:
+        return {action.value: sum(i.action is action for i in self.items) for action in ReapAction}
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "dry_run": self.dry_run,
+            "stale_after_ms": self.stale_after_ms,
+            "counts": self.counts(),
+            "items": [item.to_json() for item in self.items],
+        }
+
+
+class ReapZombies:
+    def __init__(
+        self,
+        *,
+        executions: ExecutionRepository,
+        leases: LeaseManager,
+        queue: TaskQueue,
+        flows: FlowRepository,
+        clock: Clock,
+        holder_id: str,
+        lease_ttl_ms: int,
+        stale_after_ms: int | None = None,
+    ) -> None:
+        self._executions = executions
+        self._leases = leases
+        self._queue = queue
+        self._flows = flows
+        self._clock = clock
+        self._holder_id = holder_id
+        self._lease_ttl_ms = lease_ttl_ms
+        self._stale_after_ms = (
+            STALE_AFTER_LEASE_TTLS * lease_ttl_ms if stale_after_ms is None else stale_after_ms
+        )
+
+    async def __call__(self, *, dry_run: bool = False, limit: int = DEFAULT_LIMIT) -> ReapReport:
+        running = await self._executions.list(status=ExecutionStatus.RUNNING, limit=limit)
+        flows_present: dict[tuple[str, str], bool] = {}
+        items = []
+        for state in running:
+            idle_ms = max(0, self._clock.now_ms() - state.updated_at_ms)
+            item = _item(state, idle_ms, ReapAction.SKIP_RECENT)
+            if idle_ms < self._stale_after_ms:
+                items.append(item)
+                continue
+            holder = await self._leases.holder(state.execution_id)
+            if holder is not None:
+                items.append(attrs.evolve(item, action=ReapAction.SKIP_LEASE_HELD))
+                continue
+            key = (state.flow_id, state.flow_version)
+            if key not in flows_present:
+                flows_present[key] = await self._flows.get(*key) is not None
+            action = ReapAction.REQUEUE if flows_present[key] else ReapAction.TERMINALISE
+            item = attrs.evolve(item, action=action)
+            if not dry_run:
+                item = await self._act(item, state)
+            items.append(item)
+        return ReapReport(tuple(items), dry_run, self._stale_after_ms)
+
+    async def _act(self, item: ReapItem, state: ExecutionState) -> ReapItem:
+        if item.action is ReapAction.TERMINALISE:
+            return await self._terminalise(item, state)
+        await self._queue.enqueue(
+            TaskEnvelope.resume(
+                execution_id=state.execution_id,
+                flow_id=state.flow_id,
+                resume_type=ResumeType.CONTINUE,
+                now_ms=self._clock.now_ms(),
+                tenant_id=state.tenant_id,
+            )
+        )
+        log.warning(
+            "event=reap.requeued execution_id=%s flow_id=%s idle_ms=%d: running with no lease "
+            "and no step for %d ms; a resume-continue carrier was enqueued. A carrier was lost: "
+            "check Redis persistence and the worker logs for event=worker.dispatch_crashed",
+            state.execution_id,
+            state.flow_id,
+            item.idle_ms,
+            item.idle_ms,
+        )
+        return item
+
+    async def _terminalise(self, item: ReapItem, state: ExecutionState) -> ReapItem:
+        # A conditional write: under the lease, and only if the checkpoint is the one we saw.
+        lease = await self._leases.acquire(
+            state.execution_id, self._holder_id, ttl_ms=self._lease_ttl_ms
+        )
+        if lease is None:
+            return attrs.evolve(item, action=ReapAction.SKIP_LEASE_HELD)
+        detail = (
+            f"flow {state.flow_id!r} version {state.flow_version!r} is not registered; "
+            "ended by the zombie reaper (W19). Register the flow and retry the execution"
+        )
+        try:
+            current = await self._executions.load(state.execution_id)
+            if current != state:
+                return attrs.evolve(item, action=ReapAction.SKIP_CHANGED)
+            failed = state.transition(
+                ExecutionStatus.ERROR,
+                now_ms=self._clock.now_ms(),
+                error=ExecutionError(
+                    CODE_FLOW_ERROR, detail, state.next_node_id, "UnknownFlowError"
+                ),
+            )
+            await self._executions.save(failed, fence=lease.generation, previous=state)
+        except ExecutionLeaseError:
+            return attrs.evolve(item, action=ReapAction.SKIP_CHANGED)
+        finally:
+            await self._leases.release(lease)
+        log.warning(
+            "event=reap.terminalised execution_id=%s flow_id=%s version=%s: running with no "
+            "carrier and its flow definition is gone; it ends in error. Register the flow and "
+            "retry the execution to continue it",
+            state.execution_id,
+            state.flow_id,
+            state.flow_version,
+        )
+        return attrs.evolve(item, detail=detail)
+
+
+def _item(state: ExecutionState, idle_ms: int, action: ReapAction) -> ReapItem:
+    return ReapItem(state.execution_id, state.flow_id, state.tenant_id, idle_ms, action)

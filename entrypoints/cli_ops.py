@@ -1,0 +1,307 @@
+"""Operator commands of the ``plaita`` CLI: the DLQ, deleting an execution, the reaper (C4).
+
+Each family is a click group or command that ``cli.py`` attaches with one line; they talk to
+Redis only (the memory twin lives in one process and has nothing to operate on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+import click
+import redis.exceptions
+from pydantic import ValidationError
+
+from plaita.adapters.redis.replay_markers import RedisReplayMarkerStore
+from plaita.application.use_cases.delete_execution import DeletedExecution, DeleteExecution
+from plaita.application.use_cases.dlq import (
+    DeadLetterView,
+    ListDeadLetters,
+    ReplayDeadLetter,
+    ReplayResult,
+    ShowDeadLetter,
+)
+from plaita.application.use_cases.reap import DEFAULT_LIMIT, ReapReport, ReapZombies
+from plaita.domain.dead_letter import ReplayOutcome
+from plaita.domain.errors import PlaitaError
+from plaita.entrypoints.container import Container, build_container
+from plaita.entrypoints.settings import Settings
+
+T = TypeVar("T")
+JSON = Any
+
+redis_url_option = click.option(
+    "--redis-url",
+    envvar="PLAITA_REDIS_URL",
+    required=True,
+    help="Redis to use, e.g. redis://127.0.0.1:6379/0 (env PLAITA_REDIS_URL).",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+queue_option = click.option(
+    "--queue-name",
+    default=None,
+    help="The workers' queue (env PLAITA_QUEUE_NAME, default 'default').",
+)
+
+
+def _settings(**values: Any) -> Settings:
+    try:
+        return Settings(backend="redis", **{k: v for k, v in values.items() if v is not None})
+    except ValidationError as exc:
+        problems = "\n".join(
+            f"  {'.'.join(str(p) for p in e['loc'])}: {e['msg']} (got {e.get('input')!r})"
+            for e in exc.errors()
+        )
+        raise click.UsageError(f"invalid configuration:\n{problems}") from None
+
+
+@contextlib.contextmanager
+def _named_errors(redis_url: str) -> Iterator[None]:
+    try:
+        yield
+    except PlaitaError as exc:
+        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+        raise click.ClickException(
+            f"cannot reach Redis at {redis_url}: {exc}. Is it running, and is the URL "
+            "right (--redis-url / PLAITA_REDIS_URL)?"
+        ) from None
+
+
+def _run(settings: Settings, body: Callable[[Container], Awaitable[T]]) -> T:
+    # Operator actions are audited: their lines show even at the default WARNING level.
+    audit = logging.getLogger("plaita.audit")
+    if audit.getEffectiveLevel() > logging.INFO:
+        audit.setLevel(logging.INFO)
+
+    async def go() -> T:
+        container = build_container(settings)
+        try:
+            await container.redis_client().ping()
+            return await body(container)
+        finally:
+            await container.redis_client().aclose()
+
+    with _named_errors(settings.redis_url):
+        return asyncio.run(go())
+
+
+def _echo_json(value: JSON) -> None:
+    click.echo(json.dumps(value, sort_keys=True, default=str))
+
+
+def _markers(container: Container) -> RedisReplayMarkerStore:
+    return RedisReplayMarkerStore(container.redis_client(), container.redis_keys())
+
+
+# --- dlq -----------------------------------------------------------------------------
+
+
+@click.group("dlq")
+def dlq() -> None:
+    """Inspect and replay dead letters (W10)."""
+
+
+@dlq.command("list")
+@click.option("--count", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@queue_option
+@redis_url_option
+@json_option
+def dlq_list(count: int, queue_name: str | None, redis_url: str, as_json: bool) -> None:
+    """The newest dead letters, newest first."""
+    settings = _settings(redis_url=redis_url, queue_name=queue_name)
+
+    async def body(container: Container) -> list[DeadLetterView]:
+        use_case = ListDeadLetters(
+            queue=container.queue(),
+            markers=_markers(container),
+            dlq_key=container.dlq_key(),
+        )
+        return await use_case(count=count)
+
+    views = _run(settings, body)
+    if as_json:
+        _echo_json({"dead_letters": [view.to_json() for view in views]})
+        return
+    if not views:
+        click.echo("the dead-letter queue is empty")
+    for view in views:
+        carrier = view.kind if view.resume_type is None else f"{view.kind}/{view.resume_type}"
+        replayed = "  [replayed]" if view.replayed is not None else ""
+        click.echo(
+            f"{view.dlq_id}  {carrier or '?'}  execution={view.execution_id or '-'}  "
+            f"flow={view.flow_id or '-'}  reason={view.reason!r}{replayed}"
+        )
+
+
+@dlq.command("show")
+@click.argument("dlq_id")
+@queue_option
+@redis_url_option
+@json_option
+def dlq_show(dlq_id: str, queue_name: str | None, redis_url: str, as_json: bool) -> None:
+    """One dead letter: why it was dead-lettered, its carrier and its replay marker."""
+    settings = _settings(redis_url=redis_url, queue_name=queue_name)
+
+    async def body(container: Container) -> DeadLetterView:
+        use_case = ShowDeadLetter(
+            queue=container.queue(),
+            markers=_markers(container),
+            dlq_key=container.dlq_key(),
+        )
+        return await use_case(dlq_id)
+
+    view = _run(settings, body).to_json()
+    if as_json:
+        _echo_json(view)
+        return
+    for key, value in view.items():
+        click.echo(f"{key:>14}: {json.dumps(value, sort_keys=True, default=str)}")
+
+
+@dlq.command("replay")
+@click.argument("dlq_id")
+@click.option("--tenant", default=None, help="Replay only if the entry is this tenant's.")
+@queue_option
+@redis_url_option
+@json_option
+def dlq_replay(
+    dlq_id: str, tenant: str | None, queue_name: str | None, redis_url: str, as_json: bool
+) -> None:
+    """Put a dead letter's carrier back on the task stream, once (the entry is kept).
+
+    Exits 1 when the replay is refused (schema_too_new, execution_deleted, tenant_mismatch).
+    """
+    settings = _settings(redis_url=redis_url, queue_name=queue_name)
+
+    async def body(container: Container) -> ReplayResult:
+        use_case = ReplayDeadLetter(
+            queue=container.queue(),
+            markers=_markers(container),
+            tombstones=container.executions(),
+            clock=container.clock(),
+            ids=container.ids(),
+            dlq_key=container.dlq_key(),
+        )
+        return await use_case(dlq_id, tenant_id=tenant)
+
+    result = _run(settings, body)
+    if as_json:
+        _echo_json(result.to_json())
+    elif result.outcome is ReplayOutcome.REPLAYED:
+        click.echo(
+            f"replayed {dlq_id} as execution {result.execution_id} (message {result.message_id})"
+        )
+    else:
+        click.echo(f"{result.outcome.value}: {dlq_id}: {result.detail}", err=True)
+    if result.outcome not in (ReplayOutcome.REPLAYED, ReplayOutcome.ALREADY_REPLAYED):
+        raise SystemExit(1)
+
+
+# --- executions delete -----------------------------------------------------------------
+
+
+@click.command("delete")
+@click.argument("execution_id")
+@click.option("--reason", default="deleted by operator", show_default=True)
+@redis_url_option
+@json_option
+def delete_execution(execution_id: str, reason: str, redis_url: str, as_json: bool) -> None:
+    """Delete an execution: revoke its lease, remove its state, leave a tombstone (W13).
+
+    Carriers still queued for it are dropped by the workers while the tombstone lasts
+    (at least 30 days, at most PLAITA_MAX_CARRIER_AGE_DAYS). Deleting twice keeps the first
+    deleted_at.
+    """
+    settings = _settings(redis_url=redis_url)
+
+    async def body(container: Container) -> DeletedExecution:
+        use_case = DeleteExecution(
+            executions=container.executions(),
+            leases=container.leases(),
+            subscriptions=container.subscriptions(),
+            clock=container.clock(),
+            holder_id=f"operator:{settings.consumer_name}",
+            lease_ttl_ms=settings.lease_ttl_ms,
+            carrier_max_age_ms=settings.max_carrier_age_ms,
+        )
+        return await use_case(execution_id, reason=reason)
+
+    deleted = _run(settings, body)
+    if as_json:
+        _echo_json(deleted.to_json())
+        return
+    tombstone = deleted.tombstone
+    when = "deleted" if deleted.deleted_now else "already deleted"
+    click.echo(
+        f"{when} {execution_id} (tenant {tombstone.tenant_id}, deleted_at_ms "
+        f"{tombstone.deleted_at_ms}, reason {tombstone.reason!r})"
+    )
+    if deleted.revoked_holder:
+        click.echo(f"revoked the lease of {deleted.revoked_holder}")
+
+
+# --- reap ------------------------------------------------------------------------------
+
+
+@click.command("reap")
+@click.option("--dry-run", is_flag=True, help="List what would be done; change nothing.")
+@click.option(
+    "--limit",
+    type=click.IntRange(1),
+    default=DEFAULT_LIMIT,
+    show_default=True,
+    help="Look at this many running executions, newest first.",
+)
+@click.option(
+    "--lease-ttl-seconds",
+    type=click.FloatRange(min=0.1),
+    default=None,
+    help="The workers' lease TTL (env PLAITA_LEASE_TTL_SECONDS, default 120); an execution "
+    "idle for 3 TTLs without a lease counts as having lost its carrier.",
+)
+@queue_option
+@redis_url_option
+@json_option
+def reap(
+    dry_run: bool,
+    limit: int,
+    lease_ttl_seconds: float | None,
+    queue_name: str | None,
+    redis_url: str,
+    as_json: bool,
+) -> None:
+    """Re-enqueue running executions that have no lease and no carrier (W19)."""
+    settings = _settings(
+        redis_url=redis_url, queue_name=queue_name, lease_ttl_seconds=lease_ttl_seconds
+    )
+
+    async def body(container: Container) -> ReapReport:
+        use_case = ReapZombies(
+            executions=container.executions(),
+            leases=container.leases(),
+            queue=container.queue(),
+            flows=container.flow_repository(),
+            clock=container.clock(),
+            holder_id=f"reaper:{settings.consumer_name}",
+            lease_ttl_ms=settings.lease_ttl_ms,
+        )
+        return await use_case(dry_run=dry_run, limit=limit)
+
+    report = _run(settings, body)
+    if as_json:
+        _echo_json(report.to_json())
+        return
+    verb = "would " if dry_run else ""
+    for item in report.orphans:
+        click.echo(
+            f"{verb}{item.action.value} {item.execution_id}  flow={item.flow_id}  "
+            f"idle={item.idle_ms // 1000}s"
+        )
+    counts = ", ".join(f"{n} {action}" for action, n in report.counts().items() if n)
+    click.echo(f"{len(report.items)} running executions looked at: {counts or 'none'}")
