@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -9,11 +10,14 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
+import redis
+
+T = TypeVar("T")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REDIS_URL = os.environ.get("PLAITA_TEST_REDIS_URL")
@@ -28,14 +32,30 @@ def plaita_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "plaita.entrypoints.cli"]
 
 
+def poll(
+    check: Callable[[], T | None], *, timeout: float, interval: float = 0.05, what: str = ""
+) -> T:
+    """Call ``check`` until it returns something truthy, at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what or check}")
+        time.sleep(interval)
+
+
 class Plaita:
     """Runs ``plaita`` commands in one isolated namespace and owns the processes it starts."""
 
     def __init__(self, redis_url: str, namespace: str, log_dir: Path) -> None:
         self.redis_url = redis_url
+        self.namespace = namespace
         self.env = {**os.environ, "PLAITA_REDIS_URL": redis_url, "PLAITA_NAMESPACE": namespace}
         self.log_dir = log_dir
         self.processes: list[tuple[subprocess.Popen[bytes], Path]] = []
+        self._redis: redis.Redis | None = None
 
     def run(
         self, *args: str, check: bool = True, timeout: float = 30
@@ -57,13 +77,15 @@ class Plaita:
     def json(self, *args: str) -> Any:
         return json.loads(self.run(*args, "--json").stdout)
 
-    def spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+    def spawn(
+        self, name: str, *args: str, env: Mapping[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         log = self.log_dir / f"{name}-{len(self.processes)}.log"
         with log.open("wb") as sink:
             process = subprocess.Popen(
                 [*plaita_command(), "--log-level", "INFO", *args],
                 cwd=REPO_ROOT,
-                env=self.env,
+                env={**self.env, **(env or {})},
                 stdout=sink,
                 stderr=subprocess.STDOUT,
             )
@@ -87,6 +109,8 @@ class Plaita:
     def stop(self, process: subprocess.Popen[bytes], timeout: float = 15) -> int:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
+            # A test may have left it stopped (SIGSTOP): let it see the SIGTERM.
+            process.send_signal(signal.SIGCONT)
             try:
                 process.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -104,6 +128,84 @@ class Plaita:
             for _, log in self.processes
         )
 
+    def log_of(self, process: subprocess.Popen[bytes]) -> str:
+        for candidate, log in self.processes:
+            if candidate is process:
+                return log.read_text(errors="replace")
+        raise KeyError(process.pid)
+
+    # --- direct access to this namespace in Redis (for fault tests) -------------------
+
+    def redis(self) -> redis.Redis:
+        """A synchronous client on the test database (decoded strings), closed at teardown."""
+        if self._redis is None:
+            self._redis = redis.Redis.from_url(self.redis_url, decode_responses=True)
+        return self._redis
+
+    def key(self, suffix: str) -> str:
+        return f"{self.namespace}:{suffix}"
+
+    @property
+    def stream(self) -> str:
+        return self.key("q:{default}:stream")
+
+    @property
+    def dead_letters(self) -> str:
+        return self.key("q:{default}:dlq")
+
+    def states(self, execution_ids: list[str]) -> dict[str, dict[str, Any] | None]:
+        """Each execution as ``executions show --json`` prints it (``None`` if it has no state).
+
+        Read in this process through plaita's own repository, so a poll over many executions
+        costs milliseconds instead of one CLI process each.
+        """
+        from plaita.entrypoints.cli_support import execution_view
+        from plaita.entrypoints.container import build_container
+        from plaita.entrypoints.settings import Settings
+
+        async def load() -> dict[str, dict[str, Any] | None]:
+            settings = Settings(backend="redis", redis_url=self.redis_url, namespace=self.namespace)
+            container = build_container(settings)
+            try:
+                repository = container.executions()
+                found: dict[str, dict[str, Any] | None] = {}
+                for execution_id in execution_ids:
+                    state = await repository.load(execution_id)
+                    found[execution_id] = None if state is None else execution_view(state)
+                return found
+            finally:
+                await container.redis_client().aclose()
+
+        return asyncio.run(load())
+
+    def wait_for_statuses(
+        self,
+        execution_ids: list[str],
+        statuses: set[str],
+        timeout: float = 30,
+        *,
+        alive: Sequence[subprocess.Popen[bytes]] = (),
+    ) -> dict[str, dict[str, Any]]:
+        """Poll until every execution is in one of ``statuses``; its views by id.
+
+        Fails at once when one of the ``alive`` processes exits meanwhile.
+        """
+        deadline = time.monotonic() + timeout
+        seen: dict[str, dict[str, Any] | None] = {}
+        while time.monotonic() < deadline:
+            for process in alive:
+                if process.poll() is not None:
+                    raise AssertionError(
+                        f"process {process.pid} exited ({process.returncode}) while executions "
+                        f"were still to finish\n{self.logs()}"
+                    )
+            seen = self.states(execution_ids)
+            if all(view is not None and view["status"] in statuses for view in seen.values()):
+                return {k: v for k, v in seen.items() if v is not None}
+            time.sleep(0.1)
+        late = {k: None if v is None else v["status"] for k, v in seen.items()}
+        raise AssertionError(f"executions never all reached {statuses}: {late}\n{self.logs()}")
+
 
 @pytest.fixture
 def plaita(tmp_path: Path) -> Iterator[Plaita]:
@@ -113,3 +215,9 @@ def plaita(tmp_path: Path) -> Iterator[Plaita]:
         yield runner
     finally:
         runner.stop_all()
+        client = runner.redis()
+        try:
+            for key in client.scan_iter(match=f"{runner.namespace}:*", count=1000):
+                client.delete(key)
+        finally:
+            client.close()
