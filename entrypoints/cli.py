@@ -22,6 +22,7 @@ from plaita.domain.errors import PlaitaError
 from plaita.domain.execution import ExecutionState
 from plaita.domain.failures import FlowExecutionException
 from plaita.domain.flow import Flow
+from plaita.entrypoints.cli_ops import delete_execution, dlq, reap
 from plaita.entrypoints.cli_support import execution_view, import_handler_modules, load_flow_file
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.event_filter import EventFilterService
@@ -224,15 +225,73 @@ def run_command(
     default="",
     help="Comma-separated modules task handlers may come from (env PLAITA_HANDLER_MODULES).",
 )
-@click.option("--concurrency", type=click.IntRange(1, 10_000), default=16, show_default=True)
+@click.option("--concurrency", type=int, default=16, show_default=True)
 @click.option("--queue-name", default="default", show_default=True)
 @click.option("--consumer-group", default="plaita-workers", show_default=True)
 @click.option("--consumer-name", default=None, help="Default: host-pid-random, unique per start.")
-@click.option("--read-block-ms", type=click.IntRange(1, 60_000), default=1000, show_default=True)
-@click.option("--claim-min-idle-ms", type=click.IntRange(1), default=60_000, show_default=True)
 @click.option(
-    "--lease-ttl-seconds", type=click.FloatRange(min=0.1), default=120.0, show_default=True
+    "--read-block-ms",
+    type=int,
+    default=1000,
+    show_default=True,
+    help="How long one read waits; it also bounds how long a stop takes to begin.",
 )
+@click.option("--claim-min-idle-ms", type=int, default=60_000, show_default=True)
+@click.option("--lease-ttl-seconds", type=float, default=120.0, show_default=True)
+@click.option(
+    "--max-deliveries",
+    type=int,
+    envvar="PLAITA_MAX_DELIVERIES",
+    default=5,
+    show_default=True,
+    help="Processing attempts of a carrier; a reclaimed one past it goes to the dead-letter "
+    "guard, and it is each node's retry budget.",
+)
+@click.option(
+    "--dlq-key",
+    envvar="PLAITA_DLQ_KEY",
+    default=None,
+    help="The dead-letter stream (default: the queue's own, NAMESPACE:q:{QUEUE}:dlq).",
+)
+@click.option(
+    "--min-free-disk-gib",
+    type=float,
+    envvar="PLAITA_MIN_FREE_DISK_GIB",
+    default=0.0,
+    show_default=True,
+    help="Below this much free disk the worker neither reads nor claims; 0 disables.",
+)
+@click.option(
+    "--disk-guard-path",
+    envvar="PLAITA_DISK_GUARD_PATH",
+    default=".",
+    show_default=True,
+    help="Where free disk is measured for --min-free-disk-gib.",
+)
+@click.option(
+    "--no-registry",
+    is_flag=True,
+    help="Do not register in the worker registry; other workers then never take this one "
+    "for a live lease holder, and a lease conflict never acks a carrier.",
+)
+@click.option(
+    "--metrics-port",
+    type=int,
+    envvar="PLAITA_METRICS_PORT",
+    default=0,
+    show_default=True,
+    help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics; 0 disables.",
+)
+@click.option(
+    "--drain-timeout-seconds",
+    type=float,
+    envvar="PLAITA_DRAIN_TIMEOUT_SECONDS",
+    default=30.0,
+    show_default=True,
+    help="After SIGTERM/SIGINT, how long to wait for running steps; then exit without "
+    "acking them (their carriers stay pending for another worker).",
+)
+@click.option("--quiet", is_flag=True, help="Log WARNING and above only (default: INFO).")
 def worker(
     redis_url: str,
     flows_dir: Path | None,
@@ -244,40 +303,128 @@ def worker(
     read_block_ms: int,
     claim_min_idle_ms: int,
     lease_ttl_seconds: float,
+    max_deliveries: int,
+    dlq_key: str | None,
+    min_free_disk_gib: float,
+    disk_guard_path: str,
+    no_registry: bool,
+    metrics_port: int,
+    drain_timeout_seconds: float,
+    quiet: bool,
 ) -> None:
     """Advance executions from the task stream until SIGTERM/SIGINT."""
-    settings = _settings(
-        backend="redis",
-        redis_url=redis_url,
-        handler_modules=handler_modules,
-        concurrency=concurrency,
-        queue_name=queue_name,
-        consumer_group=consumer_group,
-        consumer_name=consumer_name,
-        read_block_ms=read_block_ms,
-        claim_min_idle_ms=claim_min_idle_ms,
-        lease_ttl_seconds=lease_ttl_seconds,
-    )
+    from plaita.domain.errors import InvalidConfigurationError
+    from plaita.entrypoints.disk_guard import DiskGuard
+    from plaita.entrypoints.metrics import NoMetrics, PrometheusMetrics, WorkerMetrics
+    from plaita.entrypoints.settings import worker_settings
+    from plaita.entrypoints.worker import Presence
+
+    log = logging.getLogger("plaita.worker")
+    group = click.get_current_context().parent
+    if quiet:
+        logging.getLogger().setLevel(logging.WARNING)
+    elif group is not None and (
+        group.get_parameter_source("log_level") is click.core.ParameterSource.DEFAULT
+    ):
+        logging.getLogger().setLevel(logging.INFO)
+    try:
+        settings, check = worker_settings(
+            {
+                "backend": "redis",
+                "redis_url": redis_url,
+                "handler_modules": handler_modules,
+                "concurrency": concurrency,
+                "queue_name": queue_name,
+                "consumer_group": consumer_group,
+                "consumer_name": consumer_name,
+                "read_block_ms": read_block_ms,
+                "claim_min_idle_ms": claim_min_idle_ms,
+                "lease_ttl_seconds": lease_ttl_seconds,
+                "max_deliveries": max_deliveries,
+                "dlq_key": dlq_key,
+                "min_free_disk_gib": min_free_disk_gib,
+                "disk_guard_path": disk_guard_path,
+                # Unset unless the flag is given, so PLAITA_REGISTRY_ENABLED=0 works too.
+                "registry_enabled": False if no_registry else None,
+                "metrics_port": metrics_port,
+                "drain_timeout_seconds": drain_timeout_seconds,
+            }
+        )
+    except InvalidConfigurationError as exc:
+        raise click.UsageError(str(exc)) from None
+    for warning in check.warnings:
+        log.warning(
+            "event=config.fallback setting=%s value=%r used=%r: %s",
+            warning.setting,
+            warning.value,
+            warning.used,
+            warning.message,
+        )
     flows = [load_flow_file(p) for p in sorted(flows_dir.glob("*.json"))] if flows_dir else []
 
     async def body(container: Container) -> None:
         import_handler_modules(settings.handler_modules)
         container.listeners.override(lambda: [LogListener()])
+        generations = container.generations()
+        log.info(
+            "event=worker.config family=%s generation=%s budget_generation=%s",
+            generations.config_family,
+            generations.config_generation,
+            generations.budget_generation,
+        )
         for flow in flows:
             await container.flows().register(flow)
             click.echo(f"registered flow {flow.flow_id} version {flow.version}", err=True)
-        stop = asyncio.Event()
-        with _stop_on_signals(stop):
-            await Worker(
-                queue=container.queue(),
-                process=container.process_task(),
-                delay=container.delay_queue(),
+        prometheus = PrometheusMetrics() if settings.metrics_port else None
+        metrics: WorkerMetrics = prometheus or NoMetrics()
+        presence = None
+        if settings.registry_enabled:
+            presence = Presence(
+                container.registry(),
+                instance_id=settings.consumer_name,
                 clock=container.clock(),
-                consumer=settings.consumer_name,
-                concurrency=settings.concurrency,
-                read_block_ms=settings.read_block_ms,
-                claim_min_idle_ms=settings.claim_min_idle_ms,
-            ).run(stop)
+                lease_ttl_ms=settings.lease_ttl_ms,
+                generations=generations,
+                metrics=metrics,
+            )
+        disk_guard = DiskGuard(
+            min_free_gib=settings.min_free_disk_gib,
+            path=settings.disk_guard_path,
+            poll_seconds=settings.disk_guard_poll_seconds,
+            metrics=metrics,
+        )
+        stop = asyncio.Event()
+        try:
+            if prometheus is not None:
+                try:
+                    prometheus.serve(settings.metrics_port)
+                except OSError as exc:
+                    raise click.ClickException(
+                        f"cannot serve metrics on 127.0.0.1:{settings.metrics_port}: {exc}; "
+                        "choose another --metrics-port (0 disables)"
+                    ) from None
+            with _stop_on_signals(stop):
+                await Worker(
+                    queue=container.queue(),
+                    process=container.process_task(),
+                    delay=container.delay_queue(),
+                    clock=container.clock(),
+                    consumer=settings.consumer_name,
+                    concurrency=settings.concurrency,
+                    read_block_ms=settings.read_block_ms,
+                    claim_min_idle_ms=settings.claim_min_idle_ms,
+                    max_deliveries=settings.max_deliveries,
+                    leases=container.leases(),
+                    guard=container.dead_letter_guard(),
+                    presence=presence,
+                    metrics=metrics,
+                    disk_guard=disk_guard if disk_guard.enabled else None,
+                    drain_timeout_seconds=settings.drain_timeout_seconds,
+                    dlq_length=container.dlq_length(),
+                ).run(stop)
+        finally:
+            if prometheus is not None:
+                prometheus.close()
 
     _run(settings, body)
 
@@ -464,6 +611,11 @@ def events_publish(
         _echo_json(event.to_json())
     else:
         click.echo(event.event_id)
+
+
+main.add_command(dlq)
+main.add_command(reap)
+executions.add_command(delete_execution)  # `plaita executions delete`
 
 
 if __name__ == "__main__":

@@ -215,7 +215,7 @@ class Container(containers.DeclarativeContainer):
     )
 
     handlers = providers.Singleton(HandlerRegistry, config.handler_modules)
-    flows = providers.Singleton(FlowCatalog, flow_repository, handlers)
+    flows = providers.Singleton(FlowCatalog, flow_repository, handlers, clock=clock)
 
     step_settings = providers.Singleton(
         StepSettings,

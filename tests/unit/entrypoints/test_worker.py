@@ -8,12 +8,18 @@ from typing import Any
 import attrs
 import pytest
 
+from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.system import SystemClock
 from plaita.application.ports import Delivery
+from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
 from plaita.application.use_cases.process_task import DispatchResult, Disposition
 from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.entrypoints.worker import KeyedLocks, Worker
+
+from ..application.conftest import FakeClock
 
 
 def start(execution_id: str = "x-1") -> TaskEnvelope:
@@ -73,7 +79,8 @@ async def queue() -> MemoryTaskQueue:
 
 
 def worker_for(queue: MemoryTaskQueue, step: ScriptedStep, **options: Any) -> Worker:
-    return Worker(queue=queue, process=step, consumer="w1", read_block_ms=10, **options)  # type: ignore[arg-type]
+    options.setdefault("read_block_ms", 10)
+    return Worker(queue=queue, process=step, consumer="w1", **options)  # type: ignore[arg-type]
 
 
 async def test_acked_only_after_the_dispatch_returned(queue: MemoryTaskQueue) -> None:
@@ -175,3 +182,257 @@ async def test_keyed_locks_forget_keys_nobody_holds() -> None:
     async with locks.hold("a"):
         assert len(locks) == 1
     assert len(locks) == 0
+
+
+# --- drain (W17) ---------------------------------------------------------------------------
+
+
+@attrs.define
+class GatedStep:
+    """A step that runs until the test opens its gate; ``gate=None`` never returns."""
+
+    gate: asyncio.Event | None = attrs.field(factory=asyncio.Event)
+    started: asyncio.Event = attrs.field(factory=asyncio.Event)
+    cancelled: bool = False
+
+    async def __call__(
+        self, envelope: TaskEnvelope, *, message_id: str | None = None, reclaimed: bool = False
+    ) -> DispatchResult:
+        self.started.set()
+        try:
+            await (self.gate or asyncio.Event()).wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        return DispatchResult(Disposition.ACK, "completed")
+
+
+async def test_a_dispatch_running_when_the_drain_begins_completes_and_is_acked(
+    queue: MemoryTaskQueue,
+) -> None:
+    """I3: only completed dispatches are acked — and a completed one is, even after the stop."""
+    await queue.enqueue(start())
+    step = GatedStep()
+    worker = worker_for(queue, step)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop))
+    await asyncio.wait_for(step.started.wait(), 5)
+    stop.set()
+    await asyncio.sleep(0.05)
+    assert not running.done(), "the drain waits for the running dispatch"
+    assert (await queue.stats()).pending == 1, "not acked before it completed"
+    assert step.gate is not None
+    step.gate.set()
+    await asyncio.wait_for(running, 5)
+    assert (await queue.stats()).pending == 0
+    assert worker.drain_state.may_exit and worker.drain_state.in_flight == 0
+
+
+async def test_after_the_drain_timeout_the_worker_exits_without_acking_what_still_runs(
+    queue: MemoryTaskQueue,
+) -> None:
+    """I2: the timeout is advisory; the unfinished carrier stays pending for another worker."""
+    await queue.enqueue(start())
+    step = GatedStep(gate=None)
+    worker = worker_for(queue, step, drain_timeout_seconds=0.05)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop))
+    await asyncio.wait_for(step.started.wait(), 5)
+    stop.set()
+    await asyncio.wait_for(running, 5)
+    assert (await queue.stats()).pending == 1
+    assert step.cancelled, "the process exits: nothing of the step is left running"
+    assert worker.drain_state.may_exit
+
+
+async def test_a_stop_is_noticed_within_about_one_read_block(queue: MemoryTaskQueue) -> None:
+    worker = worker_for(queue, ScriptedStep(), read_block_ms=50)
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop))
+    await asyncio.sleep(0.02)
+    stopped_at = asyncio.get_running_loop().time()
+    stop.set()
+    await asyncio.wait_for(running, 5)
+    assert asyncio.get_running_loop().time() - stopped_at < 0.5
+
+
+async def test_a_full_worker_notices_the_stop_without_waiting_for_a_free_slot(
+    queue: MemoryTaskQueue,
+) -> None:
+    await queue.enqueue(start())
+    step = GatedStep(gate=None)
+    worker = worker_for(queue, step, concurrency=1, drain_timeout_seconds=0.01)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop))
+    await asyncio.wait_for(step.started.wait(), 5)
+    stop.set()
+    await asyncio.wait_for(running, 5)
+    assert (await queue.stats()).pending == 1
+
+
+# --- reclaim and the dead-letter guard (W2, W9) --------------------------------------------
+
+
+@attrs.define
+class Pool:
+    """The memory twin a reclaiming worker needs, on a clock the test moves."""
+
+    clock: FakeClock
+    queue: MemoryTaskQueue
+    leases: MemoryLeaseManager
+    executions: MemoryExecutionRepository
+
+    def guard(self) -> GuardDeadLetter:
+        return GuardDeadLetter(
+            executions=self.executions,
+            leases=self.leases,
+            queue=self.queue,
+            clock=self.clock,
+            holder_id="w1",
+        )
+
+    async def left_by_a_dead_worker(self, envelope: TaskEnvelope) -> str:
+        """``envelope`` delivered once to a worker that died; now idle long enough to reclaim."""
+        message_id = await self.queue.enqueue(envelope)
+        await self.queue.read("dead-worker", count=1, block_ms=0)
+        self.clock.advance(120)
+        return message_id
+
+    async def store(self, state: ExecutionState) -> None:
+        lease = await self.leases.acquire(state.execution_id, "writer", ttl_ms=1000)
+        assert lease is not None
+        await self.executions.save(state, fence=lease.generation)
+        await self.leases.release(lease)
+
+
+@pytest.fixture
+def pool() -> Pool:
+    clock = FakeClock()
+    leases = MemoryLeaseManager(clock)
+    return Pool(clock, MemoryTaskQueue(clock), leases, MemoryExecutionRepository(leases))
+
+
+def reclaiming_worker(pool: Pool, step: ScriptedStep, max_deliveries: int = 1) -> Worker:
+    return Worker(
+        queue=pool.queue,
+        process=step,  # type: ignore[arg-type]
+        consumer="w1",
+        read_block_ms=10,
+        claim_min_idle_ms=60_000,
+        leases=pool.leases,
+        guard=pool.guard(),
+        max_deliveries=max_deliveries,
+    )
+
+
+def suspended(execution_id: str = "x-1") -> ExecutionState:
+    return ExecutionState.new(
+        execution_id=execution_id,
+        flow_id="f",
+        flow_version="1",
+        fingerprint="fp",
+        start_node_id="wait",
+        input={},
+        now_ms=1,
+    ).transition(ExecutionStatus.SUSPENDED, now_ms=2)
+
+
+async def test_a_reclaimed_carrier_over_max_deliveries_of_a_live_execution_without_lease_gets_a_recovery_copy_then_is_dead_lettered(  # noqa: E501
+    pool: Pool,
+) -> None:
+    await pool.store(suspended())
+    original = await pool.left_by_a_dead_worker(resume())
+    step = ScriptedStep()
+
+    async def copy_ran() -> bool:
+        return bool(step.seen) and bool(await pool.queue.dead_letters())
+
+    await run_until(reclaiming_worker(pool, step), copy_ran)
+    [letter] = await pool.queue.dead_letters()
+    assert letter.message_id == original and letter.reason.startswith("holder_gone")
+    assert step.seen == ["x-1:continue"], "the original is not run; its copy is, once"
+    assert (await pool.queue.stats()).pending == 0
+
+
+async def test_a_reclaimed_carrier_whose_lease_is_live_is_skipped_not_burnt(pool: Pool) -> None:
+    await pool.store(suspended())
+    await pool.left_by_a_dead_worker(resume())
+    assert await pool.leases.acquire("x-1", "live-holder", ttl_ms=600_000) is not None
+    step = ScriptedStep()
+    worker = reclaiming_worker(pool, step)
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop))
+    await asyncio.sleep(0.05)
+    stop.set()
+    await asyncio.wait_for(running, 5)
+    assert step.seen == [], "not dispatched"
+    assert await pool.queue.dead_letters() == [], "not dead-lettered, over max deliveries or not"
+    assert (await pool.queue.stats()).pending == 1
+
+
+async def test_a_reclaimed_carrier_within_max_deliveries_is_dispatched(pool: Pool) -> None:
+    await pool.left_by_a_dead_worker(resume())
+    step = ScriptedStep()
+
+    async def seen() -> bool:
+        return bool(step.seen)
+
+    await run_until(reclaiming_worker(pool, step, max_deliveries=2), seen)
+    assert step.seen == ["x-1:continue"] and await pool.queue.dead_letters() == []
+
+
+async def test_a_dead_letter_disposition_goes_through_the_guard_without_a_copy(
+    pool: Pool,
+) -> None:
+    """The step refused the carrier itself (too old, wrong flow): a copy would be refused too."""
+    await pool.store(suspended())
+    await pool.queue.enqueue(resume())
+    step = ScriptedStep(answers={"x-1": Disposition.DEAD_LETTER})
+
+    async def dead_lettered() -> bool:
+        return bool(await pool.queue.dead_letters())
+
+    await run_until(reclaiming_worker(pool, step), dead_lettered)
+    [letter] = await pool.queue.dead_letters()
+    assert letter.reason.startswith("schema_rejected: dead_letter")
+    assert step.seen == ["x-1:continue"], "no recovery copy was enqueued and run"
+    assert (await pool.queue.stats()).pending == 0
+
+
+class BrokenReads(MemoryTaskQueue):
+    """A queue whose reads fail, like a dropped Redis connection, until ``healed``."""
+
+    def __init__(self) -> None:
+        super().__init__(SystemClock())
+        self.failures = 0
+        self.healed = False
+
+    async def read(self, consumer: str, *, count: int, block_ms: int) -> list[Delivery]:
+        if not self.healed:
+            self.failures += 1
+            raise ConnectionError("Connection closed by server")
+        return await super().read(consumer, count=count, block_ms=block_ms)
+
+
+async def test_failed_reads_are_retried_with_an_interruptible_backoff() -> None:
+    """R3: a dropped connection does not end the worker; I5: its back-off yields to a stop."""
+    queue = BrokenReads()
+    await queue.enqueue(start())
+    step = ScriptedStep()
+    worker = worker_for(queue, step)
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop))
+    async with asyncio.timeout(5):
+        while queue.failures < 2:
+            await asyncio.sleep(0.005)
+    queue.healed = True
+    async with asyncio.timeout(5):
+        while not step.seen:
+            await asyncio.sleep(0.005)
+    queue.healed = False
+    await asyncio.sleep(0.02)
+    stopped_at = asyncio.get_running_loop().time()
+    stop.set()
+    await asyncio.wait_for(running, 5)
+    assert asyncio.get_running_loop().time() - stopped_at < 0.5
+    assert (await queue.stats()).pending == 0
