@@ -54,7 +54,13 @@ from plaita.domain.budgets import (
 )
 from plaita.domain.config_generations import decide_consume
 from plaita.domain.dedup import StartKind, StartRequest, StoredExecution, decide_start
-from plaita.domain.envelope import CarrierGenerations, CarrierKind, ResumeType, TaskEnvelope
+from plaita.domain.envelope import (
+    CarrierGenerations,
+    CarrierKind,
+    ResumeType,
+    TaskEnvelope,
+    copy_envelope,
+)
 from plaita.domain.errors import (
     ExecutionLeaseError,
     FlowDefinitionError,
@@ -512,19 +518,21 @@ class ProcessTask:
             total_retries=counters.total_retries,
             max_deliveries=self._settings.max_deliveries,
         )
-        if decision.counter_changes:
+        if decision.counter_changes and not dispatch.lost.is_set():
+            # Counted before the checkpoint: a crash in between over-counts, never under-counts.
             dispatch.counters = await self._counters.apply(
                 state.execution_id, decision.counter_changes, ttl_ms=COUNTER_TTL_MS
             )
         if decision.retries:
             # Persist where it failed, then (after the lease is released) the delayed copy.
             await self._checkpoint(dispatch, state, previous=previous)
-            copy = TaskEnvelope.resume(
-                execution_id=state.execution_id,
-                flow_id=state.flow_id,
+            copy = copy_envelope(
+                dispatch.envelope,
+                kind=CarrierKind.RESUME,
                 resume_type=ResumeType.CONTINUE,
-                now_ms=self._clock.now_ms(),
-                tenant_id=state.tenant_id,
+                event=None,
+                subscription_id=None,
+                dedup_key=None,
             )
             due = self._clock.now_ms() + (decision.delay_ms or 0)
             log.warning(

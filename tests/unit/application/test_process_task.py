@@ -473,3 +473,48 @@ async def test_a_renewal_outage_shorter_than_the_ttl_keeps_the_step_going(twin: 
     twin.handlers = handler_registry(request=request)
     result = await twin.process(twin.envelope_start(5000))
     assert result.outcome == "suspended" and flaky.failed
+
+
+async def test_a_transient_node_failure_is_retried_through_the_delay_queue(twin: Twin) -> None:
+    """W8: persist, release, schedule a copy that keeps the source's age, then ack."""
+
+    def flaky(params: Any, ctx: Any) -> Any:
+        raise ConnectionError("database unavailable")
+
+    twin.handlers = handler_registry(request=flaky)
+    start = twin.envelope_start(10)
+    result = await twin.process(start)
+    assert (result.disposition, result.outcome) == (Disposition.ACK, "retry_scheduled")
+    assert await twin.leases.holder("x-1") is None, "the lease is released before the copy"
+    assert await twin.delay.pending() == 1
+    [(copy, due)] = result.schedule
+    assert copy.resume_type is ResumeType.CONTINUE and copy.timestamp_ms == start.timestamp_ms
+    assert due == twin.clock.now_ms() + 1000
+    counters = await twin.counters.read("x-1")
+    assert counters.node_retries == {"request": 1} and counters.total_retries == 1
+
+
+async def test_a_node_out_of_retry_budget_ends_in_error_and_the_dead_letter_queue(
+    twin: Twin,
+) -> None:
+    """W8: after max_deliveries retries the execution fails naming the node and its retries."""
+
+    def flaky(params: Any, ctx: Any) -> Any:
+        raise ConnectionError("database unavailable")
+
+    twin.handlers = handler_registry(request=flaky)
+    twin.settings = StepSettings(holder_id="worker-a", max_deliveries=2)
+    outcomes = []
+    envelope = twin.envelope_start(10)
+    for _ in range(5):
+        result = await twin.process(envelope)
+        outcomes.append(result.outcome)
+        if not result.schedule:
+            break
+        envelope = result.schedule[0][0]
+    assert outcomes == ["retry_scheduled", "retry_scheduled", "node_budget_exhausted"]
+    assert result.disposition is Disposition.DEAD_LETTER
+    state = await twin.executions.load("x-1")
+    assert state is not None and state.status is ExecutionStatus.ERROR
+    assert state.error is not None and state.error.node_id == "request"
+    assert "after 2 retries" in state.error.message
