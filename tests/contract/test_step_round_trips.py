@@ -1,0 +1,140 @@
+"""Redis round trips of the whole worker step, counted on the wire (SPEC P2 — a test).
+
+The worker step (``ProcessTask``) runs a chain of N no-op task nodes in one dispatch on the
+Redis adapters. The difference between a 20-node and a 10-node chain, divided by 10, is
+what one steady-state step — a task node following a task node — costs: the dispatch's
+fixed costs (lease, load, counters, release) cancel out.
+"""
+
+from __future__ import annotations
+
+import os
+import types
+from collections.abc import AsyncIterator
+from typing import Any
+
+import fakeredis
+import pytest
+import redis.asyncio as redis
+from redis.asyncio.connection import Connection
+
+from plaita.adapters.redis.counters import RedisCounterStore
+from plaita.adapters.redis.delay_queue import RedisDelayQueue
+from plaita.adapters.redis.flows import RedisFlowRepository
+from plaita.adapters.redis.keys import RedisKeys
+from plaita.adapters.redis.lease import RedisLeaseManager
+from plaita.adapters.redis.queue import RedisTaskQueue
+from plaita.adapters.redis.storage import RedisExecutionRepository
+from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
+from plaita.adapters.system import SystemClock, UuidGenerator
+from plaita.application.handlers import HandlerRegistry
+from plaita.application.use_cases.flows import FlowCatalog
+from plaita.application.use_cases.process_task import ProcessTask, StepSettings
+from plaita.domain.envelope import TaskEnvelope
+from plaita.domain.flow import Flow
+
+from .test_checkpoint_costs import Wire, recording
+
+#: SPEC P2: at most this many round trips per steady-state step.
+MAX_ROUND_TRIPS_PER_STEP = 2
+
+
+def chain(length: int) -> Flow:
+    nodes: list[dict[str, Any]] = [
+        {"id": f"n{i}", "type": "task", "handler": "bench:noop", "next": f"n{i + 1}"}
+        for i in range(length)
+    ]
+    nodes.append({"id": f"n{length}", "type": "end"})
+    return Flow.from_document(
+        {"flow_id": f"chain{length}", "version": "1", "start": "n0", "nodes": nodes}
+    )
+
+
+async def noop(params: Any, ctx: Any) -> None:
+    return None
+
+
+def worker_step(client: redis.Redis, keys: RedisKeys) -> tuple[ProcessTask, FlowCatalog]:
+    handlers = HandlerRegistry(["bench"], importer=lambda _: types.SimpleNamespace(noop=noop))
+    clock = SystemClock()
+    catalog = FlowCatalog(RedisFlowRepository(client, keys), handlers, clock=clock)
+    queue = RedisTaskQueue(client, keys)
+    step = ProcessTask(
+        executions=RedisExecutionRepository(client, keys),
+        leases=RedisLeaseManager(client, keys),
+        flows=catalog,
+        queue=queue,
+        subscriptions=RedisSubscriptionStore(client, keys),
+        handlers=handlers,
+        clock=clock,
+        ids=UuidGenerator(),
+        settings=StepSettings(holder_id="w1"),
+        counters=RedisCounterStore(client, keys),
+        delay=RedisDelayQueue(client, keys),
+    )
+    return step, catalog
+
+
+class StepRoundTrips:
+    @pytest.fixture
+    def wire(self) -> Wire:
+        return Wire()
+
+    @pytest.fixture
+    def client(self, wire: Wire) -> redis.Redis:
+        raise NotImplementedError
+
+    async def dispatch_round_trips(
+        self, step: ProcessTask, catalog: FlowCatalog, wire: Wire, length: int
+    ) -> int:
+        flow = await catalog.register(chain(length))
+        now = SystemClock().now_ms()
+        warm = TaskEnvelope.start(
+            execution_id=f"warm-{length}", flow_id=flow.flow_id, version="1", params={}, now_ms=now
+        )
+        await step(warm)  # loads the scripts and caches the flow
+        envelope = TaskEnvelope.start(
+            execution_id=f"x-{length}", flow_id=flow.flow_id, version="1", params={}, now_ms=now
+        )
+        wire.clear()
+        result = await step(envelope)
+        assert result.outcome == "completed"
+        return wire.round_trips
+
+    async def test_a_steady_state_step_costs_at_most_two_round_trips(
+        self, client: redis.Redis, keys: RedisKeys, wire: Wire, request: pytest.FixtureRequest
+    ) -> None:
+        """P2: a task node after a task node in one dispatch: ≤ 2 Redis round trips."""
+        step, catalog = worker_step(client, keys)
+        short = await self.dispatch_round_trips(step, catalog, wire, 10)
+        long = await self.dispatch_round_trips(step, catalog, wire, 20)
+        per_step = (long - short) / 10
+        request.node.user_properties.append(("round_trips_per_step", per_step))
+        print(f"round_trips_per_step={per_step} dispatch_10={short} dispatch_20={long}")
+        assert per_step <= MAX_ROUND_TRIPS_PER_STEP
+
+
+class TestFakeRedisStepRoundTrips(StepRoundTrips):
+    @pytest.fixture
+    async def client(self, wire: Wire) -> AsyncIterator[redis.Redis]:
+        client = fakeredis.FakeAsyncRedis(
+            server=fakeredis.FakeServer(),
+            connection_class=recording(fakeredis.FakeAsyncRedisConnection, wire),
+        )
+        yield client
+        await client.aclose()
+
+
+@pytest.mark.redis
+class TestRedisStepRoundTrips(StepRoundTrips):
+    @pytest.fixture
+    async def client(self, wire: Wire, keys: RedisKeys) -> AsyncIterator[redis.Redis]:
+        url = os.environ.get("PLAITA_TEST_REDIS_URL")
+        if not url:
+            pytest.skip("PLAITA_TEST_REDIS_URL is unset; CI always sets it")
+        client = redis.Redis.from_url(url, connection_class=recording(Connection, wire))
+        yield client
+        created = [key async for key in client.scan_iter(match=f"{keys.namespace}:*", count=1000)]
+        if created:
+            await client.delete(*created)
+        await client.aclose()
