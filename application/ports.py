@@ -91,6 +91,14 @@ class TaskQueue(Protocol):
         """Take over carriers pending on other consumers longer than ``min_idle_ms`` (W2)."""
         ...
 
+    async def touch(self, consumer: str, message_ids: Sequence[str]) -> int:
+        """Reset the idle time of carriers this consumer holds (XCLAIM … 0 JUSTID to itself).
+
+        So a live holder's carrier is not reclaimed (W5, I0); returns how many were still
+        pending. Never increments the delivery count; ids no longer pending are ignored.
+        """
+        ...
+
     async def stats(self) -> QueueStats:
         """Stream length and number of pending (delivered, not acked) carriers."""
         ...

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from plaita.adapters.memory.streams import MemoryGroupStream
 from plaita.application.codec import (
@@ -42,6 +42,9 @@ class MemoryTaskQueue:
     async def reclaim(self, consumer: str, *, min_idle_ms: int, count: int) -> list[Delivery]:
         delivered = self._stream.claim_idle(consumer, min_idle_ms=min_idle_ms, count=count)
         return [decode_delivery(*entry, reclaimed=True) for entry in delivered]
+
+    async def touch(self, consumer: str, message_ids: Sequence[str]) -> int:
+        return self._stream.touch(consumer, message_ids)
 
     async def stats(self) -> QueueStats:
         return QueueStats(length=self._stream.length, pending=self._stream.pending)

@@ -7,7 +7,7 @@ a pending entries list with owner, delivery count and last delivery time per ent
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import attrs
 
@@ -83,6 +83,22 @@ class MemoryGroupStream:
             if now_ms - self._pending[message_id].delivered_at_ms >= min_idle_ms
         ]
         return [self._deliver(message_id, consumer) for message_id in idle[:count]]
+
+    def touch(self, consumer: str, message_ids: Sequence[str]) -> int:
+        """Like XCLAIM … 0 JUSTID: pending entries become ``consumer``'s, idle from now.
+
+        The delivery count is unchanged; ids not pending are ignored. How many were pending.
+        """
+        now_ms = self._now_ms()
+        touched = 0
+        for message_id in dict.fromkeys(message_ids):
+            entry = self._pending.get(message_id)
+            if entry is None:
+                continue
+            entry.consumer = consumer
+            entry.delivered_at_ms = now_ms
+            touched += 1
+        return touched
 
     def newest(self, count: int) -> list[tuple[str, dict[str, str]]]:
         """Like XREVRANGE + - COUNT: the last ``count`` entries, newest first."""

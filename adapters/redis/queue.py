@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import redis.asyncio as redis
@@ -60,6 +60,9 @@ class RedisTaskQueue:
             decode_delivery(message_id, fields, counts.get(message_id, 1), reclaimed=True)
             for message_id, fields in entries
         ]
+
+    async def touch(self, consumer: str, message_ids: Sequence[str]) -> int:
+        return await self._stream.touch(consumer, message_ids)
 
     async def stats(self) -> QueueStats:
         length, pending = await self._stream.length_and_pending()

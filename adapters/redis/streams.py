@@ -84,6 +84,25 @@ class RedisGroupStream:
                 break
         return claimed
 
+    async def touch(self, consumer: str, message_ids: Sequence[str]) -> int:
+        """XCLAIM … 0 JUSTID to ``consumer``: idle time reset, delivery count unchanged.
+
+        Ids no longer pending (acked, unknown, deleted) are ignored; the number still pending
+        is returned.
+        """
+        if not message_ids:
+            return 0
+        # Duplicates would be claimed (and counted) twice; the memory twin counts them once.
+        try:
+            claimed = await self._client.xclaim(
+                self.stream, self.group, consumer, 0, list(dict.fromkeys(message_ids)), justid=True
+            )
+        except ResponseError as exc:
+            if "NOGROUP" in str(exc):
+                return 0
+            raise
+        return len(claimed or [])
+
     async def delivery_counts(self, message_ids: Sequence[str]) -> dict[str, int]:
         """How often each pending entry was delivered (entries no longer pending are absent)."""
         if not message_ids:

@@ -135,6 +135,7 @@ class _Dispatch:
     envelope: TaskEnvelope
     lease: Lease
     lost: threading.Event
+    message_id: str | None = None
     counters: Counters = attrs.field(factory=Counters)
 
 
@@ -187,7 +188,7 @@ class ProcessTask:
             return await self._on_conflict(envelope, reclaimed)
         # Set when the lease is lost: the running handler sees ctx.cancelled, and no further
         # checkpoint is written by this holder (it fences itself off).
-        dispatch = _Dispatch(envelope, lease, threading.Event())
+        dispatch = _Dispatch(envelope, lease, threading.Event(), message_id)
         watchdog = asyncio.create_task(self._keep_lease(dispatch))
         try:
             result = await self._dispatch(dispatch)
@@ -303,6 +304,10 @@ class ProcessTask:
                 dispatch.lost.set()
                 return
             last_renewed, wait = decision.last_renewed_at, decision.next_attempt_in
+            if decision.refresh_liveness and dispatch.message_id is not None:
+                # W5/I0: a live holder's carrier must never look idle to a reclaiming peer.
+                with contextlib.suppress(Exception):
+                    await self._queue.touch(self._settings.holder_id, [dispatch.message_id])
 
     # --- start and resume (W6, W7) -------------------------------------------------------
 

@@ -138,6 +138,45 @@ class QueueContract:
         [delivery] = await ready.reclaim("third", min_idle_ms=50, count=10)
         assert delivery.delivery_count == 3
 
+    async def test_touched_entry_is_not_reclaimed_and_keeps_its_delivery_count(
+        self, ready: RawTaskQueue, elapse: Elapse
+    ) -> None:
+        """W5 (I0): a live holder refreshes its carrier, so it never looks idle to a rescuer."""
+        message_id = await ready.enqueue(envelope())
+        await ready.read("holder", count=10, block_ms=0)
+        await elapse(120)
+
+        assert await ready.touch("holder", [message_id]) == 1
+
+        # Idle since the read (≥ 120 ms) but not since the touch: left alone.
+        assert await ready.reclaim("rescuer", min_idle_ms=100, count=10) == []
+        assert (await ready.stats()).pending == 1
+        await elapse(120)
+
+        # Idle again: reclaimed, and the touch did not count as a delivery.
+        [delivery] = await ready.reclaim("rescuer", min_idle_ms=100, count=10)
+        assert delivery.message_id == message_id
+        assert (delivery.delivery_count, delivery.reclaimed) == (2, True)
+
+    async def test_touch_ignores_acked_and_unknown_ids(
+        self, ready: RawTaskQueue, elapse: Elapse
+    ) -> None:
+        acked_id = await ready.enqueue(envelope("x-1"))
+        held_id = await ready.enqueue(envelope("x-2"))
+        await ready.read("holder", count=10, block_ms=0)
+        await ready.ack(acked_id)
+
+        assert await ready.touch("holder", [acked_id]) == 0
+        assert await ready.touch("holder", ["1-1"]) == 0
+        assert await ready.touch("holder", []) == 0
+        assert await ready.touch("holder", [acked_id, held_id, "1-1", held_id]) == 1
+
+        stats = await ready.stats()
+        assert (stats.length, stats.pending) == (2, 1)
+        await elapse(60)
+        [delivery] = await ready.reclaim("rescuer", min_idle_ms=50, count=10)
+        assert (delivery.message_id, delivery.delivery_count) == (held_id, 2)
+
     async def test_read_waits_block_ms_then_returns_empty(self, ready: RawTaskQueue) -> None:
         started = time.monotonic()
         assert await ready.read("worker-a", count=10, block_ms=100) == []

@@ -518,3 +518,32 @@ async def test_a_node_out_of_retry_budget_ends_in_error_and_the_dead_letter_queu
     assert state is not None and state.status is ExecutionStatus.ERROR
     assert state.error is not None and state.error.node_id == "request"
     assert "after 2 retries" in state.error.message
+
+
+async def test_the_watchdog_keeps_the_carrier_from_looking_idle(twin: Twin) -> None:
+    """W5/I0: each successful renewal refreshes the holder's pending entry (XCLAIM JUSTID)."""
+    touched: list[list[str]] = []
+    real_touch = twin.queue.touch
+
+    async def record_touch(consumer: str, ids: Any) -> int:
+        touched.append(list(ids))
+        return await real_touch(consumer, ids)
+
+    twin.queue.touch = record_touch  # type: ignore[method-assign]
+
+    async def tick(seconds: float) -> None:
+        twin.clock.advance(seconds)
+        await asyncio.sleep(0)
+
+    async def long_request(params: Any, ctx: Any) -> Any:
+        for _ in range(6):
+            await asyncio.sleep(0)
+        return {"id": 1}
+
+    twin.sleep = tick
+    twin.handlers = handler_registry(request=long_request)
+    await twin.queue.enqueue(twin.envelope_start(5000))
+    [delivery] = await twin.queue.read("worker-a", count=1, block_ms=1)
+    assert delivery.envelope is not None
+    await twin.process(delivery.envelope, message_id=delivery.message_id)
+    assert touched and all(ids == [delivery.message_id] for ids in touched)
