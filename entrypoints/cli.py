@@ -8,81 +8,37 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-import redis.exceptions
-from pydantic import ValidationError
 
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.use_cases.flows import FlowCatalog, validate_flow
-from plaita.domain.errors import PlaitaError
 from plaita.domain.execution import ExecutionState
 from plaita.domain.failures import FlowExecutionException
 from plaita.domain.flow import Flow
 from plaita.entrypoints.cli_ops import delete_execution, dlq, reap
-from plaita.entrypoints.cli_support import execution_view, import_handler_modules, load_flow_file
+from plaita.entrypoints.cli_support import (
+    echo_json,
+    execution_view,
+    import_handler_modules,
+    json_option,
+    load_flow_file,
+    named_errors,
+    redis_url_option,
+    run_with_container,
+    settings_from,
+)
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.event_filter import EventFilterService
 from plaita.entrypoints.run_flow import run_flow
-from plaita.entrypoints.settings import Settings
 from plaita.entrypoints.timeline import LogListener
 from plaita.entrypoints.worker import Worker
 
 T = TypeVar("T")
 JSON = Any
-
-redis_url_option = click.option(
-    "--redis-url",
-    envvar="PLAITA_REDIS_URL",
-    required=True,
-    help="Redis to use, e.g. redis://127.0.0.1:6379/0 (env PLAITA_REDIS_URL).",
-)
-json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-
-
-def _settings(**values: Any) -> Settings:
-    try:
-        return Settings(**{k: v for k, v in values.items() if v is not None})
-    except ValidationError as exc:
-        problems = "\n".join(
-            f"  {'.'.join(str(p) for p in e['loc'])}: {e['msg']} (got {e.get('input')!r})"
-            for e in exc.errors()
-        )
-        raise click.UsageError(f"invalid configuration:\n{problems}") from None
-
-
-@contextlib.contextmanager
-def _named_errors(redis_url: str | None = None) -> Iterator[None]:
-    """Named plaita errors and connection failures become a readable message and exit 1."""
-    try:
-        yield
-    except PlaitaError as exc:
-        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-        raise click.ClickException(
-            f"cannot reach Redis at {redis_url}: {exc}. Is it running, and is the URL "
-            "right (--redis-url / PLAITA_REDIS_URL)?"
-        ) from None
-
-
-def _run(settings: Settings, body: Callable[[Container], Awaitable[T]]) -> T:
-    """Run ``body`` with a container built from ``settings``."""
-
-    async def go() -> T:
-        container = build_container(settings)
-        try:
-            if settings.backend == "redis":
-                await container.redis_client().ping()
-            return await body(container)
-        finally:
-            if settings.backend == "redis":
-                await container.redis_client().aclose()
-
-    with _named_errors(settings.redis_url):
-        return asyncio.run(go())
 
 
 def _parse_object(option: str, text: str | None) -> dict[str, JSON]:
@@ -97,10 +53,6 @@ def _parse_object(option: str, text: str | None) -> dict[str, JSON]:
             f"must be a JSON object such as '{{\"amount\": 10}}', got {text!r}", param_hint=option
         )
     return value
-
-
-def _echo_json(value: JSON) -> None:
-    click.echo(json.dumps(value, sort_keys=True, default=str))
 
 
 @contextlib.contextmanager
@@ -197,9 +149,9 @@ def run_command(
                 "(restrict with --handler-modules)",
                 err=True,
             )
-    settings = _settings(backend="memory", handler_modules=handler_modules)
+    settings = settings_from(backend="memory", handler_modules=handler_modules)
     container = build_container(settings)
-    with _named_errors():
+    with named_errors():
         try:
             result = run_flow(container, flow, params, events, stream=stream, emit=click.echo)
         except FlowExecutionException as exc:
@@ -426,7 +378,7 @@ def worker(
             if prometheus is not None:
                 prometheus.close()
 
-    _run(settings, body)
+    run_with_container(settings, body)
 
 
 @main.command("event-filter")
@@ -438,7 +390,7 @@ def event_filter(
     redis_url: str, consumer_name: str | None, read_block_ms: int, claim_min_idle_ms: int
 ) -> None:
     """Turn published events into resume carriers for the executions waiting on them."""
-    settings = _settings(
+    settings = settings_from(
         backend="redis",
         redis_url=redis_url,
         consumer_name=consumer_name,
@@ -457,7 +409,7 @@ def event_filter(
                 claim_min_idle_ms=settings.claim_min_idle_ms,
             ).run(stop)
 
-    _run(settings, body)
+    run_with_container(settings, body)
 
 
 @main.group()
@@ -481,11 +433,11 @@ def flows_register(
     files: tuple[Path, ...], redis_url: str, handler_modules: str | None, as_json: bool
 ) -> None:
     """Validate and register flow definition files (all or nothing)."""
-    settings = _settings(backend="redis", redis_url=redis_url, handler_modules=handler_modules)
+    settings = settings_from(backend="redis", redis_url=redis_url, handler_modules=handler_modules)
     loaded = [load_flow_file(path) for path in files]
     # Every file is validated before anything is written: all or nothing.
     allowlist = None if handler_modules is None else HandlerRegistry(settings.handler_modules)
-    with _named_errors():
+    with named_errors():
         for flow in loaded:
             validate_flow(flow, allowlist)
 
@@ -493,10 +445,10 @@ def flows_register(
         catalog = FlowCatalog(container.flow_repository(), allowlist)
         return [await catalog.register(flow) for flow in loaded]
 
-    registered = _run(settings, body)
+    registered = run_with_container(settings, body)
     for flow in registered:
         if as_json:
-            _echo_json(
+            echo_json(
                 {"flow_id": flow.flow_id, "version": flow.version, "fingerprint": flow.fingerprint}
             )
         else:
@@ -529,16 +481,16 @@ def executions_start(
 ) -> None:
     """Start an execution of FLOW_ID; prints its id."""
     params = _parse_object("--input", input_json)
-    settings = _settings(backend="redis", redis_url=redis_url)
+    settings = settings_from(backend="redis", redis_url=redis_url)
 
     async def body(container: Container) -> Any:
         return await container.start_execution()(
             flow_id, version=version, params=params, execution_id=execution_id, dedup_key=dedup_key
         )
 
-    started = _run(settings, body)
+    started = run_with_container(settings, body)
     if as_json:
-        _echo_json(
+        echo_json(
             {
                 "execution_id": started.execution_id,
                 "flow_id": started.flow_id,
@@ -556,14 +508,14 @@ def executions_start(
 @json_option
 def executions_show(execution_id: str, redis_url: str, as_json: bool) -> None:
     """Show an execution's status, position, result and error."""
-    settings = _settings(backend="redis", redis_url=redis_url)
+    settings = settings_from(backend="redis", redis_url=redis_url)
 
     async def body(container: Container) -> ExecutionState:
         return await container.get_execution()(execution_id)
 
-    view = execution_view(_run(settings, body))
+    view = execution_view(run_with_container(settings, body))
     if as_json:
-        _echo_json(view)
+        echo_json(view)
         return
     for key in (
         "execution_id",
@@ -599,16 +551,16 @@ def events_publish(
 ) -> None:
     """Publish an event; executions waiting for it resume."""
     data = _parse_object("--data", data_json)
-    settings = _settings(backend="redis", redis_url=redis_url)
+    settings = settings_from(backend="redis", redis_url=redis_url)
 
     async def body(container: Container) -> Any:
         return await container.publish_event()(
             event_type, data=data, correlation_id=correlation_id, source=source
         )
 
-    event = _run(settings, body)
+    event = run_with_container(settings, body)
     if as_json:
-        _echo_json(event.to_json())
+        echo_json(event.to_json())
     else:
         click.echo(event.event_id)
 

@@ -6,16 +6,12 @@ Redis only (the memory twin lives in one process and has nothing to operate on).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import click
-import redis.exceptions
-from pydantic import ValidationError
 
 from plaita.adapters.redis.replay_markers import RedisReplayMarkerStore
 from plaita.application.use_cases.delete_execution import DeletedExecution, DeleteExecution
@@ -28,20 +24,19 @@ from plaita.application.use_cases.dlq import (
 )
 from plaita.application.use_cases.reap import DEFAULT_LIMIT, ReapReport, ReapZombies
 from plaita.domain.dead_letter import ReplayOutcome
-from plaita.domain.errors import PlaitaError
-from plaita.entrypoints.container import Container, build_container
+from plaita.entrypoints.cli_support import (
+    echo_json,
+    json_option,
+    redis_url_option,
+    run_with_container,
+    settings_from,
+)
+from plaita.entrypoints.container import Container
 from plaita.entrypoints.settings import Settings
 
 T = TypeVar("T")
 JSON = Any
 
-redis_url_option = click.option(
-    "--redis-url",
-    envvar="PLAITA_REDIS_URL",
-    required=True,
-    help="Redis to use, e.g. redis://127.0.0.1:6379/0 (env PLAITA_REDIS_URL).",
-)
-json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 queue_option = click.option(
     "--queue-name",
     default=None,
@@ -50,27 +45,7 @@ queue_option = click.option(
 
 
 def _settings(**values: Any) -> Settings:
-    try:
-        return Settings(backend="redis", **{k: v for k, v in values.items() if v is not None})
-    except ValidationError as exc:
-        problems = "\n".join(
-            f"  {'.'.join(str(p) for p in e['loc'])}: {e['msg']} (got {e.get('input')!r})"
-            for e in exc.errors()
-        )
-        raise click.UsageError(f"invalid configuration:\n{problems}") from None
-
-
-@contextlib.contextmanager
-def _named_errors(redis_url: str) -> Iterator[None]:
-    try:
-        yield
-    except PlaitaError as exc:
-        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-        raise click.ClickException(
-            f"cannot reach Redis at {redis_url}: {exc}. Is it running, and is the URL "
-            "right (--redis-url / PLAITA_REDIS_URL)?"
-        ) from None
+    return settings_from(backend="redis", **values)
 
 
 def _run(settings: Settings, body: Callable[[Container], Awaitable[T]]) -> T:
@@ -78,21 +53,7 @@ def _run(settings: Settings, body: Callable[[Container], Awaitable[T]]) -> T:
     audit = logging.getLogger("plaita.audit")
     if audit.getEffectiveLevel() > logging.INFO:
         audit.setLevel(logging.INFO)
-
-    async def go() -> T:
-        container = build_container(settings)
-        try:
-            await container.redis_client().ping()
-            return await body(container)
-        finally:
-            await container.redis_client().aclose()
-
-    with _named_errors(settings.redis_url):
-        return asyncio.run(go())
-
-
-def _echo_json(value: JSON) -> None:
-    click.echo(json.dumps(value, sort_keys=True, default=str))
+    return run_with_container(settings, body)
 
 
 def _markers(container: Container) -> RedisReplayMarkerStore:
@@ -126,7 +87,7 @@ def dlq_list(count: int, queue_name: str | None, redis_url: str, as_json: bool) 
 
     views = _run(settings, body)
     if as_json:
-        _echo_json({"dead_letters": [view.to_json() for view in views]})
+        echo_json({"dead_letters": [view.to_json() for view in views]})
         return
     if not views:
         click.echo("the dead-letter queue is empty")
@@ -158,7 +119,7 @@ def dlq_show(dlq_id: str, queue_name: str | None, redis_url: str, as_json: bool)
 
     view = _run(settings, body).to_json()
     if as_json:
-        _echo_json(view)
+        echo_json(view)
         return
     for key, value in view.items():
         click.echo(f"{key:>14}: {json.dumps(value, sort_keys=True, default=str)}")
@@ -192,7 +153,7 @@ def dlq_replay(
 
     result = _run(settings, body)
     if as_json:
-        _echo_json(result.to_json())
+        echo_json(result.to_json())
     elif result.outcome is ReplayOutcome.REPLAYED:
         click.echo(
             f"replayed {dlq_id} as execution {result.execution_id} (message {result.message_id})"
@@ -234,7 +195,7 @@ def delete_execution(execution_id: str, reason: str, redis_url: str, as_json: bo
 
     deleted = _run(settings, body)
     if as_json:
-        _echo_json(deleted.to_json())
+        echo_json(deleted.to_json())
         return
     tombstone = deleted.tombstone
     when = "deleted" if deleted.deleted_now else "already deleted"
@@ -295,7 +256,7 @@ def reap(
 
     report = _run(settings, body)
     if as_json:
-        _echo_json(report.to_json())
+        echo_json(report.to_json())
         return
     verb = "would " if dry_run else ""
     for item in report.orphans:

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib
+import json
 import os
 import sys
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
+import redis.exceptions
+from pydantic import ValidationError
 
 from plaita.domain.errors import PlaitaError, UnknownHandlerError
 from plaita.domain.execution import ExecutionState
 from plaita.domain.flow import Flow
+from plaita.entrypoints.container import Container, build_container
+from plaita.entrypoints.settings import Settings
 
 JSON = Any
 
@@ -62,3 +70,61 @@ def import_handler_modules(modules: tuple[str, ...]) -> None:
                 f"handler module {module!r} cannot be imported from {cwd} or the installed "
                 f"packages: {exc}"
             ) from None
+
+
+T = TypeVar("T")
+
+redis_url_option = click.option(
+    "--redis-url",
+    envvar="PLAITA_REDIS_URL",
+    required=True,
+    help="Redis to use, e.g. redis://127.0.0.1:6379/0 (env PLAITA_REDIS_URL).",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+
+
+def settings_from(**values: Any) -> Settings:
+    """Settings from flags (unset ones fall back to PLAITA_*); every problem listed, exit 2."""
+    try:
+        return Settings(**{k: v for k, v in values.items() if v is not None})
+    except ValidationError as exc:
+        problems = "\n".join(
+            f"  {'.'.join(str(p) for p in e['loc'])}: {e['msg']} (got {e.get('input')!r})"
+            for e in exc.errors()
+        )
+        raise click.UsageError(f"invalid configuration:\n{problems}") from None
+
+
+@contextlib.contextmanager
+def named_errors(redis_url: str | None = None) -> Iterator[None]:
+    """Named plaita errors and connection failures become a readable message and exit 1."""
+    try:
+        yield
+    except PlaitaError as exc:
+        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+        raise click.ClickException(
+            f"cannot reach Redis at {redis_url}: {exc}. Is it running, and is the URL "
+            "right (--redis-url / PLAITA_REDIS_URL)?"
+        ) from None
+
+
+def run_with_container(settings: Settings, body: Callable[[Container], Awaitable[T]]) -> T:
+    """Run ``body`` with a container built from ``settings``; Redis is pinged first."""
+
+    async def go() -> T:
+        container = build_container(settings)
+        try:
+            if settings.backend == "redis":
+                await container.redis_client().ping()
+            return await body(container)
+        finally:
+            if settings.backend == "redis":
+                await container.redis_client().aclose()
+
+    with named_errors(settings.redis_url):
+        return asyncio.run(go())
+
+
+def echo_json(value: JSON) -> None:
+    click.echo(json.dumps(value, sort_keys=True, default=str))
