@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from plaita.application.ports import DeadLetter, Delivery
+from plaita.application.ports import Counters, DeadLetter, Delivery
+from plaita.domain.budgets import Counter, CounterChange, CounterOp
 from plaita.domain.envelope import (
     CURRENT_SCHEMA_VERSION,
     CarrierGenerations,
@@ -137,4 +138,41 @@ def decode_dead_letter(dlq_id: str, fields: Mapping[str, str]) -> DeadLetter:
         message_id=fields.get("message_id", ""),
         reason=fields.get("reason", ""),
         raw=json.loads(fields.get("raw", "{}")),
+    )
+
+
+#: Counter hash fields (W7, W8): ``noderetry:<node id>`` per node, the others by name.
+NODE_RETRY_PREFIX = f"{Counter.NODE_RETRIES.value}:"
+
+
+def counter_op(change: CounterChange) -> tuple[str, str]:
+    """(op, field) of one change — ``incr``, ``del`` or ``delprefix``; ValueError if invalid.
+
+    Every change is checked before any is written, by both counter adapters.
+    """
+    counter, op, node_id = change.counter, change.op, change.node_id
+    if node_id is not None and counter is not Counter.NODE_RETRIES:
+        raise ValueError(f"counter {counter.value!r} is per execution, not per node")
+    if counter is Counter.ALL_NODE_RETRIES:
+        if op is not CounterOp.RESET:
+            raise ValueError("every node counter at once can only be reset")
+        return "delprefix", NODE_RETRY_PREFIX
+    if counter is Counter.NODE_RETRIES:
+        field = f"{NODE_RETRY_PREFIX}{node_id or ''}"
+    else:
+        field = counter.value
+    return ("incr" if op is CounterOp.INCREMENT else "del"), field
+
+
+def counters_from_fields(fields: Mapping[str, int | str]) -> Counters:
+    """The stored counter fields as ``Counters``; the node id None reads back as ``""``."""
+    return Counters(
+        node_retries={
+            name.removeprefix(NODE_RETRY_PREFIX): int(value)
+            for name, value in fields.items()
+            if name.startswith(NODE_RETRY_PREFIX)
+        },
+        total_retries=int(fields.get(Counter.TOTAL_RETRIES.value, 0)),
+        wakeups=int(fields.get(Counter.WAKEUPS.value, 0)),
+        no_fail=int(fields.get(Counter.NO_FAIL.value, 0)),
     )

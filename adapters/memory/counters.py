@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from plaita.application.codec import counter_op, counters_from_fields
 from plaita.application.ports import Clock, Counters
-from plaita.domain.budgets import Counter, CounterChange, CounterOp
-
-_NODE_PREFIX = f"{Counter.NODE_RETRIES.value}:"
+from plaita.domain.budgets import CounterChange
 
 
 class MemoryCounterStore:
@@ -23,14 +22,14 @@ class MemoryCounterStore:
         self._hashes: dict[str, tuple[dict[str, int], int]] = {}
 
     async def read(self, execution_id: str) -> Counters:
-        return _counters(self._live(execution_id))
+        return counters_from_fields(self._live(execution_id))
 
     async def apply(
         self, execution_id: str, changes: Sequence[CounterChange], *, ttl_ms: int
     ) -> Counters:
         if ttl_ms <= 0:
             raise ValueError(f"a counter ttl must be a positive number of ms, got {ttl_ms}")
-        ops = [_op(change) for change in changes]  # every change is checked before any write
+        ops = [counter_op(change) for change in changes]  # every change is checked before any write
         fields = dict(self._live(execution_id))
         for op, field in ops:
             if op == "incr":
@@ -43,7 +42,7 @@ class MemoryCounterStore:
             self._hashes[execution_id] = (fields, self._now_ms() + ttl_ms)
         else:
             self._hashes.pop(execution_id, None)  # like Redis: an emptied hash is deleted
-        return _counters(fields)
+        return counters_from_fields(fields)
 
     async def forget(self, execution_id: str) -> None:
         """Drop the execution's counters, as the Redis delete script does (W13)."""
@@ -61,28 +60,3 @@ class MemoryCounterStore:
 
     def _now_ms(self) -> int:
         return round(self._clock.monotonic() * 1000)
-
-
-def _op(change: CounterChange) -> tuple[str, str]:
-    counter, op, node_id = change.counter, change.op, change.node_id
-    if node_id is not None and counter is not Counter.NODE_RETRIES:
-        raise ValueError(f"counter {counter.value!r} is per execution, not per node")
-    if counter is Counter.ALL_NODE_RETRIES:
-        if op is not CounterOp.RESET:
-            raise ValueError("every node counter at once can only be reset")
-        return "delprefix", _NODE_PREFIX
-    field = f"{_NODE_PREFIX}{node_id or ''}" if counter is Counter.NODE_RETRIES else counter.value
-    return ("incr" if op is CounterOp.INCREMENT else "del"), field
-
-
-def _counters(fields: dict[str, int]) -> Counters:
-    return Counters(
-        node_retries={
-            name.removeprefix(_NODE_PREFIX): n
-            for name, n in fields.items()
-            if name.startswith(_NODE_PREFIX)
-        },
-        total_retries=fields.get(Counter.TOTAL_RETRIES.value, 0),
-        wakeups=fields.get(Counter.WAKEUPS.value, 0),
-        no_fail=fields.get(Counter.NO_FAIL.value, 0),
-    )
