@@ -115,6 +115,15 @@ class TaskQueue(Protocol):
 # --- storage (S1, S2, W4) ---------------------------------------------------------------
 
 
+@attrs.frozen
+class NodeHeartbeat:
+    """The running node's progress as the lease holder last recorded it (W15, W19)."""
+
+    node_id: str
+    #: Wall-clock time of the record, in milliseconds since the epoch.
+    last_update_ms: int
+
+
 class ExecutionRepository(Protocol):
     async def load(self, execution_id: str) -> ExecutionState | None:
         """The stored checkpoint, or None (one round trip on Redis)."""
@@ -149,6 +158,19 @@ class ExecutionRepository(Protocol):
         holder's later writes fail. A second delete keeps the first tombstone (and its
         ``deleted_at``), only ever extending its TTL; the stored tombstone is returned.
         """
+        ...
+
+    async def heartbeat(self, execution_id: str, *, fence: int, node_id: str, now_ms: int) -> None:
+        """Record that ``node_id`` is still running at ``now_ms`` (W15), under the fence.
+
+        Written only if ``fence`` is the execution's current lease generation and the
+        execution was not deleted; otherwise raises ``ExecutionLeaseError`` and writes
+        nothing, like ``save``. The record expires on its own; ``delete`` removes it.
+        """
+        ...
+
+    async def last_heartbeat(self, execution_id: str) -> NodeHeartbeat | None:
+        """The last recorded heartbeat while it lasts, or None (W19)."""
         ...
 
     async def tombstone(self, execution_id: str) -> Tombstone | None:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from plaita.adapters.memory.lease import MemoryLeaseManager
+from plaita.application.ports import NodeHeartbeat
 from plaita.domain.checkpoint import (
     CheckpointDelta,
     checkpoint_delta,
@@ -32,9 +33,22 @@ class ForgetsCounters(Protocol):
 class MemoryExecutionRepository:
     """ExecutionRepository and TombstoneStore in memory, with Redis's observable behaviour."""
 
-    def __init__(self, leases: MemoryLeaseManager, counters: ForgetsCounters | None = None) -> None:
+    def __init__(
+        self,
+        leases: MemoryLeaseManager,
+        counters: ForgetsCounters | None = None,
+        *,
+        heartbeat_ttl_ms: int = 360_000,
+    ) -> None:
+        if heartbeat_ttl_ms <= 0:
+            raise ValueError(
+                f"a heartbeat ttl must be a positive number of milliseconds, got {heartbeat_ttl_ms}"
+            )
         self._leases = leases
         self._counters = counters
+        self._heartbeat_ttl_ms = heartbeat_ttl_ms
+        #: execution id -> (heartbeat, expiry in ms on the lease manager's clock)
+        self._heartbeats: dict[str, tuple[NodeHeartbeat, int]] = {}
         self._headers: dict[str, dict[str, str]] = {}
         self._nodes: dict[str, dict[str, str]] = {}
         self._variables: dict[str, dict[str, str]] = {}
@@ -65,6 +79,23 @@ class MemoryExecutionRepository:
             # Nothing stored to apply the step to: write the whole state, as Redis does.
             delta = checkpoint_delta(None, state)
         self._apply(delta)
+
+    async def heartbeat(self, execution_id: str, *, fence: int, node_id: str, now_ms: int) -> None:
+        current = await self._leases.current_generation(execution_id)
+        check_fence(execution_id, fence, current)
+        if self._live_tombstone(execution_id) is not None:
+            check_fenced_write(execution_id, fence, current, None)
+        expires_at_ms = self._leases.monotonic_ms() + self._heartbeat_ttl_ms
+        self._heartbeats[execution_id] = (NodeHeartbeat(node_id, now_ms), expires_at_ms)
+
+    async def last_heartbeat(self, execution_id: str) -> NodeHeartbeat | None:
+        stored = self._heartbeats.get(execution_id)
+        if stored is None:
+            return None
+        if self._leases.monotonic_ms() >= stored[1]:
+            del self._heartbeats[execution_id]
+            return None
+        return stored[0]
 
     def _apply(self, delta: CheckpointDelta) -> None:
         execution_id = delta.execution_id
@@ -98,6 +129,7 @@ class MemoryExecutionRepository:
         self._leases.revoke(execution_id, advance_generation=fence is None)
         for part in (self._headers, self._nodes, self._variables):
             part.pop(execution_id, None)
+        self._heartbeats.pop(execution_id, None)
         stored = self._store_tombstone(execution_id, tombstone, tombstone_ttl_ms)
         if self._counters is not None:
             await self._counters.forget(execution_id)

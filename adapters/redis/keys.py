@@ -46,6 +46,10 @@ class RedisKeys:
     def tombstone(self, execution_id: str) -> str:
         return self._execution(execution_id, "tombstone")
 
+    def execution_heartbeat(self, execution_id: str) -> str:
+        """JSON of the running node's progress: node id and last update time (W15)."""
+        return self._execution(execution_id, "heartbeat")
+
     def executions(self) -> str:
         return f"{self.namespace}:executions"
 

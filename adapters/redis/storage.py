@@ -24,6 +24,7 @@ from redis.exceptions import NoScriptError
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.scripts import read_script
 from plaita.adapters.redis.streams import text, text_fields
+from plaita.application.ports import NodeHeartbeat
 from plaita.domain.checkpoint import (
     CheckpointDelta,
     checkpoint_delta,
@@ -35,6 +36,8 @@ from plaita.domain.lease import check_fence, check_fenced_write
 from plaita.domain.tombstone import Tombstone
 
 _LIST_PAGE = 100
+#: Three lease TTLs of the default 120 s lease: the record outlives the reaper's window.
+DEFAULT_HEARTBEAT_TTL_MS = 360_000
 
 _FENCED = "fenced"
 _DELETED = "deleted"
@@ -45,11 +48,23 @@ class RedisExecutionRepository:
     """ExecutionRepository and TombstoneStore on the execution hashes plus the
     ``{ns}:executions`` index (score: updated_at)."""
 
-    def __init__(self, client: redis.Redis, keys: RedisKeys) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: RedisKeys,
+        *,
+        heartbeat_ttl_ms: int = DEFAULT_HEARTBEAT_TTL_MS,
+    ) -> None:
+        if heartbeat_ttl_ms <= 0:
+            raise ValueError(
+                f"a heartbeat ttl must be a positive number of milliseconds, got {heartbeat_ttl_ms}"
+            )
         self._client = client
         self._keys = keys
+        self._heartbeat_ttl_ms = heartbeat_ttl_ms
         self._save = client.register_script(read_script("execution_save"))
         self._delete = client.register_script(read_script("execution_delete"))
+        self._heartbeat = client.register_script(read_script("execution_heartbeat"))
 
     # --- reads --------------------------------------------------------------------------
 
@@ -72,6 +87,13 @@ class RedisExecutionRepository:
     async def get(self, execution_id: str) -> Tombstone | None:
         """TombstoneStore.get: the execution's tombstone, if it was deleted (W13)."""
         return await self.tombstone(execution_id)
+
+    async def last_heartbeat(self, execution_id: str) -> NodeHeartbeat | None:
+        document = await self._client.get(self._keys.execution_heartbeat(execution_id))
+        if document is None:
+            return None
+        fields = json.loads(text(document))
+        return NodeHeartbeat(str(fields["node_id"]), int(fields["last_update_ms"]))
 
     async def list(
         self,
@@ -167,6 +189,7 @@ class RedisExecutionRepository:
             self._keys.lease(execution_id),
             self._keys.counters(execution_id),
             self._keys.tombstone(execution_id),
+            self._keys.execution_heartbeat(execution_id),
         ]
         args = [
             "" if fence is None else str(fence),
@@ -188,6 +211,22 @@ class RedisExecutionRepository:
                 )
             check_fence(execution_id, fence, _generation(current))
         return Tombstone.from_json(json.loads(text(detail)))
+
+    async def heartbeat(self, execution_id: str, *, fence: int, node_id: str, now_ms: int) -> None:
+        """One EVALSHA (the script object reloads itself on NOSCRIPT): fence, tombstone, SET PX."""
+        keys = [
+            self._keys.fence_generation(execution_id),
+            self._keys.tombstone(execution_id),
+            self._keys.execution_heartbeat(execution_id),
+        ]
+        document = json.dumps({"node_id": node_id, "last_update_ms": now_ms}, separators=(",", ":"))
+        outcome, current = await self._heartbeat(
+            keys=keys, args=[fence, document, self._heartbeat_ttl_ms]
+        )
+        generation = _generation(current)
+        check_fence(execution_id, fence, generation)
+        if text(outcome) == _DELETED:
+            check_fenced_write(execution_id, fence, generation, None)
 
     async def _run(self, queue: Callable[[Any], None]) -> tuple[Any, Any]:
         """One pipeline round trip: the script reply and the index reply.

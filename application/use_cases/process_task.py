@@ -137,6 +137,8 @@ class _Dispatch:
     lost: threading.Event
     message_id: str | None = None
     counters: Counters = attrs.field(factory=Counters)
+    #: The node being run right now, for the watchdog's heartbeat (W15); None between nodes.
+    open_node: str | None = None
 
 
 class ProcessTask:
@@ -308,6 +310,45 @@ class ProcessTask:
                 # W5/I0: a live holder's carrier must never look idle to a reclaiming peer.
                 with contextlib.suppress(Exception):
                     await self._queue.touch(self._settings.holder_id, [dispatch.message_id])
+            node_id = dispatch.open_node
+            if (
+                decision.refresh_liveness
+                and node_id is not None
+                and not await self._heartbeat(dispatch, node_id)
+            ):
+                return  # fenced off: the lease is gone, nothing left to renew
+
+    async def _heartbeat(self, dispatch: _Dispatch, node_id: str) -> bool:
+        """Record the open node's progress under the fence (W15); False when fenced off."""
+        lease = dispatch.lease
+        try:
+            await self._executions.heartbeat(
+                lease.execution_id,
+                fence=lease.generation,
+                node_id=node_id,
+                now_ms=self._clock.now_ms(),
+            )
+        except ExecutionLeaseError as exc:
+            log.warning(
+                "event=heartbeat.fenced execution_id=%s generation=%s node_id=%s error=%s: "
+                "another worker took over or the execution was deleted; this worker stops "
+                "advancing it",
+                lease.execution_id,
+                lease.generation,
+                node_id,
+                exc,
+            )
+            dispatch.lost.set()
+            return False
+        except Exception as exc:  # a store outage must never stop the lease renewals
+            log.warning(
+                "event=heartbeat.failed execution_id=%s node_id=%s error=%r: the node's "
+                "progress was not recorded; retrying at the next renewal",
+                lease.execution_id,
+                node_id,
+                exc,
+            )
+        return True
 
     # --- start and resume (W6, W7) -------------------------------------------------------
 
@@ -477,12 +518,16 @@ class ProcessTask:
         for _ in range(self._settings.max_steps_per_dispatch):
             node_id = state.next_node_id
             assert node_id is not None, "a non-terminal execution always has a next node"
+            dispatch.open_node = node_id
             try:
                 output = await execution.arun_distributed(
                     node_id=node_id, resume=resume, registrar=_Registrar(self, dispatch)
                 )
             except FlowErrorException as exc:
+                dispatch.open_node = None  # closed before the failure is handled, not after
                 return await self._node_failed(dispatch, context.apply_to(state), exc, previous)
+            finally:
+                dispatch.open_node = None
             resume = None
             state = self._apply(state, context, output, flow)
             await self._checkpoint(dispatch, state, previous=previous)

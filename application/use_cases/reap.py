@@ -10,6 +10,9 @@ lease TTLs). A crashed holder's carrier is reclaimed after claim_min_idle_ms and
 expires after one TTL, so by then a carrier that still existed would have moved the
 execution. A carrier stuck behind a backlog longer than that gets a duplicate: harmless, as a
 second continue either meets the lease or finds the step already done.
+
+An execution whose holder recorded a node heartbeat within the last three heartbeat intervals
+(W15) is alive, like one with a live lease, and is skipped.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ JSON = Any
 log = logging.getLogger("plaita.reaper")
 
 STALE_AFTER_LEASE_TTLS = 3
+#: W19: "alive" = an open node whose last update is within this many heartbeats.
+ALIVE_WITHIN_HEARTBEATS = 3
 DEFAULT_LIMIT = 1000
 
 
@@ -44,6 +49,8 @@ class ReapAction(enum.StrEnum):
     #: The flow definition is gone: no carrier could ever advance it (W19).
     TERMINALISE = "terminalise"
     SKIP_LEASE_HELD = "skip_lease_held"
+    #: A node heartbeat fresher than three heartbeat intervals: its holder is alive (W19).
+    SKIP_NODE_ALIVE = "skip_node_alive"
     SKIP_RECENT = "skip_recent"
     #: It moved on (or another holder took it) while the reaper looked.
     SKIP_CHANGED = "skip_changed"
@@ -100,6 +107,7 @@ class ReapZombies:
         holder_id: str,
         lease_ttl_ms: int,
         stale_after_ms: int | None = None,
+        heartbeat_interval_ms: int | None = None,
     ) -> None:
         self._executions = executions
         self._leases = leases
@@ -111,6 +119,9 @@ class ReapZombies:
         self._stale_after_ms = (
             STALE_AFTER_LEASE_TTLS * lease_ttl_ms if stale_after_ms is None else stale_after_ms
         )
+        # The worker renews its lease, and records the heartbeat, every third of the TTL.
+        interval = lease_ttl_ms // 3 if heartbeat_interval_ms is None else heartbeat_interval_ms
+        self._alive_within_ms = ALIVE_WITHIN_HEARTBEATS * interval
 
     async def __call__(self, *, dry_run: bool = False, limit: int = DEFAULT_LIMIT) -> ReapReport:
         running = await self._executions.list(status=ExecutionStatus.RUNNING, limit=limit)
@@ -125,6 +136,16 @@ class ReapZombies:
             holder = await self._leases.holder(state.execution_id)
             if holder is not None:
                 items.append(attrs.evolve(item, action=ReapAction.SKIP_LEASE_HELD))
+                continue
+            heartbeat = await self._executions.last_heartbeat(state.execution_id)
+            if (
+                heartbeat is not None
+                and self._clock.now_ms() - heartbeat.last_update_ms < self._alive_within_ms
+            ):
+                detail = (
+                    f"node {heartbeat.node_id!r} reported progress at {heartbeat.last_update_ms}"
+                )
+                items.append(attrs.evolve(item, action=ReapAction.SKIP_NODE_ALIVE, detail=detail))
                 continue
             key = (state.flow_id, state.flow_version)
             if key not in flows_present:

@@ -24,6 +24,7 @@ from plaita.application.ports import (
     Clock,
     ExecutionRepository,
     LeaseManager,
+    NodeHeartbeat,
     TombstoneStore,
 )
 from plaita.domain.errors import ExecutionLeaseError
@@ -640,6 +641,74 @@ class ExecutionRepositoryContract:
             await repository.delete("x:1", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=ttl_ms)
         assert await repository.tombstone("x:1") is None
 
+    # --- node heartbeat (W15, W19) -------------------------------------------------------
+
+    async def test_a_heartbeat_under_the_current_fence_lands_and_round_trips(
+        self, leases: LeaseManager, repository: ExecutionRepository
+    ) -> None:
+        lease = await leases.acquire("x:1", "w1", ttl_ms=10_000)
+        assert lease is not None
+        assert await repository.last_heartbeat("x:1") is None
+
+        await repository.heartbeat("x:1", fence=lease.generation, node_id="a", now_ms=NOW_MS)
+        assert await repository.last_heartbeat("x:1") == NodeHeartbeat("a", NOW_MS)
+        await repository.heartbeat("x:1", fence=lease.generation, node_id="b", now_ms=NOW_MS + 9)
+        assert await repository.last_heartbeat("x:1") == NodeHeartbeat("b", NOW_MS + 9)
+        assert await repository.last_heartbeat("x:2") is None
+
+    async def test_a_heartbeat_with_a_stale_fence_raises_and_keeps_the_last_one(
+        self, leases: LeaseManager, repository: ExecutionRepository
+    ) -> None:
+        """W4/W15: a holder that lost its lease cannot make the execution look alive."""
+        old = await leases.acquire("x:1", "w1", ttl_ms=10_000)
+        assert old is not None
+        await repository.heartbeat("x:1", fence=old.generation, node_id="a", now_ms=NOW_MS)
+        await leases.release(old)
+        new = await leases.acquire("x:1", "w2", ttl_ms=10_000)
+        assert new is not None
+
+        with pytest.raises(ExecutionLeaseError, match=r"x:1.*fence 1.*generation is 2"):
+            await repository.heartbeat("x:1", fence=old.generation, node_id="z", now_ms=NOW_MS + 5)
+
+        assert await repository.last_heartbeat("x:1") == NodeHeartbeat("a", NOW_MS)
+
+    async def test_a_heartbeat_without_any_lease_raises_and_writes_nothing(
+        self, repository: ExecutionRepository
+    ) -> None:
+        with pytest.raises(ExecutionLeaseError, match="generation is None"):
+            await repository.heartbeat("x:1", fence=1, node_id="a", now_ms=NOW_MS)
+        assert await repository.last_heartbeat("x:1") is None
+
+    async def test_delete_removes_the_heartbeat_and_refuses_later_ones(
+        self, leases: LeaseManager, repository: ExecutionRepository
+    ) -> None:
+        lease = await leases.acquire("x:1", "w1", ttl_ms=10_000)
+        assert lease is not None
+        await repository.save(state(), fence=lease.generation)
+        await repository.heartbeat("x:1", fence=lease.generation, node_id="a", now_ms=NOW_MS)
+
+        await repository.delete(
+            "x:1", fence=lease.generation, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS
+        )
+
+        assert await repository.last_heartbeat("x:1") is None
+        with pytest.raises(ExecutionLeaseError, match=r"x:1.*revoked"):
+            await repository.heartbeat("x:1", fence=lease.generation, node_id="a", now_ms=NOW_MS)
+        assert await repository.last_heartbeat("x:1") is None
+
+    async def test_an_operator_delete_removes_the_heartbeat(
+        self, leases: LeaseManager, repository: ExecutionRepository
+    ) -> None:
+        lease = await leases.acquire("x:1", "w1", ttl_ms=10_000)
+        assert lease is not None
+        await repository.heartbeat("x:1", fence=lease.generation, node_id="a", now_ms=NOW_MS)
+
+        await repository.delete("x:1", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS)
+
+        assert await repository.last_heartbeat("x:1") is None
+        with pytest.raises(ExecutionLeaseError):
+            await repository.heartbeat("x:1", fence=lease.generation, node_id="a", now_ms=NOW_MS)
+
 
 class FakeCounters:
     """Stands in for the memory counter store: remembers which executions have counters."""
@@ -701,6 +770,19 @@ class TestMemoryExecutionRepository(ExecutionRepositoryContract):
         )
 
         assert stored == TOMBSTONE
+
+    async def test_the_heartbeat_expires_after_its_ttl(
+        self, leases: MemoryLeaseManager, advance_clock: Elapse
+    ) -> None:
+        repository = MemoryExecutionRepository(leases, heartbeat_ttl_ms=1_000)
+        lease = await leases.acquire("x:1", "w1", ttl_ms=10_000)
+        assert lease is not None
+        await repository.heartbeat("x:1", fence=lease.generation, node_id="a", now_ms=NOW_MS)
+
+        await advance_clock(999)
+        assert await repository.last_heartbeat("x:1") == NodeHeartbeat("a", NOW_MS)
+        await advance_clock(1)
+        assert await repository.last_heartbeat("x:1") is None
 
 
 class RedisProbes:
@@ -784,6 +866,22 @@ class RedisProbes:
         with pytest.raises(ExecutionLeaseError, match="revoked"):
             await repository.save(state("x:1"), fence=lease.generation)
         assert await redis_client.zscore(keys.executions(), "x:1") is None
+
+    async def test_the_heartbeat_is_json_with_a_ttl(
+        self, leases: LeaseManager, redis_client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        repository = RedisExecutionRepository(redis_client, keys, heartbeat_ttl_ms=60_000)
+        lease = await leases.acquire("x:1", "w1", ttl_ms=10_000)
+        assert lease is not None
+
+        await repository.heartbeat("x:1", fence=lease.generation, node_id="a", now_ms=NOW_MS)
+
+        key = keys.execution_heartbeat("x:1")
+        assert key == f"{keys.namespace}:x:{{x:1}}:heartbeat"
+        assert _text(await redis_client.get(key)) == (
+            '{"node_id":"a","last_update_ms":1760000000000}'
+        )
+        assert 0 < int(await redis_client.pttl(key)) <= 60_000
 
 
 def _text(value: object) -> str:

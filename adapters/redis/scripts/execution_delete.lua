@@ -1,7 +1,8 @@
 -- Delete = revoke + tombstone (W13): remove one execution's state, node results, variables,
--- lease and counters and write its tombstone, atomically. The generation counter stays.
+-- lease, counters and node heartbeat and write its tombstone, atomically. The generation
+-- counter stays.
 -- KEYS[1] fencegen   KEYS[2] state   KEYS[3] nodes   KEYS[4] vars   KEYS[5] lease
--- KEYS[6] counters   KEYS[7] tombstone
+-- KEYS[6] counters   KEYS[7] tombstone   KEYS[8] heartbeat
 -- ARGV[1] fence of the deleting holder, or '' for an operator delete (no fence check; the
 --         generation moves on so whoever holds the lease now can never write again)
 -- ARGV[2] tombstone JSON   ARGV[3] tombstone ttl in ms
@@ -18,7 +19,7 @@ end
 if ARGV[1] == '' and current then
   current = redis.call('INCR', KEYS[1])
 end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[8])
 local stored = redis.call('GET', KEYS[7])
 if stored then
   local ttl = tonumber(ARGV[3])

@@ -420,6 +420,28 @@ async def test_a_requeued_orphan_is_advanced_by_the_worker(ops: Ops) -> None:
     assert result.outcome == "suspended"
 
 
+async def test_reap_skips_an_execution_whose_node_heartbeat_is_fresh(ops: Ops) -> None:
+    """W19: alive = an open node whose last update is within three heartbeats (one lease TTL
+    at a renewal every third of it), even with an old checkpoint and no lease right now."""
+    stale = 3 * LEASE_TTL_MS + 1
+    for execution_id, heartbeat_age_ms in (("alive", LEASE_TTL_MS - 1), ("silent", LEASE_TTL_MS)):
+        await ops.running(execution_id, idle_ms=stale)
+        lease = await ops.leases.acquire(execution_id, "gone-worker", ttl_ms=LEASE_TTL_MS)
+        assert lease is not None
+        await ops.executions.heartbeat(
+            execution_id,
+            fence=lease.generation,
+            node_id="prepare",
+            now_ms=ops.clock.now_ms() - heartbeat_age_ms,
+        )
+        await ops.leases.release(lease)
+    report = await ops.reaper()()
+    actions = {item.execution_id: item.action for item in report.items}
+    assert actions == {"alive": ReapAction.SKIP_NODE_ALIVE, "silent": ReapAction.REQUEUE}
+    [carrier] = await ops.carriers()
+    assert carrier.execution_id == "silent"
+
+
 async def test_reap_dry_run_changes_nothing(ops: Ops) -> None:
     await ops.running("orphan", idle_ms=3 * LEASE_TTL_MS + 1)
     report = await ops.reaper()(dry_run=True)

@@ -19,13 +19,19 @@ from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.handlers import HandlerRegistry
+from plaita.application.ports import NodeHeartbeat
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.executions import ResumeExecution
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.process_task import Disposition, ProcessTask, StepSettings
 from plaita.application.use_cases.start_execution import StartExecution
 from plaita.domain.envelope import ResumeType, TaskEnvelope
-from plaita.domain.errors import HandlerNotAllowedError, UnknownExecutionError, UnknownFlowError
+from plaita.domain.errors import (
+    ExecutionLeaseError,
+    HandlerNotAllowedError,
+    UnknownExecutionError,
+    UnknownFlowError,
+)
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.flow import Flow
 
@@ -547,3 +553,90 @@ async def test_the_watchdog_keeps_the_carrier_from_looking_idle(twin: Twin) -> N
     assert delivery.envelope is not None
     await twin.process(delivery.envelope, message_id=delivery.message_id)
     assert touched and all(ids == [delivery.message_id] for ids in touched)
+
+
+async def test_the_watchdog_records_the_open_nodes_heartbeat(twin: Twin) -> None:
+    """W15: each successful renewal during a long node records the node and the time."""
+    seen: list[NodeHeartbeat | None] = []
+
+    async def tick(seconds: float) -> None:
+        twin.clock.advance(seconds)
+        await asyncio.sleep(0)
+
+    async def long_request(params: Any, ctx: Any) -> Any:
+        assert await twin.executions.last_heartbeat("x-1") is None
+        for _ in range(6):
+            await asyncio.sleep(0)
+        seen.append(await twin.executions.last_heartbeat("x-1"))
+        return {"id": 1}
+
+    twin.sleep = tick
+    twin.handlers = handler_registry(request=long_request)
+    started_ms = twin.clock.now_ms()
+    result = await twin.process(twin.envelope_start(5000))
+    assert result.outcome == "suspended"
+    [heartbeat] = seen
+    assert heartbeat is not None and heartbeat.node_id == "request"
+    assert started_ms < heartbeat.last_update_ms <= twin.clock.now_ms()
+
+
+class HeartbeatFails:
+    """Delegates to the real repository; every heartbeat raises ``error``."""
+
+    def __init__(self, inner: MemoryExecutionRepository, error: Exception) -> None:
+        self._inner = inner
+        self._error = error
+        self.attempts = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def heartbeat(self, execution_id: str, *, fence: int, node_id: str, now_ms: int) -> None:
+        self.attempts += 1
+        raise self._error
+
+
+async def test_a_failing_heartbeat_is_logged_and_the_step_goes_on(
+    twin: Twin, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def tick(seconds: float) -> None:
+        twin.clock.advance(seconds)
+        await asyncio.sleep(0)
+
+    async def long_request(params: Any, ctx: Any) -> Any:
+        for _ in range(6):
+            await asyncio.sleep(0)
+        assert not ctx.cancelled
+        return {"id": 1}
+
+    failing = HeartbeatFails(twin.executions, ConnectionError("store unreachable"))
+    twin.executions = failing  # type: ignore[assignment]
+    twin.sleep = tick
+    twin.handlers = handler_registry(request=long_request)
+    result = await twin.process(twin.envelope_start(5000))
+    assert result.outcome == "suspended" and failing.attempts > 0
+    assert "event=heartbeat.failed" in caplog.text
+
+
+async def test_a_fenced_heartbeat_means_the_lease_was_lost(twin: Twin) -> None:
+    """W4/W15: a heartbeat refused by the fence stops this holder like a lost renewal."""
+    seen: list[bool] = []
+
+    async def tick(seconds: float) -> None:
+        twin.clock.advance(seconds)
+        await asyncio.sleep(0)
+
+    async def long_request(params: Any, ctx: Any) -> Any:
+        for _ in range(6):
+            await asyncio.sleep(0)
+        seen.append(ctx.cancelled)
+        return {"id": 1}
+
+    twin.executions = HeartbeatFails(  # type: ignore[assignment]
+        twin.executions, ExecutionLeaseError("x-1: fence 1 rejected")
+    )
+    twin.sleep = tick
+    twin.handlers = handler_registry(request=long_request)
+    result = await twin.process(twin.envelope_start(5000))
+    assert (result.disposition, result.outcome) == (Disposition.LEAVE_PENDING, "lease_lost")
+    assert seen == [True]
