@@ -136,6 +136,7 @@ class _Dispatch:
     lease: Lease
     lost: threading.Event
     message_id: str | None = None
+    writes: asyncio.Lock = attrs.field(factory=asyncio.Lock)
     counters: Counters = attrs.field(factory=Counters)
     #: The node being run right now, for the watchdog's heartbeat (W15); None between nodes.
     open_node: str | None = None
@@ -322,12 +323,13 @@ class ProcessTask:
         """Record the open node's progress under the fence (W15); False when fenced off."""
         lease = dispatch.lease
         try:
-            await self._executions.heartbeat(
-                lease.execution_id,
-                fence=lease.generation,
-                node_id=node_id,
-                now_ms=self._clock.now_ms(),
-            )
+            async with dispatch.writes:
+                await self._executions.heartbeat(
+                    lease.execution_id,
+                    fence=lease.generation,
+                    node_id=node_id,
+                    now_ms=self._clock.now_ms(),
+                )
         except ExecutionLeaseError as exc:
             log.warning(
                 "event=heartbeat.fenced execution_id=%s generation=%s node_id=%s error=%s: "
@@ -650,7 +652,8 @@ class ProcessTask:
                 f"{dispatch.lease.generation}) was not renewed in time; this worker stops "
                 "advancing it and leaves the carrier for whoever holds the lease next"
             )
-        await self._executions.save(state, fence=dispatch.lease.generation, previous=previous)
+        async with dispatch.writes:  # W15: heartbeats and checkpoints never interleave
+            await self._executions.save(state, fence=dispatch.lease.generation, previous=previous)
 
     async def _drop_subscription(self, suspension: Suspension | None) -> None:
         if suspension is not None and suspension.subscription_id is not None:
