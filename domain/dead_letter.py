@@ -59,6 +59,7 @@ def guard_dead_letter(
     lease: LeaseLookup,
     node_budget_exhausted: bool,
     schema_rejected: bool,
+    start_carrier: bool = False,
 ) -> GuardDecision:
     """Decide a carrier's way to the DLQ; first matching row wins (W9).
 
@@ -80,6 +81,11 @@ def guard_dead_letter(
         return GuardDecision(GuardAction.KEEP_PENDING, "lease_held")
     if schema_rejected:
         return GuardDecision(GuardAction.RELEASE_ONCE_NO_COPY, "schema_rejected")
+    if execution is ExecutionLookup.MISSING and start_carrier:
+        # A start whose first node kept killing its workers before any checkpoint: releasing
+        # it would lose the execution its caller was promised. Record the failure instead,
+        # visible and retryable (I0, "never lose an execution").
+        return GuardDecision(GuardAction.TERMINALISE_THEN_RELEASE, "start_never_checkpointed")
     if execution is ExecutionLookup.MISSING:
         return GuardDecision(GuardAction.RELEASE, "execution_missing")
     if node_budget_exhausted:

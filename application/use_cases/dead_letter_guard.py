@@ -21,7 +21,13 @@ from plaita.application.ports import (
     LeaseManager,
     TaskQueue,
 )
-from plaita.domain.budgets import NODE_RETRY_TOTAL_MAX
+from plaita.domain.budgets import (
+    COUNTER_TTL_SECONDS,
+    NODE_RETRY_TOTAL_MAX,
+    Counter,
+    CounterChange,
+    CounterOp,
+)
 from plaita.domain.dead_letter import (
     ExecutionLookup,
     GuardAction,
@@ -29,7 +35,7 @@ from plaita.domain.dead_letter import (
     LeaseLookup,
     guard_dead_letter,
 )
-from plaita.domain.envelope import copy_envelope
+from plaita.domain.envelope import CarrierKind, copy_envelope
 from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus
 from plaita.domain.failures import CODE_FLOW_ERROR
 from plaita.domain.tombstone import DispatchPath, GateAction, copy_timestamp_ms, gate
@@ -96,12 +102,14 @@ class GuardDeadLetter:
         new, too old to run): a copy would be refused again, so it is released once, uncopied.
         """
         execution_id = carrier_execution_id(delivery)
-        facts = await self._facts(execution_id)
+        facts = await self._facts(execution_id, count_attempt=not schema_rejected)
+        envelope = delivery.envelope
         decision = guard_dead_letter(
             execution=facts.execution,
             lease=facts.lease,
             node_budget_exhausted=facts.budget_spent,
             schema_rejected=schema_rejected,
+            start_carrier=envelope is not None and envelope.kind is CarrierKind.START,
         )
         try:
             outcome = await self._perform(decision, delivery, reason, facts)
@@ -133,7 +141,7 @@ class GuardDeadLetter:
 
     # --- facts ------------------------------------------------------------------------
 
-    async def _facts(self, execution_id: str | None) -> _Facts:
+    async def _facts(self, execution_id: str | None, *, count_attempt: bool) -> _Facts:
         if execution_id is None:
             # Nothing names an execution: there is nothing to recover or to keep it for.
             return _Facts(ExecutionLookup.MISSING, LeaseLookup.FREE)
@@ -162,6 +170,15 @@ class GuardDeadLetter:
             return _Facts(ExecutionLookup.NON_TERMINAL, lease, state)
         try:
             counters = await self._counters.read(execution_id)
+            if count_attempt and lease is LeaseLookup.FREE:
+                # W2: a carrier over max deliveries crashed or lost every attempt; that counts
+                # against the open node's budget, so a step that always kills its worker ends
+                # terminal instead of being copied for ever.
+                counters = await self._counters.apply(
+                    execution_id,
+                    _crashed_attempt(state.next_node_id),
+                    ttl_ms=COUNTER_TTL_SECONDS * 1000,
+                )
         except Exception as exc:
             log.warning(
                 "event=dlq_guard.counter_lookup_failed execution_id=%s error=%r", execution_id, exc
@@ -179,7 +196,11 @@ class GuardDeadLetter:
         action = decision.action
         if action is GuardAction.KEEP_PENDING:
             return GuardOutcome(action, decision.reason, released=False)
-        if action is GuardAction.TERMINALISE_THEN_RELEASE:
+        if action is GuardAction.TERMINALISE_THEN_RELEASE and facts.state is None:
+            refused = await self._record_failed_start(delivery)
+            if refused is not None:
+                return GuardOutcome(action, refused, released=False)
+        elif action is GuardAction.TERMINALISE_THEN_RELEASE:
             assert facts.state is not None
             refused = await self._terminalise(facts.state, facts.node_retries, delivery)
             if refused is not None:
@@ -227,6 +248,48 @@ class GuardDeadLetter:
         finally:
             await self._leases.release(lease)
 
+    async def _record_failed_start(self, delivery: Delivery) -> str | None:
+        """A start that never reached its first checkpoint becomes an execution in error.
+
+        ``retry`` wakes it from its start node; nothing ran to completion before, so nothing
+        runs twice that had been checkpointed.
+        """
+        envelope = delivery.envelope
+        assert envelope is not None
+        lease = await self._leases.acquire(
+            envelope.execution_id, self._holder_id, ttl_ms=self._lease_ttl_ms
+        )
+        if lease is None:
+            return "lease_taken"
+        try:
+            if await self._executions.load(envelope.execution_id) is not None:
+                return "execution_appeared"
+            now = self._clock.now_ms()
+            failed = ExecutionState(
+                execution_id=envelope.execution_id,
+                flow_id=envelope.flow_id,
+                flow_version=envelope.version or "",
+                fingerprint="",
+                status=ExecutionStatus.ERROR,
+                created_at_ms=now,
+                updated_at_ms=now,
+                tenant_id=envelope.tenant_id,
+                input=dict(envelope.params),
+                error=ExecutionError(
+                    code=CODE_FLOW_ERROR,
+                    message=(
+                        f"the start carrier {delivery.message_id} was delivered "
+                        f"{delivery.delivery_count} times and no attempt reached the first "
+                        "checkpoint (a handler crashing its worker?); fix the cause, then retry"
+                    ),
+                    kind=NODE_BUDGET_EXHAUSTED_KIND,
+                ),
+            )
+            await self._executions.save(failed, fence=lease.generation)
+            return None
+        finally:
+            await self._leases.release(lease)
+
     async def _recovery_copy(self, delivery: Delivery) -> tuple[str | None, str | None]:
         """Enqueue a fresh carrier for an execution whose holder is gone.
 
@@ -263,3 +326,10 @@ def carrier_execution_id(delivery: Delivery) -> str | None:
         return None
     value = document.get("execution_id") if isinstance(document, dict) else None
     return value if isinstance(value, str) and value else None
+
+
+def _crashed_attempt(node_id: str | None) -> tuple[CounterChange, ...]:
+    return (
+        CounterChange(Counter.NODE_RETRIES, CounterOp.INCREMENT, node_id),
+        CounterChange(Counter.TOTAL_RETRIES, CounterOp.INCREMENT),
+    )

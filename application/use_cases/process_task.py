@@ -450,7 +450,7 @@ class ProcessTask:
                 ExecutionStatus.RUNNING,
                 now_ms=self._clock.now_ms(),
                 error=None,
-                next_node_id=failed_at or state.next_node_id,
+                next_node_id=failed_at or state.next_node_id or flow.start_node.id,
             )
             return await self._advance(dispatch, state, flow, resume=None, stored=stored)
         resume = None

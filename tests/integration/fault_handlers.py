@@ -8,6 +8,7 @@ run with the repository root as their working directory). Every call of :func:`s
 - obeys the plan for its node, ``params["plan"][<node_id>]``:
   ``{"sleep": seconds}`` (to be killed, stopped or drained mid-step),
   ``{"crash": "first"}`` (``os._exit`` on the node's first run),
+  ``{"crash": "always"}`` (``os._exit`` on every run: a poison step),
   ``{"fail": "transient", "times": k}`` (``TransientNodeError`` on the first ``k`` runs),
   ``{"fail": "deterministic"}`` (``DeterministicNodeError`` every time);
 - counts the completed run: ``INCR <ns>:test:done:<execution_id>:<node_id>``, just before it
@@ -84,6 +85,8 @@ def step(params: dict[str, JSON], ctx: Any) -> dict[str, JSON]:
         runs = int(pipe.execute()[0])
     plan = (params.get("plan") or {}).get(ctx.node_id) or {}
     if plan.get("crash") == "first" and runs == 1:
+        os._exit(70)
+    if plan.get("crash") == "always":
         os._exit(70)
     if plan.get("fail") == "transient" and runs <= int(plan.get("times", 1)):
         raise TransientNodeError(f"{ctx.node_id}: planned transient failure on run {runs}")

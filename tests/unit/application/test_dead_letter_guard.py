@@ -177,7 +177,8 @@ async def test_a_spent_node_budget_is_terminalised_under_a_lease_then_released(
     assert failed is not None and failed.status is ExecutionStatus.ERROR
     assert failed.error is not None
     assert (failed.error.node_id, failed.error.kind) == ("b", NODE_BUDGET_EXHAUSTED_KIND)
-    assert "after 5 retries" in failed.error.message
+    # The over-delivered carrier's own crashed attempt counts too (W2): 5 + 1.
+    assert "after 6 retries" in failed.error.message
     assert await world.leases.holder("x-1") is None, "the guard's lease is released"
     assert len(await world.queue.dead_letters()) == 1
     assert await world.stream() == [], "a recovery copy would spend the budget again"
@@ -337,3 +338,39 @@ async def test_a_deleted_execution_gets_no_recovery_copy(world: World) -> None:
         True,
     )
     assert outcome.copy_id is None and await world.stream() == []
+
+
+async def test_a_start_that_never_reached_a_checkpoint_becomes_a_visible_error(
+    world: World,
+) -> None:
+    """W9/I0: no state yet (its first node killed every worker) — the execution is recorded
+    as failed, retryable, instead of vanishing into the DLQ."""
+    start = TaskEnvelope.start(
+        execution_id="x-1", flow_id="f", version="1", params={"n": 1}, now_ms=world.clock.now_ms()
+    )
+    delivery = await world.reclaimed(start)
+
+    outcome = await world.guard()(delivery, OVER_THE_LIMIT)
+
+    assert (outcome.action, outcome.released) == (GuardAction.TERMINALISE_THEN_RELEASE, True)
+    failed = await world.executions.load("x-1")
+    assert failed is not None and failed.status is ExecutionStatus.ERROR
+    assert failed.input == {"n": 1} and failed.error is not None
+    assert "no attempt reached the first checkpoint" in failed.error.message
+    assert len(await world.queue.dead_letters()) == 1
+
+
+async def test_each_guarded_crash_counts_against_the_open_node_budget(world: World) -> None:
+    """W2: a step that kills every worker is not copied for ever: each guard round counts
+    one attempt, and once the budget is spent the execution ends in error."""
+    await world.store(state(world.clock))
+    actions = []
+    for _ in range(8):
+        delivery = await world.reclaimed(carrier(world.clock))
+        outcome = await world.guard()(delivery, OVER_THE_LIMIT)
+        actions.append(outcome.action)
+        if outcome.action is GuardAction.TERMINALISE_THEN_RELEASE:
+            break
+    assert actions[-1] is GuardAction.TERMINALISE_THEN_RELEASE
+    assert set(actions[:-1]) == {GuardAction.ENQUEUE_COPY_THEN_RELEASE}
+    assert len(actions) <= 6

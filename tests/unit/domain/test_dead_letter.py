@@ -434,3 +434,17 @@ def test_minted_ids_differ_for_different_dead_letters(
 ) -> None:
     """W10: a stream id has no ':', so "<key>:<id>" names one (dlq_key, dlq_id) only."""
     assert (replay_execution_id(*a) == replay_execution_id(*b)) is (a == b)
+
+
+def test_a_start_carrier_of_an_execution_never_checkpointed_is_terminalised_not_lost() -> None:
+    """W9/I0: a start whose first node crashed every worker has no state; releasing it would
+    lose the execution the caller was promised, so its failure is recorded first."""
+    decision = guard_dead_letter(
+        execution=ExecutionLookup.MISSING,
+        lease=LeaseLookup.FREE,
+        node_budget_exhausted=False,
+        schema_rejected=False,
+        start_carrier=True,
+    )
+    assert decision.action is GuardAction.TERMINALISE_THEN_RELEASE
+    assert decision.reason == "start_never_checkpointed"
