@@ -12,6 +12,7 @@ commands. Run on fakeredis and on the real Redis at ``PLAITA_TEST_REDIS_URL``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, TypeVar
@@ -199,27 +200,45 @@ class CheckpointCosts:
         assert await store.load("x:cost") == previous
 
 
+@contextlib.asynccontextmanager
+async def wired_fake_redis(wire: Wire) -> AsyncIterator[redis.Redis]:
+    """A fakeredis client whose every socket write is recorded in ``wire``."""
+    client = fakeredis.FakeAsyncRedis(
+        server=fakeredis.FakeServer(),
+        connection_class=recording(fakeredis.FakeAsyncRedisConnection, wire),
+    )
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+@contextlib.asynccontextmanager
+async def wired_real_redis(wire: Wire, keys: RedisKeys) -> AsyncIterator[redis.Redis]:
+    """The real Redis at PLAITA_TEST_REDIS_URL, recorded; the namespace is cleaned after."""
+    url = os.environ.get("PLAITA_TEST_REDIS_URL")
+    if not url:
+        pytest.skip("PLAITA_TEST_REDIS_URL is unset; CI always sets it")
+    client = redis.Redis.from_url(url, connection_class=recording(Connection, wire))
+    try:
+        yield client
+    finally:
+        created = [key async for key in client.scan_iter(match=f"{keys.namespace}:*", count=1000)]
+        if created:
+            await client.delete(*created)
+        await client.aclose()
+
+
 class TestFakeRedisCheckpointCosts(CheckpointCosts):
     @pytest.fixture
     async def client(self, wire: Wire) -> AsyncIterator[redis.Redis]:
-        client = fakeredis.FakeAsyncRedis(
-            server=fakeredis.FakeServer(),
-            connection_class=recording(fakeredis.FakeAsyncRedisConnection, wire),
-        )
-        yield client
-        await client.aclose()
+        async with wired_fake_redis(wire) as client:
+            yield client
 
 
 @pytest.mark.redis
 class TestRedisCheckpointCosts(CheckpointCosts):
     @pytest.fixture
     async def client(self, wire: Wire, keys: RedisKeys) -> AsyncIterator[redis.Redis]:
-        url = os.environ.get("PLAITA_TEST_REDIS_URL")
-        if not url:
-            pytest.skip("PLAITA_TEST_REDIS_URL is unset; CI always sets it")
-        client = redis.Redis.from_url(url, connection_class=recording(Connection, wire))
-        yield client
-        created = [key async for key in client.scan_iter(match=f"{keys.namespace}:*", count=1000)]
-        if created:
-            await client.delete(*created)
-        await client.aclose()
+        async with wired_real_redis(wire, keys) as client:
+            yield client

@@ -8,15 +8,12 @@ fixed costs (lease, load, counters, release) cancel out.
 
 from __future__ import annotations
 
-import os
 import types
 from collections.abc import AsyncIterator
 from typing import Any
 
-import fakeredis
 import pytest
 import redis.asyncio as redis
-from redis.asyncio.connection import Connection
 
 from plaita.adapters.redis.counters import RedisCounterStore
 from plaita.adapters.redis.delay_queue import RedisDelayQueue
@@ -33,7 +30,7 @@ from plaita.application.use_cases.process_task import ProcessTask, StepSettings
 from plaita.domain.envelope import TaskEnvelope
 from plaita.domain.flow import Flow
 
-from .test_checkpoint_costs import Wire, recording
+from .test_checkpoint_costs import Wire, wired_fake_redis, wired_real_redis
 
 #: SPEC P2: at most this many round trips per steady-state step.
 MAX_ROUND_TRIPS_PER_STEP = 2
@@ -117,24 +114,13 @@ class StepRoundTrips:
 class TestFakeRedisStepRoundTrips(StepRoundTrips):
     @pytest.fixture
     async def client(self, wire: Wire) -> AsyncIterator[redis.Redis]:
-        client = fakeredis.FakeAsyncRedis(
-            server=fakeredis.FakeServer(),
-            connection_class=recording(fakeredis.FakeAsyncRedisConnection, wire),
-        )
-        yield client
-        await client.aclose()
+        async with wired_fake_redis(wire) as client:
+            yield client
 
 
 @pytest.mark.redis
 class TestRedisStepRoundTrips(StepRoundTrips):
     @pytest.fixture
     async def client(self, wire: Wire, keys: RedisKeys) -> AsyncIterator[redis.Redis]:
-        url = os.environ.get("PLAITA_TEST_REDIS_URL")
-        if not url:
-            pytest.skip("PLAITA_TEST_REDIS_URL is unset; CI always sets it")
-        client = redis.Redis.from_url(url, connection_class=recording(Connection, wire))
-        yield client
-        created = [key async for key in client.scan_iter(match=f"{keys.namespace}:*", count=1000)]
-        if created:
-            await client.delete(*created)
-        await client.aclose()
+        async with wired_real_redis(wire, keys) as client:
+            yield client

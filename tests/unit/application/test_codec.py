@@ -18,21 +18,8 @@ from plaita.application.codec import (
 from plaita.domain.envelope import CURRENT_SCHEMA_VERSION, ResumeType, TaskEnvelope
 from plaita.domain.errors import InvalidEnvelopeError, SchemaVersionError
 
-json_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=12)
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
-    ),
-    max_leaves=12,
-)
-json_objects = st.dictionaries(st.text(max_size=8), json_values, max_size=4)
+from ..strategies import json_objects
+
 ids = st.text(min_size=1, max_size=16)
 millis = st.integers(min_value=0, max_value=2**53)
 
@@ -56,6 +43,7 @@ resume_envelopes = st.builds(
     subscription_id=st.none() | ids,
     tenant_id=ids,
 )
+
 
 VALID_BODY: dict[str, Any] = {
     "kind": "resume",

@@ -21,27 +21,14 @@ from plaita.domain.execution import (
     check_transition,
 )
 
+from ..strategies import json_objects, json_values
+
 RUNNING = ExecutionStatus.RUNNING
 SUSPENDED = ExecutionStatus.SUSPENDED
 COMPLETED = ExecutionStatus.COMPLETED
 ERROR = ExecutionStatus.ERROR
 CANCELLED = ExecutionStatus.CANCELLED
 
-json_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=12)
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
-    ),
-    max_leaves=12,
-)
-json_objects = st.dictionaries(st.text(max_size=8), json_values, max_size=4)
 ids = st.text(min_size=1, max_size=16)
 optional_ids = st.none() | ids
 millis = st.integers(min_value=0, max_value=2**53)
@@ -56,6 +43,8 @@ execution_errors = st.builds(
     node_id=optional_ids,
     kind=st.sampled_from(["FlowErrorException", "ExecutionDeadlineError", "FlowTimeoutError"]),
 )
+
+
 states = st.builds(
     ExecutionState,
     execution_id=ids,
