@@ -303,6 +303,10 @@ class DedupStore(Protocol):
         """Claim ``key`` for ``execution_id`` (SET NX); the id that already holds it, or None."""
         ...
 
+    async def release(self, key: str, execution_id: str, *, tenant_id: str) -> bool:
+        """Drop the claim if ``execution_id`` still holds it (a deleted execution, W13)."""
+        ...
+
 
 # --- events (V1-V4) ---------------------------------------------------------------------
 

@@ -242,6 +242,7 @@ class Container(containers.DeclarativeContainer):
         delay=delay_queue,
         tombstones=executions,
         registry=worker_registry,
+        dedup=dedup,
         listeners=listeners,
     )
     dead_letter_guard = providers.Factory(

@@ -19,3 +19,10 @@ class MemoryDedupStore:
             return held[0]
         self._claims[(tenant_id, key)] = (execution_id, now + ttl_ms)
         return None
+
+    async def release(self, key: str, execution_id: str, *, tenant_id: str) -> bool:
+        held = self._claims.get((tenant_id, key))
+        if held is None or held[0] != execution_id or held[1] <= self._clock.now_ms():
+            return False
+        del self._claims[(tenant_id, key)]
+        return True

@@ -15,6 +15,7 @@ class RedisDedupStore:
     def __init__(self, client: redis.Redis, keys: RedisKeys) -> None:
         self._keys = keys
         self._claim = client.register_script(read_script("dedup_claim"))
+        self._release = client.register_script(read_script("dedup_release"))
 
     async def claim(
         self, key: str, execution_id: str, *, tenant_id: str, ttl_ms: int
@@ -23,3 +24,7 @@ class RedisDedupStore:
             keys=[self._keys.dedup(tenant_id, key)], args=[execution_id, ttl_ms]
         )
         return None if holder is None else text(holder)
+
+    async def release(self, key: str, execution_id: str, *, tenant_id: str) -> bool:
+        released = await self._release(keys=[self._keys.dedup(tenant_id, key)], args=[execution_id])
+        return bool(released)

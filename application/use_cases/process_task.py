@@ -33,6 +33,7 @@ from plaita.application.ports import (
     Clock,
     Counters,
     CounterStore,
+    DedupStore,
     DelayQueue,
     ExecutionRepository,
     IdGenerator,
@@ -159,6 +160,7 @@ class ProcessTask:
         delay: DelayQueue,
         tombstones: TombstoneStore | None = None,
         registry: WorkerRegistry | None = None,
+        dedup: DedupStore | None = None,
         listeners: Callable[[], list[object]] = list,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
@@ -175,6 +177,7 @@ class ProcessTask:
         self._delay = delay
         self._tombstones = tombstones
         self._registry = registry
+        self._dedup = dedup
         self._listeners = listeners
         self._sleep = sleep
 
@@ -237,6 +240,11 @@ class ProcessTask:
         decision = gate(path, tombstone=tombstone, carrier_tenant=envelope.tenant_id)
         if decision.action is GateAction.DISPATCH:
             return None
+        if decision.release_dedup and envelope.dedup_key and self._dedup is not None:
+            # The key would otherwise answer with the deleted execution for seven days.
+            await self._dedup.release(
+                envelope.dedup_key, envelope.execution_id, tenant_id=envelope.tenant_id
+            )
         return _ack("execution_deleted", f"execution {envelope.execution_id} was deleted (W13)")
 
     # --- lease ---------------------------------------------------------------------------

@@ -37,6 +37,13 @@ class DedupStoreContract:
         await elapse(250)
         assert await dedup.claim("k", "x-2", tenant_id="default", ttl_ms=100) is None
 
+    async def test_release_frees_the_key_only_for_its_holder(self, dedup: DedupStore) -> None:
+        """W13: a deleted execution's key is released; someone else's claim never is."""
+        assert await dedup.claim("k", "x-1", tenant_id="default", ttl_ms=60_000) is None
+        assert not await dedup.release("k", "x-2", tenant_id="default")
+        assert await dedup.release("k", "x-1", tenant_id="default")
+        assert await dedup.claim("k", "x-3", tenant_id="default", ttl_ms=60_000) is None
+
 
 class TestMemoryDedupStore(DedupStoreContract):
     @pytest.fixture

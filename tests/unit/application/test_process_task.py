@@ -34,6 +34,7 @@ from plaita.domain.errors import (
 )
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.flow import Flow
+from plaita.domain.tombstone import Tombstone
 
 from .conftest import FakeClock, SequentialIds, handler_registry
 
@@ -640,3 +641,34 @@ async def test_a_fenced_heartbeat_means_the_lease_was_lost(twin: Twin) -> None:
     result = await twin.process(twin.envelope_start(5000))
     assert (result.disposition, result.outcome) == (Disposition.LEAVE_PENDING, "lease_lost")
     assert seen == [True]
+
+
+async def test_a_start_dropped_for_a_deleted_execution_releases_its_dedup_key(twin: Twin) -> None:
+    """W13/W6: otherwise the key would answer with the deleted execution for seven days."""
+    dedup = MemoryDedupStore(twin.clock)
+    assert await dedup.claim("order-7", "x-1", tenant_id="default", ttl_ms=60_000) is None
+    await twin.executions.delete(
+        "x-1",
+        fence=None,
+        tombstone=Tombstone("default", twin.clock.now_ms(), "test"),
+        tombstone_ttl_ms=60_000,
+    )
+    process = ProcessTask(
+        executions=twin.executions,
+        leases=twin.leases,
+        flows=twin.catalog,
+        queue=twin.queue,
+        subscriptions=twin.subscriptions,
+        handlers=twin.handlers,
+        clock=twin.clock,
+        ids=twin.ids,
+        settings=twin.settings,
+        counters=twin.counters,
+        delay=twin.delay,
+        tombstones=twin.executions,
+        dedup=dedup,
+    )
+    start = attrs.evolve(twin.envelope_start(10), dedup_key="order-7")
+    result = await process(start)
+    assert result.outcome == "execution_deleted"
+    assert await dedup.claim("order-7", "x-2", tenant_id="default", ttl_ms=60_000) is None
