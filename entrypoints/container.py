@@ -45,8 +45,17 @@ from plaita.domain.config_generations import RuntimeConfig, generations_of
 from plaita.entrypoints.settings import Settings
 
 
-def _redis_client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
+def _redis_client(url: str, concurrency: int) -> redis.Redis:
+    # A pool that waits for a free connection instead of failing: every in-flight dispatch
+    # holds at most one at a time, plus the loop's reads, timers, heartbeats and metrics.
+    pool = redis.BlockingConnectionPool.from_url(
+        url,
+        decode_responses=True,
+        health_check_interval=30,
+        max_connections=concurrency + 16,
+        timeout=30,
+    )
+    return redis.Redis(connection_pool=pool)
 
 
 def _dlq_key(configured: str | None, keys: RedisKeys, queue_name: str) -> str:
@@ -114,7 +123,7 @@ class Container(containers.DeclarativeContainer):
     clock = providers.Singleton(SystemClock)
     ids = providers.Singleton(UuidGenerator)
 
-    redis_client = providers.Singleton(_redis_client, config.redis_url)
+    redis_client = providers.Singleton(_redis_client, config.redis_url, config.concurrency)
     redis_keys = providers.Singleton(RedisKeys, config.namespace)
     memory_leases = providers.Singleton(MemoryLeaseManager, clock)
     memory_counters = providers.Singleton(MemoryCounterStore, clock)

@@ -1,0 +1,396 @@
+"""Durable steps per second of one worker process on a real Redis (SPEC §7 P1).
+
+One run: in a fresh namespace, register a flow of N no-op async task nodes and an end node,
+enqueue E start carriers on the Redis task queue, then run ONE worker — the real
+``entrypoints.worker.Worker`` loop, wired by ``build_container`` for the Redis backend as
+``plaita worker`` wires it (dead-letter guard, leases, registry record, delay queue) — until
+every execution is completed. The handler comes from a tiny module the script provides
+through the container's ``handlers`` provider (a ``HandlerRegistry`` with an importer).
+
+Reported per run:
+
+- wall time: from the worker's start to the last execution's completing checkpoint (its
+  ``updated_at_ms``), so the completion poll's interval does not count;
+- durable steps/s: E x (N + 1) nodes / wall time (every node is checkpointed);
+- execution latency p50/p99, enqueue → completed (all E are enqueued before the worker
+  starts, so this includes the wait in the stream) and in the worker (first checkpoint →
+  completed).
+
+Completion is polled every ``--poll-ms`` with one pipelined ``HGET status`` per outstanding
+execution; afterwards every execution is loaded through the ``ExecutionRepository`` and
+must be ``completed`` with N + 1 steps. A run stops by itself after ``--timeout`` seconds
+whatever happened; the namespace is deleted at the end of each run.
+
+    .venv/bin/python bench/worker_throughput.py                  # 3 runs, 200 x 10, ≤ ~90 s
+    .venv/bin/python bench/worker_throughput.py --concurrency 16 --runs 1
+    .venv/bin/python bench/worker_throughput.py --runs 1 --profile   # + cProfile top 10
+
+Performance is measured here, never in timed unit tests (SPEC §7).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import io
+import json
+import os
+import platform
+import pstats
+import statistics
+import sys
+import time
+import types
+import uuid
+from typing import Any
+
+import attrs
+import redis.asyncio as redis
+from dependency_injector import providers
+
+from plaita.adapters.redis.keys import RedisKeys
+from plaita.application.handlers import HandlerRegistry
+from plaita.domain.envelope import TaskEnvelope
+from plaita.domain.execution import ExecutionStatus
+from plaita.domain.flow import Flow
+from plaita.entrypoints.container import Container, build_container
+from plaita.entrypoints.settings import Settings
+from plaita.entrypoints.worker import Presence, Worker
+
+HANDLER_MODULE = "plaita_bench_noop"
+
+
+async def noop(params: Any, ctx: Any) -> None:
+    return None
+
+
+#: The module the handlers are imported from; only the container's registry ever sees it.
+NOOP_MODULE = types.SimpleNamespace(noop=noop)
+
+
+def chain(nodes: int) -> Flow:
+    """``nodes`` no-op async task nodes in a row, then an end node."""
+    ids = [f"n{i}" for i in range(nodes)]
+    document = {
+        "flow_id": f"bench_chain_{nodes}",
+        "version": "1",
+        "start": ids[0],
+        "nodes": [
+            {"id": node, "type": "task", "handler": f"{HANDLER_MODULE}:noop", "next": following}
+            for node, following in zip(ids, [*ids[1:], "done"], strict=True)
+        ]
+        + [{"id": "done", "type": "end"}],
+    }
+    return Flow.from_document(document)
+
+
+@attrs.frozen
+class RunResult:
+    executions: int
+    completed: int
+    steps: int
+    wall_seconds: float
+    enqueue_latency_ms: list[float]
+    worker_latency_ms: list[float]
+    #: CPU seconds per wall second while the run went on (poll included), of this process
+    #: and of the Redis server (all its clients).
+    worker_cpu: float
+    redis_cpu: float
+    problem: str | None = None
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.steps / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def container_for(args: argparse.Namespace, namespace: str) -> tuple[Settings, Container]:
+    settings = Settings(
+        backend="redis",
+        redis_url=args.redis_url,
+        namespace=namespace,
+        handler_modules=(HANDLER_MODULE,),
+        concurrency=args.concurrency,
+        read_block_ms=args.read_block_ms,
+        consumer_name=f"{namespace}-worker",
+    )
+    container = build_container(settings)
+    container.handlers.override(
+        providers.Object(HandlerRegistry([HANDLER_MODULE], importer=lambda _: NOOP_MODULE))
+    )
+    return settings, container
+
+
+async def wait_completed(
+    client: redis.Redis, keys: RedisKeys, ids: list[str], *, poll_s: float, deadline: float
+) -> int:
+    """Poll until every execution is terminal or ``deadline``; how many are terminal."""
+    outstanding = list(ids)
+    terminal = {status.value for status in ExecutionStatus if status.is_terminal}
+    while outstanding and time.monotonic() < deadline:
+        await asyncio.sleep(poll_s)
+        try:
+            async with client.pipeline(transaction=False) as pipe:
+                for execution_id in outstanding:
+                    pipe.hget(keys.execution_state(execution_id), "status")
+                statuses = await pipe.execute()
+        except redis.RedisError as exc:
+            print(f"completion poll failed: {exc!r}; polling again", file=sys.stderr)
+            continue
+        outstanding = [
+            execution_id
+            for execution_id, status in zip(outstanding, statuses, strict=True)
+            if status is None or json.loads(status) not in terminal
+        ]
+    return len(ids) - len(outstanding)
+
+
+async def delete_namespace(client: redis.Redis, namespace: str) -> int:
+    deleted = 0
+    batch: list[str] = []
+    async for key in client.scan_iter(match=f"{namespace}:*", count=1000):
+        batch.append(key)
+        if len(batch) >= 500:
+            deleted += await client.unlink(*batch)
+            batch.clear()
+    if batch:
+        deleted += await client.unlink(*batch)
+    return deleted
+
+
+async def one_run(args: argparse.Namespace, profiler: cProfile.Profile | None = None) -> RunResult:
+    namespace = f"plaita-bench-{uuid.uuid4().hex[:12]}"
+    settings, container = container_for(args, namespace)
+    # The poll, the CPU probe and the clean-up have their own client: not the worker's pool.
+    observer = redis.Redis.from_url(args.redis_url, decode_responses=True)
+    try:
+        await observer.ping()
+        flow = await container.flows().register(chain(args.nodes))
+        queue = container.queue()
+        await queue.ensure_group()
+        new_id = container.ids().new_id
+        ids: list[str] = []
+        enqueued_ms: dict[str, int] = {}
+        for _ in range(args.executions):
+            execution_id = new_id()
+            now_ms = time.time_ns() // 1_000_000
+            await queue.enqueue(
+                TaskEnvelope.start(
+                    execution_id=execution_id,
+                    flow_id=flow.flow_id,
+                    version=flow.version,
+                    params={},
+                    now_ms=now_ms,
+                )
+            )
+            ids.append(execution_id)
+            enqueued_ms[execution_id] = now_ms
+
+        presence = Presence(
+            container.registry(),
+            instance_id=settings.consumer_name,
+            clock=container.clock(),
+            lease_ttl_ms=settings.lease_ttl_ms,
+            generations=container.generations(),
+        )
+        worker = Worker(
+            queue=queue,
+            process=container.process_task(),
+            delay=container.delay_queue(),
+            clock=container.clock(),
+            consumer=settings.consumer_name,
+            concurrency=settings.concurrency,
+            read_block_ms=settings.read_block_ms,
+            claim_min_idle_ms=settings.claim_min_idle_ms,
+            max_deliveries=settings.max_deliveries,
+            leases=container.leases(),
+            guard=container.dead_letter_guard(),
+            presence=presence,
+            drain_timeout_seconds=5.0,
+            dlq_length=container.dlq_length(),
+        )
+        stop = asyncio.Event()
+        deadline = time.monotonic() + args.timeout
+        if profiler is not None:
+            profiler.enable()
+        redis_cpu = await redis_cpu_seconds(observer)
+        cpu = time.process_time()
+        started = time.monotonic()
+        started_ms = time.time_ns() // 1_000_000
+        running = asyncio.create_task(worker.run(stop))
+        try:
+            await wait_completed(
+                observer,
+                container.redis_keys(),
+                ids,
+                poll_s=args.poll_ms / 1000,
+                deadline=deadline,
+            )
+            observed = time.monotonic() - started
+            cpu = time.process_time() - cpu
+            redis_cpu = await redis_cpu_seconds(observer) - redis_cpu
+        finally:
+            stop.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(running), 10)
+            if not running.done():
+                running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+            if profiler is not None:
+                profiler.disable()
+
+        executions = container.executions()
+        states = [await executions.load(execution_id) for execution_id in ids]
+        done = [
+            state
+            for state in states
+            if state is not None and state.status is ExecutionStatus.COMPLETED
+        ]
+        problem = None
+        wrong_steps = [state.execution_id for state in done if state.steps != args.nodes + 1]
+        if len(done) < len(ids):
+            problem = f"{len(ids) - len(done)} executions not completed after {args.timeout} s"
+        elif wrong_steps:
+            problem = f"{len(wrong_steps)} executions with steps != {args.nodes + 1}"
+        last_ms = max((state.updated_at_ms for state in done), default=started_ms)
+        return RunResult(
+            executions=len(ids),
+            completed=len(done),
+            steps=sum(state.steps for state in done),
+            wall_seconds=(last_ms - started_ms) / 1000,
+            enqueue_latency_ms=[
+                float(state.updated_at_ms - enqueued_ms[state.execution_id]) for state in done
+            ],
+            worker_latency_ms=[float(state.updated_at_ms - state.created_at_ms) for state in done],
+            worker_cpu=cpu / observed,
+            redis_cpu=redis_cpu / observed,
+            problem=problem,
+        )
+    finally:
+        with contextlib.suppress(Exception):
+            await delete_namespace(observer, namespace)
+        await observer.aclose()
+        with contextlib.suppress(Exception):
+            await container.redis_client().aclose()
+
+
+async def redis_cpu_seconds(client: redis.Redis) -> float:
+    info = await client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+async def redis_version(url: str) -> str:
+    client = redis.Redis.from_url(url, decode_responses=True)
+    try:
+        info = await client.info("server")
+        return str(info.get("redis_version", "?"))
+    finally:
+        await client.aclose()
+
+
+def table(results: list[RunResult], args: argparse.Namespace) -> str:
+    lines = [
+        f"| run ({args.executions} x {args.nodes} no-op tasks + end, concurrency "
+        f"{args.concurrency}) | completed | durable steps | wall s | steps/s "
+        "| enqueue→done p50 / p99 ms | in worker p50 / p99 ms | CPU worker / redis |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+
+    def latencies(samples: list[float]) -> str:
+        if not samples:
+            return "-"
+        return f"{percentile(samples, 0.5):.0f} / {percentile(samples, 0.99):.0f}"
+
+    for number, result in enumerate(results, start=1):
+        lines.append(
+            f"| {number} | {result.completed}/{result.executions} | {result.steps} "
+            f"| {result.wall_seconds:.2f} | {result.steps_per_second:.0f} "
+            f"| {latencies(result.enqueue_latency_ms)} | {latencies(result.worker_latency_ms)} "
+            f"| {result.worker_cpu:.0%} / {result.redis_cpu:.0%} |"
+        )
+    rates = [result.steps_per_second for result in results]
+    if len(rates) > 1:
+        lines.append(
+            f"| median of {len(rates)} | | | | {statistics.median(rates):.0f} "
+            f"({min(rates):.0f}-{max(rates):.0f}) | | | |"
+        )
+    return "\n".join(lines)
+
+
+async def main_async(args: argparse.Namespace) -> tuple[str, list[RunResult], str | None]:
+    version = await redis_version(args.redis_url)
+    results = [await one_run(args) for _ in range(args.runs)]
+    report = None
+    if args.profile:
+        profiler = cProfile.Profile()
+        results_profiled = await one_run(args, profiler)
+        out = io.StringIO()
+        out.write(
+            f"profiled run (not in the table): {results_profiled.steps_per_second:.0f} "
+            "steps/s under cProfile\n"
+        )
+        stats = pstats.Stats(profiler, stream=out)
+        stats.sort_stats("cumulative").print_stats(args.profile_top)
+        stats.sort_stats("tottime").print_stats(args.profile_top)
+        report = out.getvalue()
+    return version, results, report
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
+    parser.add_argument("--executions", type=int, default=200, help="start carriers (E)")
+    parser.add_argument("--nodes", type=int, default=10, help="no-op task nodes per flow (N)")
+    parser.add_argument("--concurrency", type=int, default=64, help="worker concurrency")
+    parser.add_argument("--read-block-ms", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=20.0, help="seconds per run, at most")
+    parser.add_argument("--poll-ms", type=int, default=50, help="completion poll interval")
+    parser.add_argument("--profile", action="store_true", help="one more run under cProfile")
+    parser.add_argument("--profile-top", type=int, default=10)
+    args = parser.parse_args(argv)
+    if not 1 <= args.executions <= 100_000:
+        parser.error("--executions must be between 1 and 100000")
+    if not 1 <= args.nodes <= 1000:
+        parser.error("--nodes must be between 1 and 1000")
+    if not 1 <= args.concurrency <= 10_000:
+        parser.error("--concurrency must be between 1 and 10000")
+    if not 1 <= args.runs <= 20:
+        parser.error("--runs must be between 1 and 20")
+    if not 0 < args.timeout <= 300:
+        parser.error("--timeout must be in (0, 300]")
+    if not 1 <= args.poll_ms <= 1000:
+        parser.error("--poll-ms must be between 1 and 1000")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.monotonic()
+    version, results, profile = asyncio.run(main_async(args))
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    print(
+        f"plaita worker throughput — python {platform.python_version()}, redis {version}, "
+        f"{os.cpu_count()} CPUs, {platform.machine()}, load average {load}, "
+        f"{time.monotonic() - started:.1f} s"
+    )
+    print()
+    print(table(results, args))
+    problems = [f"run {n}: {r.problem}" for n, r in enumerate(results, 1) if r.problem]
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if profile is not None:
+        print()
+        print(profile)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
