@@ -47,8 +47,9 @@ from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.execution import FlowExecution, RunOptions
 from plaita.application.handlers import HandlerRegistry
+from plaita.application.use_cases.dispatch import Disposition, StepSettings
 from plaita.application.use_cases.flows import FlowCatalog
-from plaita.application.use_cases.process_task import Disposition, ProcessTask, StepSettings
+from plaita.application.use_cases.process_task import ProcessTask
 from plaita.domain.envelope import TaskEnvelope
 from plaita.domain.execution import Suspension
 from plaita.domain.flow import EventNode, Flow, SleepNode

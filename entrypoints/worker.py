@@ -24,7 +24,8 @@ from plaita.application.ports import (
     WorkerRegistry,
 )
 from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
-from plaita.application.use_cases.process_task import DispatchResult, Disposition, ProcessTask
+from plaita.application.use_cases.dispatch import DispatchResult, Disposition
+from plaita.application.use_cases.process_task import ProcessTask
 from plaita.domain.envelope import CarrierGenerations, ResumeType
 from plaita.domain.worker_state import (
     STATUS_FLUSH_RETRIES,

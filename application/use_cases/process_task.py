@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import threading
 from collections.abc import Awaitable, Callable
@@ -43,6 +42,15 @@ from plaita.application.ports import (
     TombstoneStore,
     WorkerRegistry,
 )
+from plaita.application.use_cases.carrier_gates import CarrierGates
+from plaita.application.use_cases.dispatch import (
+    DispatchResult,
+    Disposition,
+    StepSettings,
+)
+from plaita.application.use_cases.dispatch import (
+    ack as _ack,
+)
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain.budgets import (
     COUNTER_TTL_SECONDS,
@@ -53,10 +61,8 @@ from plaita.domain.budgets import (
     failed_node_of,
     on_node_success,
 )
-from plaita.domain.config_generations import decide_consume
 from plaita.domain.dedup import StartKind, StartRequest, StoredExecution, decide_start
 from plaita.domain.envelope import (
-    CarrierGenerations,
     CarrierKind,
     ResumeType,
     TaskEnvelope,
@@ -72,7 +78,6 @@ from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionSta
 from plaita.domain.failures import CODE_CANCELLED, FlowErrorException
 from plaita.domain.flow import EventNode, Flow, SleepNode
 from plaita.domain.lease import Lease, RenewalAction, RenewalOutcome, decide_renewal
-from plaita.domain.lease_conflict import conflict_carrier, decide_conflict, holder_status
 from plaita.domain.resume import (
     CurrentDefinition,
     ExecutionView,
@@ -81,52 +86,11 @@ from plaita.domain.resume import (
     ResumeRequest,
     decide_resume,
 )
-from plaita.domain.tombstone import (
-    DEFAULT_CARRIER_MAX_AGE_MS,
-    DispatchPath,
-    GateAction,
-    check_carrier_age,
-    gate,
-)
 
 JSON = Any
 log = logging.getLogger("plaita.worker.step")
 
 COUNTER_TTL_MS = COUNTER_TTL_SECONDS * 1000
-
-
-class Disposition(enum.Enum):
-    ACK = "ack"
-    LEAVE_PENDING = "leave_pending"
-    DEAD_LETTER = "dead_letter"
-
-
-@attrs.frozen
-class DispatchResult:
-    disposition: Disposition
-    outcome: str
-    detail: str = ""
-    #: Carriers to put on the delay queue after the lease is released and before the ack
-    #: (W8: persist → release → schedule the copy → ack the original).
-    schedule: tuple[tuple[TaskEnvelope, int], ...] = ()
-
-
-def _ack(outcome: str, detail: str = "") -> DispatchResult:
-    return DispatchResult(Disposition.ACK, outcome, detail)
-
-
-@attrs.frozen
-class StepSettings:
-    holder_id: str
-    lease_ttl_ms: int = 120_000
-    default_deadline_ms: int = 1_800_000
-    #: A dispatch that ran this many nodes hands over to a fresh carrier (loops stay fair).
-    max_steps_per_dispatch: int = 1000
-    max_deliveries: int = 5
-    max_carrier_age_ms: int = DEFAULT_CARRIER_MAX_AGE_MS
-    holder_liveness_disabled: bool = False
-    #: This worker's config family / generations; carriers of another family wait (W12).
-    generations: CarrierGenerations = attrs.field(factory=CarrierGenerations)
 
 
 @attrs.define
@@ -178,20 +142,28 @@ class ProcessTask:
         self._tombstones = tombstones
         self._registry = registry
         self._dedup = dedup
+        self._carrier_gates = CarrierGates(
+            clock=clock,
+            settings=settings,
+            leases=leases,
+            tombstones=tombstones,
+            registry=registry,
+            dedup=dedup,
+        )
         self._listeners = listeners
         self._sleep = sleep
 
     async def __call__(
         self, envelope: TaskEnvelope, *, message_id: str | None = None, reclaimed: bool = False
     ) -> DispatchResult:
-        refused = await self._gates(envelope, message_id)
+        refused = await self._carrier_gates.before_lease(envelope, message_id)
         if refused is not None:
             return refused
         lease = await self._leases.acquire(
             envelope.execution_id, self._settings.holder_id, ttl_ms=self._settings.lease_ttl_ms
         )
         if lease is None:
-            return await self._on_conflict(envelope, reclaimed)
+            return await self._carrier_gates.on_conflict(envelope, reclaimed)
         # Set when the lease is lost: the running handler sees ctx.cancelled, and no further
         # checkpoint is written by this holder (it fences itself off).
         dispatch = _Dispatch(envelope, lease, threading.Event(), message_id)
@@ -212,71 +184,6 @@ class ProcessTask:
         for copy, due_ms in result.schedule:
             await self._delay.schedule(copy, due_ms=due_ms)
         return result
-
-    # --- gates before the lease (W11-W14) ---------------------------------------------
-
-    async def _gates(self, envelope: TaskEnvelope, message_id: str | None) -> DispatchResult | None:
-        age = check_carrier_age(
-            now_ms=self._clock.now_ms(),
-            payload_timestamp_ms=envelope.timestamp_ms,
-            stream_id=message_id,
-            max_age_ms=self._settings.max_carrier_age_ms,
-        )
-        if not age.accepted:
-            return DispatchResult(
-                Disposition.DEAD_LETTER,
-                f"carrier_{age.verdict.value}",
-                f"carrier age {age.age_ms} ms against a maximum of "
-                f"{self._settings.max_carrier_age_ms} ms (W14)",
-            )
-        consume = decide_consume(envelope.generations, self._settings.generations)
-        if consume.leaves_pending:
-            event = consume.event or consume.action.value
-            return DispatchResult(Disposition.LEAVE_PENDING, event, consume.detail)
-        if self._tombstones is None:
-            return None
-        path = DispatchPath.START if envelope.kind is CarrierKind.START else DispatchPath.RESUME
-        tombstone = await self._tombstones.get(envelope.execution_id)
-        decision = gate(path, tombstone=tombstone, carrier_tenant=envelope.tenant_id)
-        if decision.action is GateAction.DISPATCH:
-            return None
-        if decision.release_dedup and envelope.dedup_key and self._dedup is not None:
-            # The key would otherwise answer with the deleted execution for seven days.
-            await self._dedup.release(
-                envelope.dedup_key, envelope.execution_id, tenant_id=envelope.tenant_id
-            )
-        return _ack("execution_deleted", f"execution {envelope.execution_id} was deleted (W13)")
-
-    # --- lease ---------------------------------------------------------------------------
-
-    async def _on_conflict(self, envelope: TaskEnvelope, reclaimed: bool) -> DispatchResult:
-        holder = await self._leases.holder(envelope.execution_id)
-        instance = None
-        if holder is not None and self._registry is not None:
-            instance = await self._registry.get(holder.holder_id)
-        heartbeat_age = (
-            None if instance is None else (self._clock.now_ms() - instance.heartbeat_ms) / 1000
-        )
-        decision = decide_conflict(
-            carrier=conflict_carrier(envelope),
-            reclaimed=reclaimed,
-            holder=holder_status(None if instance is None else instance.status),
-            heartbeat_age_seconds=heartbeat_age,
-            lease_ttl_seconds=self._settings.lease_ttl_ms / 1000,
-            registry_enabled=self._registry is not None,
-            holder_liveness_disabled=self._settings.holder_liveness_disabled,
-        )
-        holder_name = holder.holder_id if holder else "nobody (expired just now)"
-        if decision.warn_no_effect:
-            log.warning(
-                "event=resume.no_effect execution_id=%s holder=%s: a live worker advances this "
-                "execution; the %s carrier was acked without effect",
-                envelope.execution_id,
-                holder_name,
-                envelope.resume_type or envelope.kind,
-            )
-        disposition = Disposition.ACK if decision.ack else Disposition.LEAVE_PENDING
-        return DispatchResult(disposition, "lease_conflict", f"held by {holder_name}")
 
     async def _keep_lease(self, dispatch: _Dispatch) -> None:
         ttl_seconds = self._settings.lease_ttl_ms / 1000

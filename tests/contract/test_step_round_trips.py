@@ -25,8 +25,9 @@ from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.handlers import HandlerRegistry
+from plaita.application.use_cases.dispatch import StepSettings
 from plaita.application.use_cases.flows import FlowCatalog
-from plaita.application.use_cases.process_task import ProcessTask, StepSettings
+from plaita.application.use_cases.process_task import ProcessTask
 from plaita.domain.envelope import TaskEnvelope
 from plaita.domain.flow import Flow
 

@@ -19,6 +19,7 @@ from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.codec import encode_envelope
 from plaita.application.use_cases.delete_execution import DeleteExecution
+from plaita.application.use_cases.dispatch import Disposition, StepSettings
 from plaita.application.use_cases.dlq import (
     ListDeadLetters,
     ReplayDeadLetter,
@@ -27,7 +28,7 @@ from plaita.application.use_cases.dlq import (
     UnreadableDeadLetterError,
 )
 from plaita.application.use_cases.flows import FlowCatalog
-from plaita.application.use_cases.process_task import Disposition, ProcessTask, StepSettings
+from plaita.application.use_cases.process_task import ProcessTask
 from plaita.application.use_cases.reap import ReapAction, ReapZombies
 from plaita.domain.dead_letter import ReplayOutcome, replay_execution_id
 from plaita.domain.envelope import CarrierKind, ResumeType, TaskEnvelope

@@ -20,10 +20,11 @@ from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.ports import NodeHeartbeat
+from plaita.application.use_cases.dispatch import Disposition, StepSettings
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.executions import ResumeExecution
 from plaita.application.use_cases.flows import FlowCatalog
-from plaita.application.use_cases.process_task import Disposition, ProcessTask, StepSettings
+from plaita.application.use_cases.process_task import ProcessTask
 from plaita.application.use_cases.start_execution import StartExecution
 from plaita.domain.envelope import ResumeType, TaskEnvelope
 from plaita.domain.errors import (

@@ -14,7 +14,7 @@ from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.system import SystemClock
 from plaita.application.ports import Delivery
 from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
-from plaita.application.use_cases.process_task import DispatchResult, Disposition
+from plaita.application.use_cases.dispatch import DispatchResult, Disposition
 from plaita.domain.envelope import ResumeType, TaskEnvelope
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.entrypoints.worker import KeyedLocks, Worker

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.application.ports import WorkerInstance
-from plaita.application.use_cases.process_task import DispatchResult, Disposition
+from plaita.application.use_cases.dispatch import DispatchResult, Disposition
 from plaita.domain.config_generations import RuntimeConfig, generations_of
 from plaita.domain.envelope import ResumeType, TaskEnvelope
 from plaita.domain.errors import InvalidConfigurationError

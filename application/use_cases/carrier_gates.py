@@ -1,0 +1,108 @@
+"""The checks a carrier passes before and instead of the lease (W5, W11-W14).
+
+Before the lease: its age, its config generations and the execution's tombstone. When the
+lease is held by someone else: the W5 conflict table, with the holder's registry record.
+Every answer is the domain's; this class gathers the facts.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from plaita.application.ports import (
+    Clock,
+    DedupStore,
+    LeaseManager,
+    TombstoneStore,
+    WorkerRegistry,
+)
+from plaita.application.use_cases.dispatch import DispatchResult, Disposition, StepSettings, ack
+from plaita.domain.config_generations import decide_consume
+from plaita.domain.envelope import CarrierKind, TaskEnvelope
+from plaita.domain.lease_conflict import conflict_carrier, decide_conflict, holder_status
+from plaita.domain.tombstone import DispatchPath, GateAction, check_carrier_age, gate
+
+log = logging.getLogger("plaita.worker.step")
+
+
+class CarrierGates:
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        settings: StepSettings,
+        leases: LeaseManager,
+        tombstones: TombstoneStore | None,
+        registry: WorkerRegistry | None,
+        dedup: DedupStore | None,
+    ) -> None:
+        self._clock = clock
+        self._settings = settings
+        self._leases = leases
+        self._tombstones = tombstones
+        self._registry = registry
+        self._dedup = dedup
+
+    async def before_lease(
+        self, envelope: TaskEnvelope, message_id: str | None
+    ) -> DispatchResult | None:
+        age = check_carrier_age(
+            now_ms=self._clock.now_ms(),
+            payload_timestamp_ms=envelope.timestamp_ms,
+            stream_id=message_id,
+            max_age_ms=self._settings.max_carrier_age_ms,
+        )
+        if not age.accepted:
+            return DispatchResult(
+                Disposition.DEAD_LETTER,
+                f"carrier_{age.verdict.value}",
+                f"carrier age {age.age_ms} ms against a maximum of "
+                f"{self._settings.max_carrier_age_ms} ms (W14)",
+            )
+        consume = decide_consume(envelope.generations, self._settings.generations)
+        if consume.leaves_pending:
+            event = consume.event or consume.action.value
+            return DispatchResult(Disposition.LEAVE_PENDING, event, consume.detail)
+        if self._tombstones is None:
+            return None
+        path = DispatchPath.START if envelope.kind is CarrierKind.START else DispatchPath.RESUME
+        tombstone = await self._tombstones.get(envelope.execution_id)
+        decision = gate(path, tombstone=tombstone, carrier_tenant=envelope.tenant_id)
+        if decision.action is GateAction.DISPATCH:
+            return None
+        if decision.release_dedup and envelope.dedup_key and self._dedup is not None:
+            # The key would otherwise answer with the deleted execution for seven days.
+            await self._dedup.release(
+                envelope.dedup_key, envelope.execution_id, tenant_id=envelope.tenant_id
+            )
+        return ack("execution_deleted", f"execution {envelope.execution_id} was deleted (W13)")
+
+    async def on_conflict(self, envelope: TaskEnvelope, reclaimed: bool) -> DispatchResult:
+        """Another holder has the lease: ack or leave pending by the W5 table."""
+        holder = await self._leases.holder(envelope.execution_id)
+        instance = None
+        if holder is not None and self._registry is not None:
+            instance = await self._registry.get(holder.holder_id)
+        heartbeat_age = (
+            None if instance is None else (self._clock.now_ms() - instance.heartbeat_ms) / 1000
+        )
+        decision = decide_conflict(
+            carrier=conflict_carrier(envelope),
+            reclaimed=reclaimed,
+            holder=holder_status(None if instance is None else instance.status),
+            heartbeat_age_seconds=heartbeat_age,
+            lease_ttl_seconds=self._settings.lease_ttl_ms / 1000,
+            registry_enabled=self._registry is not None,
+            holder_liveness_disabled=self._settings.holder_liveness_disabled,
+        )
+        holder_name = holder.holder_id if holder else "nobody (expired just now)"
+        if decision.warn_no_effect:
+            log.warning(
+                "event=resume.no_effect execution_id=%s holder=%s: a live worker advances this "
+                "execution; the %s carrier was acked without effect",
+                envelope.execution_id,
+                holder_name,
+                envelope.resume_type or envelope.kind,
+            )
+        disposition = Disposition.ACK if decision.ack else Disposition.LEAVE_PENDING
+        return DispatchResult(disposition, "lease_conflict", f"held by {holder_name}")

@@ -1,0 +1,44 @@
+"""What a worker step answers (ack, leave pending, dead-letter) and the settings it runs under."""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from plaita.domain.envelope import CarrierGenerations, TaskEnvelope
+from plaita.domain.tombstone import DEFAULT_CARRIER_MAX_AGE_MS
+
+
+class Disposition(enum.Enum):
+    ACK = "ack"
+    LEAVE_PENDING = "leave_pending"
+    DEAD_LETTER = "dead_letter"
+
+
+@attrs.frozen
+class DispatchResult:
+    disposition: Disposition
+    outcome: str
+    detail: str = ""
+    #: Carriers to put on the delay queue after the lease is released and before the ack
+    #: (W8: persist → release → schedule the copy → ack the original).
+    schedule: tuple[tuple[TaskEnvelope, int], ...] = ()
+
+
+def ack(outcome: str, detail: str = "") -> DispatchResult:
+    return DispatchResult(Disposition.ACK, outcome, detail)
+
+
+@attrs.frozen
+class StepSettings:
+    holder_id: str
+    lease_ttl_ms: int = 120_000
+    default_deadline_ms: int = 1_800_000
+    #: A dispatch that ran this many nodes hands over to a fresh carrier (loops stay fair).
+    max_steps_per_dispatch: int = 1000
+    max_deliveries: int = 5
+    max_carrier_age_ms: int = DEFAULT_CARRIER_MAX_AGE_MS
+    holder_liveness_disabled: bool = False
+    #: This worker's config family / generations; carriers of another family wait (W12).
+    generations: CarrierGenerations = attrs.field(factory=CarrierGenerations)
