@@ -221,3 +221,40 @@ def plaita(tmp_path: Path) -> Iterator[Plaita]:
                 client.delete(key)
         finally:
             client.close()
+
+
+# --- the fault and poison suites' shared set-up --------------------------------------------
+
+FLOW_ID = "fault_chain"
+FLOW_FILE = "tests/integration/flows/fault_chain.json"
+HANDLER_MODULE = "tests.integration.fault_handlers"
+NODES = ("a", "b", "c", "d")
+GROUP = "plaita-workers"
+TERMINAL = {"completed", "error", "cancelled"}
+LEASE_TTL_SECONDS = 3
+#: Must exceed the lease renewal interval (TTL / 3 = 1 s), or the worker refuses to start (W21).
+CLAIM_MIN_IDLE_MS = 1500
+
+
+def worker_args(consumer: str, *, concurrency: int, max_deliveries: int | None = None) -> list[str]:
+    """``plaita worker`` with the fault suites' short timings and handler module."""
+    args = [
+        "worker",
+        "--flows",
+        "tests/integration/flows",
+        "--handler-modules",
+        HANDLER_MODULE,
+        "--concurrency",
+        str(concurrency),
+        "--consumer-name",
+        consumer,
+        "--read-block-ms",
+        "100",
+        "--claim-min-idle-ms",
+        str(CLAIM_MIN_IDLE_MS),
+        "--lease-ttl-seconds",
+        str(LEASE_TTL_SECONDS),
+    ]
+    if max_deliveries is not None:
+        args += ["--max-deliveries", str(max_deliveries)]
+    return args

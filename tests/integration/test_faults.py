@@ -22,17 +22,23 @@ import attrs
 import pytest
 
 from . import fault_handlers
-from .conftest import REPO_ROOT, Plaita, plaita_command, poll, requires_redis
+from .conftest import (
+    FLOW_FILE,
+    FLOW_ID,
+    GROUP,
+    HANDLER_MODULE,
+    LEASE_TTL_SECONDS,
+    NODES,
+    REPO_ROOT,
+    TERMINAL,
+    Plaita,
+    plaita_command,
+    poll,
+    requires_redis,
+    worker_args,
+)
 
 pytestmark = [requires_redis, pytest.mark.process]
-
-FLOW_ID = "fault_chain"
-FLOW_FILE = "tests/integration/flows/fault_chain.json"
-HANDLER_MODULE = "tests.integration.fault_handlers"
-NODES = ("a", "b", "c", "d")
-GROUP = "plaita-workers"
-LEASE_TTL_SECONDS = 3
-TERMINAL = {"completed", "error", "cancelled"}
 
 
 @attrs.frozen
@@ -55,25 +61,7 @@ def start_workers(
     workers = []
     for name in names:
         consumer = f"{name}-{uuid.uuid4().hex[:8]}"
-        process = plaita.spawn(
-            name,
-            "worker",
-            "--flows",
-            "tests/integration/flows",
-            "--handler-modules",
-            HANDLER_MODULE,
-            "--concurrency",
-            str(concurrency),
-            "--consumer-name",
-            consumer,
-            "--read-block-ms",
-            "100",
-            "--claim-min-idle-ms",
-            "1500",
-            "--lease-ttl-seconds",
-            str(LEASE_TTL_SECONDS),
-            env=env,
-        )
+        process = plaita.spawn(name, *worker_args(consumer, concurrency=concurrency), env=env)
         workers.append(Worker(process, consumer))
 
     def started() -> bool:

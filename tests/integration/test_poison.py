@@ -20,19 +20,22 @@ from typing import Any
 import pytest
 
 from . import fault_handlers
-from .conftest import Plaita, poll, requires_redis
+from .conftest import (
+    FLOW_FILE,
+    FLOW_ID,
+    GROUP,
+    HANDLER_MODULE,
+    NODES,
+    TERMINAL,
+    Plaita,
+    poll,
+    requires_redis,
+    worker_args,
+)
 
 pytestmark = [requires_redis, pytest.mark.process]
 
-FLOW_ID = "fault_chain"
-FLOW_FILE = "tests/integration/flows/fault_chain.json"
-HANDLER_MODULE = "tests.integration.fault_handlers"
-NODES = ("a", "b", "c", "d")
-GROUP = "plaita-workers"
 MAX_DELIVERIES = 2
-#: Must exceed the lease renewal interval (TTL / 3 = 1 s), or the worker refuses to start (W21).
-CLAIM_MIN_IDLE_MS = 1500
-TERMINAL = {"completed", "error", "cancelled"}
 
 
 # --- processes --------------------------------------------------------------------------
@@ -40,25 +43,9 @@ TERMINAL = {"completed", "error", "cancelled"}
 
 def spawn_worker(plaita: Plaita, name: str, *, concurrency: int = 1) -> subprocess.Popen[bytes]:
     """A worker with the poison-test timings; returns once it runs (or has exited)."""
+    consumer = f"{name}-{uuid.uuid4().hex[:8]}"
     process = plaita.spawn(
-        name,
-        "worker",
-        "--flows",
-        "tests/integration/flows",
-        "--handler-modules",
-        HANDLER_MODULE,
-        "--concurrency",
-        str(concurrency),
-        "--consumer-name",
-        f"{name}-{uuid.uuid4().hex[:8]}",
-        "--read-block-ms",
-        "100",
-        "--claim-min-idle-ms",
-        str(CLAIM_MIN_IDLE_MS),
-        "--lease-ttl-seconds",
-        "3",
-        "--max-deliveries",
-        str(MAX_DELIVERIES),
+        name, *worker_args(consumer, concurrency=concurrency, max_deliveries=MAX_DELIVERIES)
     )
     poll(
         lambda: process.poll() is not None or "worker.started" in plaita.log_of(process),

@@ -137,6 +137,11 @@ class Twin:
             **extra,
         )
 
+    async def tick(self, seconds: float) -> None:
+        """The watchdog's sleep: fake time passes, and the loop lets the step run."""
+        self.clock.advance(seconds)
+        await asyncio.sleep(0)
+
     async def drain_queue(self) -> list[Any]:
         """Process every carrier waiting in the queue, acking as the worker would."""
         outcomes = []
@@ -465,10 +470,6 @@ class RenewFailsOnce:
 async def test_a_renewal_outage_shorter_than_the_ttl_keeps_the_step_going(twin: Twin) -> None:
     """W3: one failed renewal is retried; the holder fences itself only after a full TTL."""
 
-    async def tick(seconds: float) -> None:
-        twin.clock.advance(seconds)
-        await asyncio.sleep(0)
-
     async def request(params: Any, ctx: Any) -> Any:
         for _ in range(6):
             await asyncio.sleep(0)
@@ -477,7 +478,7 @@ async def test_a_renewal_outage_shorter_than_the_ttl_keeps_the_step_going(twin: 
 
     flaky = RenewFailsOnce(twin.leases)
     twin.leases = flaky  # type: ignore[assignment]
-    twin.sleep = tick
+    twin.sleep = twin.tick
     twin.handlers = handler_registry(request=request)
     result = await twin.process(twin.envelope_start(5000))
     assert result.outcome == "suspended" and flaky.failed
@@ -539,16 +540,12 @@ async def test_the_watchdog_keeps_the_carrier_from_looking_idle(twin: Twin) -> N
 
     twin.queue.touch = record_touch  # type: ignore[method-assign]
 
-    async def tick(seconds: float) -> None:
-        twin.clock.advance(seconds)
-        await asyncio.sleep(0)
-
     async def long_request(params: Any, ctx: Any) -> Any:
         for _ in range(6):
             await asyncio.sleep(0)
         return {"id": 1}
 
-    twin.sleep = tick
+    twin.sleep = twin.tick
     twin.handlers = handler_registry(request=long_request)
     await twin.queue.enqueue(twin.envelope_start(5000))
     [delivery] = await twin.queue.read("worker-a", count=1, block_ms=1)
@@ -561,10 +558,6 @@ async def test_the_watchdog_records_the_open_nodes_heartbeat(twin: Twin) -> None
     """W15: each successful renewal during a long node records the node and the time."""
     seen: list[NodeHeartbeat | None] = []
 
-    async def tick(seconds: float) -> None:
-        twin.clock.advance(seconds)
-        await asyncio.sleep(0)
-
     async def long_request(params: Any, ctx: Any) -> Any:
         assert await twin.executions.last_heartbeat("x-1") is None
         for _ in range(6):
@@ -572,7 +565,7 @@ async def test_the_watchdog_records_the_open_nodes_heartbeat(twin: Twin) -> None
         seen.append(await twin.executions.last_heartbeat("x-1"))
         return {"id": 1}
 
-    twin.sleep = tick
+    twin.sleep = twin.tick
     twin.handlers = handler_registry(request=long_request)
     started_ms = twin.clock.now_ms()
     result = await twin.process(twin.envelope_start(5000))
@@ -601,10 +594,6 @@ class HeartbeatFails:
 async def test_a_failing_heartbeat_is_logged_and_the_step_goes_on(
     twin: Twin, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def tick(seconds: float) -> None:
-        twin.clock.advance(seconds)
-        await asyncio.sleep(0)
-
     async def long_request(params: Any, ctx: Any) -> Any:
         for _ in range(6):
             await asyncio.sleep(0)
@@ -613,7 +602,7 @@ async def test_a_failing_heartbeat_is_logged_and_the_step_goes_on(
 
     failing = HeartbeatFails(twin.executions, ConnectionError("store unreachable"))
     twin.executions = failing  # type: ignore[assignment]
-    twin.sleep = tick
+    twin.sleep = twin.tick
     twin.handlers = handler_registry(request=long_request)
     result = await twin.process(twin.envelope_start(5000))
     assert result.outcome == "suspended" and failing.attempts > 0
@@ -624,10 +613,6 @@ async def test_a_fenced_heartbeat_means_the_lease_was_lost(twin: Twin) -> None:
     """W4/W15: a heartbeat refused by the fence stops this holder like a lost renewal."""
     seen: list[bool] = []
 
-    async def tick(seconds: float) -> None:
-        twin.clock.advance(seconds)
-        await asyncio.sleep(0)
-
     async def long_request(params: Any, ctx: Any) -> Any:
         for _ in range(6):
             await asyncio.sleep(0)
@@ -637,7 +622,7 @@ async def test_a_fenced_heartbeat_means_the_lease_was_lost(twin: Twin) -> None:
     twin.executions = HeartbeatFails(  # type: ignore[assignment]
         twin.executions, ExecutionLeaseError("x-1: fence 1 rejected")
     )
-    twin.sleep = tick
+    twin.sleep = twin.tick
     twin.handlers = handler_registry(request=long_request)
     result = await twin.process(twin.envelope_start(5000))
     assert (result.disposition, result.outcome) == (Disposition.LEAVE_PENDING, "lease_lost")
