@@ -24,7 +24,7 @@ from plaita.domain.envelope import (
     TaskEnvelope,
     check_schema_version,
 )
-from plaita.domain.errors import InvalidEnvelopeError, SchemaVersionError
+from plaita.domain.errors import InvalidEnvelopeError, InvalidTenantIdError, SchemaVersionError
 
 ENVELOPE_FIELD = "envelope"
 SCHEMA_FIELD = "schema_version"
@@ -111,7 +111,7 @@ def decode_envelope(fields: Mapping[str, str]) -> TaskEnvelope:
                 budget_generation=document.budget_generation,
             ),
         )
-    except ValueError as exc:
+    except (ValueError, InvalidTenantIdError) as exc:
         raise InvalidEnvelopeError(f"malformed task envelope: {exc}") from None
 
 

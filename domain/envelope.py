@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from plaita.domain.errors import SchemaVersionError
+from plaita.domain.tenancy import validate_tenant_id
 
 JSON = Any
 
@@ -61,6 +62,7 @@ class TaskEnvelope:
     generations: CarrierGenerations = attrs.field(factory=CarrierGenerations)
 
     def __attrs_post_init__(self) -> None:
+        validate_tenant_id(self.tenant_id)  # W24: a carrier always names a valid tenant
         if (self.kind is CarrierKind.RESUME) != (self.resume_type is not None):
             raise ValueError("a resume carrier needs a resume_type and a start carrier has none")
 

@@ -131,3 +131,15 @@ class ScheduleDedupError(PlaitaError):
 
 class InvalidConfigurationError(PlaitaError):
     """Start-up settings are invalid; the message lists every problem at once (W21)."""
+
+
+class InvalidTenantIdError(PlaitaError):
+    """A tenant id is empty, too long or holds a character a Redis key namespace cannot (W24)."""
+
+
+class TenantContextMissingError(PlaitaError):
+    """Execution data was touched outside a tenant scope; plaita fails closed (W24)."""
+
+
+class TenantMismatchError(PlaitaError):
+    """A record of one tenant was written or acted on in another tenant's scope (W24)."""

@@ -118,6 +118,8 @@ class ExecutionState:
     #: sha256 of the graph reachable from the current node when this checkpoint was written:
     #: a later definition change elsewhere in the flow does not strand the run (W7).
     subgraph_fingerprint: str | None = None
+    #: The start's dedup key (W6), so a delete can release it (W13); None = started without.
+    dedup_key: str | None = None
 
     @classmethod
     def new(
@@ -177,6 +179,7 @@ class ExecutionState:
             "error": None if self.error is None else self.error.to_json(),
             "steps": self.steps,
             "subgraph_fingerprint": self.subgraph_fingerprint,
+            "dedup_key": self.dedup_key,
         }
 
     @classmethod
@@ -203,4 +206,5 @@ class ExecutionState:
             error=None if error is None else ExecutionError.from_json(error),
             steps=int(raw.get("steps", 0)),
             subgraph_fingerprint=raw.get("subgraph_fingerprint"),
+            dedup_key=raw.get("dedup_key"),
         )

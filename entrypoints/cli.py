@@ -30,6 +30,7 @@ from plaita.entrypoints.cli_support import (
     redis_url_option,
     run_with_container,
     settings_from,
+    tenant_option,
 )
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.event_filter import EventFilterService
@@ -468,6 +469,7 @@ def executions() -> None:
 @click.option("--input", "input_json", default=None, help="Input parameters as a JSON object.")
 @click.option("--dedup-key", default=None, help="Starting twice with one key starts once.")
 @click.option("--execution-id", default=None, help="Choose the id (default: a new uuid).")
+@tenant_option
 @redis_url_option
 @json_option
 def executions_start(
@@ -476,6 +478,7 @@ def executions_start(
     input_json: str | None,
     dedup_key: str | None,
     execution_id: str | None,
+    tenant_id: str,
     redis_url: str,
     as_json: bool,
 ) -> None:
@@ -485,10 +488,15 @@ def executions_start(
 
     async def body(container: Container) -> Any:
         return await container.start_execution()(
-            flow_id, version=version, params=params, execution_id=execution_id, dedup_key=dedup_key
+            flow_id,
+            version=version,
+            params=params,
+            execution_id=execution_id,
+            dedup_key=dedup_key,
+            tenant_id=tenant_id,
         )
 
-    started = run_with_container(settings, body)
+    started = run_with_container(settings, body, tenant_id=tenant_id)
     if as_json:
         echo_json(
             {
@@ -504,16 +512,17 @@ def executions_start(
 
 @executions.command("show")
 @click.argument("execution_id")
+@tenant_option
 @redis_url_option
 @json_option
-def executions_show(execution_id: str, redis_url: str, as_json: bool) -> None:
+def executions_show(execution_id: str, tenant_id: str, redis_url: str, as_json: bool) -> None:
     """Show an execution's status, position, result and error."""
     settings = settings_from(backend="redis", redis_url=redis_url)
 
     async def body(container: Container) -> ExecutionState:
         return await container.get_execution()(execution_id)
 
-    view = execution_view(run_with_container(settings, body))
+    view = execution_view(run_with_container(settings, body, tenant_id=tenant_id))
     if as_json:
         echo_json(view)
         return
@@ -539,6 +548,7 @@ def events() -> None:
 @click.option("--correlation-id", required=True, help="Usually the waiting execution's id.")
 @click.option("--data", "data_json", default=None, help="Event data as a JSON object.")
 @click.option("--source", default="cli", show_default=True)
+@tenant_option
 @redis_url_option
 @json_option
 def events_publish(
@@ -546,6 +556,7 @@ def events_publish(
     correlation_id: str,
     data_json: str | None,
     source: str,
+    tenant_id: str,
     redis_url: str,
     as_json: bool,
 ) -> None:
@@ -555,10 +566,14 @@ def events_publish(
 
     async def body(container: Container) -> Any:
         return await container.publish_event()(
-            event_type, data=data, correlation_id=correlation_id, source=source
+            event_type,
+            data=data,
+            correlation_id=correlation_id,
+            source=source,
+            tenant_id=tenant_id,
         )
 
-    event = run_with_container(settings, body)
+    event = run_with_container(settings, body, tenant_id=tenant_id)
     if as_json:
         echo_json(event.to_json())
     else:

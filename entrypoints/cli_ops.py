@@ -30,6 +30,7 @@ from plaita.entrypoints.cli_support import (
     redis_url_option,
     run_with_container,
     settings_from,
+    tenant_option,
 )
 from plaita.entrypoints.container import Container
 from plaita.entrypoints.settings import Settings
@@ -48,12 +49,17 @@ def _settings(**values: Any) -> Settings:
     return settings_from(backend="redis", **values)
 
 
-def _run(settings: Settings, body: Callable[[Container], Awaitable[T]]) -> T:
+def _run(
+    settings: Settings,
+    body: Callable[[Container], Awaitable[T]],
+    *,
+    tenant_id: str | None = None,
+) -> T:
     # Operator actions are audited: their lines show even at the default WARNING level.
     audit = logging.getLogger("plaita.audit")
     if audit.getEffectiveLevel() > logging.INFO:
         audit.setLevel(logging.INFO)
-    return run_with_container(settings, body)
+    return run_with_container(settings, body, tenant_id=tenant_id)
 
 
 def _markers(container: Container) -> RedisReplayMarkerStore:
@@ -170,9 +176,12 @@ def dlq_replay(
 @click.command("delete")
 @click.argument("execution_id")
 @click.option("--reason", default="deleted by operator", show_default=True)
+@tenant_option
 @redis_url_option
 @json_option
-def delete_execution(execution_id: str, reason: str, redis_url: str, as_json: bool) -> None:
+def delete_execution(
+    execution_id: str, reason: str, tenant_id: str, redis_url: str, as_json: bool
+) -> None:
     """Delete an execution: revoke its lease, remove its state, leave a tombstone (W13).
 
     Carriers still queued for it are dropped by the workers while the tombstone lasts
@@ -190,10 +199,11 @@ def delete_execution(execution_id: str, reason: str, redis_url: str, as_json: bo
             holder_id=f"operator:{settings.consumer_name}",
             lease_ttl_ms=settings.lease_ttl_ms,
             carrier_max_age_ms=settings.max_carrier_age_ms,
+            dedup=container.dedup(),
         )
         return await use_case(execution_id, reason=reason)
 
-    deleted = _run(settings, body)
+    deleted = _run(settings, body, tenant_id=tenant_id)
     if as_json:
         echo_json(deleted.to_json())
         return
@@ -205,6 +215,8 @@ def delete_execution(execution_id: str, reason: str, redis_url: str, as_json: bo
     )
     if deleted.revoked_holder:
         click.echo(f"revoked the lease of {deleted.revoked_holder}")
+    if deleted.released_dedup_key:
+        click.echo(f"released the dedup key {deleted.released_dedup_key!r}")
 
 
 # --- reap ------------------------------------------------------------------------------
@@ -227,6 +239,7 @@ def delete_execution(execution_id: str, reason: str, redis_url: str, as_json: bo
     "idle for 3 TTLs without a lease counts as having lost its carrier.",
 )
 @queue_option
+@tenant_option
 @redis_url_option
 @json_option
 def reap(
@@ -234,10 +247,11 @@ def reap(
     limit: int,
     lease_ttl_seconds: float | None,
     queue_name: str | None,
+    tenant_id: str,
     redis_url: str,
     as_json: bool,
 ) -> None:
-    """Re-enqueue running executions that have no lease and no carrier (W19)."""
+    """Re-enqueue one tenant's running executions that have no lease and no carrier (W19)."""
     settings = _settings(
         redis_url=redis_url, queue_name=queue_name, lease_ttl_seconds=lease_ttl_seconds
     )
@@ -254,7 +268,7 @@ def reap(
         )
         return await use_case(dry_run=dry_run, limit=limit)
 
-    report = _run(settings, body)
+    report = _run(settings, body, tenant_id=tenant_id)
     if as_json:
         echo_json(report.to_json())
         return

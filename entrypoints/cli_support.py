@@ -16,9 +16,11 @@ import click
 import redis.exceptions
 from pydantic import ValidationError
 
+from plaita.application.tenancy import tenant_scope
 from plaita.domain.errors import PlaitaError, UnknownHandlerError
 from plaita.domain.execution import ExecutionState
 from plaita.domain.flow import Flow
+from plaita.domain.tenancy import DEFAULT_TENANT
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.settings import Settings
 
@@ -30,7 +32,9 @@ def execution_view(state: ExecutionState) -> dict[str, JSON]:
         "execution_id": state.execution_id,
         "flow_id": state.flow_id,
         "flow_version": state.flow_version,
+        "tenant_id": state.tenant_id,
         "status": state.status.value,
+        "input": dict(state.input),
         "last_node_id": state.last_node_id,
         "next_node_id": state.next_node_id,
         "waiting_for": None if state.suspension is None else state.suspension.to_json(),
@@ -81,6 +85,14 @@ redis_url_option = click.option(
     help="Redis to use, e.g. redis://127.0.0.1:6379/0 (env PLAITA_REDIS_URL).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+tenant_option = click.option(
+    "--tenant",
+    "tenant_id",
+    envvar="PLAITA_TENANT",
+    default=DEFAULT_TENANT,
+    show_default=True,
+    help="The tenant whose executions the command acts on (env PLAITA_TENANT).",
+)
 
 
 def settings_from(**values: Any) -> Settings:
@@ -109,15 +121,25 @@ def named_errors(redis_url: str | None = None) -> Iterator[None]:
         ) from None
 
 
-def run_with_container(settings: Settings, body: Callable[[Container], Awaitable[T]]) -> T:
-    """Run ``body`` with a container built from ``settings``; Redis is pinged first."""
+def run_with_container(
+    settings: Settings,
+    body: Callable[[Container], Awaitable[T]],
+    *,
+    tenant_id: str | None = None,
+) -> T:
+    """Run ``body`` with a container built from ``settings``; Redis is pinged first.
+
+    ``tenant_id`` opens that tenant's scope around ``body`` (W24); without it, ``body`` may
+    not touch execution data (it fails closed with TenantContextMissingError).
+    """
 
     async def go() -> T:
         container = build_container(settings)
         try:
             if settings.backend == "redis":
                 await container.redis_client().ping()
-            return await body(container)
+            with tenant_scope(tenant_id) if tenant_id is not None else contextlib.nullcontext():
+                return await body(container)
         finally:
             if settings.backend == "redis":
                 await container.redis_client().aclose()

@@ -148,6 +148,7 @@ class Container(containers.DeclarativeContainer):
             redis_keys,
             queue_name=config.queue_name,
             group=config.consumer_group,
+            dead_letter_key=config.dlq_key,
         ),
     )
     flow_repository = providers.Selector(

@@ -13,8 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from plaita.application.ports import ExecutionRepository
+from plaita.application.tenancy import tenant_scope
 from plaita.domain.errors import PlaitaError
 from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.tenancy import DEFAULT_TENANT
 from plaita.entrypoints.cli_support import import_handler_modules, load_flow_file
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.event_filter import EventFilterService
@@ -34,7 +36,8 @@ async def _wait_for(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + DEMO_TIMEOUT_SECONDS
     while loop.time() < deadline:
-        state = await executions.load(execution_id)
+        with tenant_scope(DEFAULT_TENANT):  # the demo's executions are the default tenant's
+            state = await executions.load(execution_id)
         if state is not None and state.status in statuses:
             return state
         await asyncio.sleep(0.01)

@@ -162,9 +162,22 @@ def _scaled(value: object, factor: int) -> object:
 
 
 def _dlq_key_problems(settings: Settings) -> list[ConfigProblem]:
-    own = RedisKeys(settings.namespace).queue_dead_letters(settings.queue_name)
-    if settings.dlq_key is None or settings.dlq_key == own:
+    if settings.dlq_key is None:
         return []
+    tag = "{" + settings.queue_name + "}"
+    if tag in settings.dlq_key and settings.dlq_key.index("{") == settings.dlq_key.index(tag):
+        return []
+    # The task queue dead-letters and acks in one MULTI/EXEC: on Redis Cluster both keys must
+    # hash to one slot, so the DLQ key's hash tag (its first {...}) must be the queue's.
+    own = RedisKeys(settings.namespace).queue_dead_letters(settings.queue_name)
+    return [
+        ConfigProblem(
+            "dlq_key",
+            f"{settings.dlq_key!r} does not carry the queue's hash tag {tag!r} as its first "
+            "{...}; a dead letter and its ack are written in one atomic step, so both keys "
+            f"must share it: use e.g. 'myapp:{tag}:dead', or leave --dlq-key unset for {own!r}",
+        )
+    ]
     # The task queue dead-letters atomically into its own DLQ (one MULTI/EXEC on one hash
     # tag); a worker that named another key would be writing somewhere it did not say.
     return [

@@ -23,10 +23,11 @@ from plaita.application.ports import (
     WorkerInstance,
     WorkerRegistry,
 )
+from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
 from plaita.application.use_cases.dispatch import DispatchResult, Disposition
 from plaita.application.use_cases.process_task import ProcessTask
-from plaita.domain.envelope import CarrierGenerations, ResumeType
+from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
 from plaita.domain.worker_state import (
     STATUS_FLUSH_RETRIES,
     STOPPED_TOMBSTONE_TTL_SECONDS,
@@ -512,7 +513,7 @@ class Worker:
             await self._dead_letter(delivery, delivery.problem or "undecodable entry", refused=True)
             return None
         if delivery.reclaimed:
-            if await self._lease_is_live(envelope.execution_id):
+            if await self._lease_is_live(envelope):
                 # A live holder's carrier: running it would only meet the lease, and counting
                 # it towards the DLQ would burn the carrier while its execution runs (#50).
                 self._metrics.reclaim_skipped()
@@ -538,11 +539,13 @@ class Worker:
                 envelope, message_id=delivery.message_id, reclaimed=delivery.reclaimed
             )
 
-    async def _lease_is_live(self, execution_id: str) -> bool:
+    async def _lease_is_live(self, envelope: TaskEnvelope) -> bool:
         if self._leases is None:
             return False
+        execution_id = envelope.execution_id
         try:
-            return await self._leases.holder(execution_id) is not None
+            with tenant_scope(envelope.tenant_id):
+                return await self._leases.holder(execution_id) is not None
         except Exception as exc:
             log.warning(
                 "event=reclaim.lease_lookup_failed execution_id=%s error=%r: left pending",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from plaita.adapters.memory.tenancy import ScopedId, scoped
 from plaita.application.codec import counter_op, counters_from_fields
 from plaita.application.ports import Clock, Counters
 from plaita.domain.budgets import CounterChange
@@ -19,7 +20,7 @@ class MemoryCounterStore:
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
         #: execution id → (fields, expires at monotonic ms)
-        self._hashes: dict[str, tuple[dict[str, int], int]] = {}
+        self._hashes: dict[ScopedId, tuple[dict[str, int], int]] = {}
 
     async def read(self, execution_id: str) -> Counters:
         return counters_from_fields(self._live(execution_id))
@@ -39,22 +40,22 @@ class MemoryCounterStore:
             else:
                 fields = {name: n for name, n in fields.items() if not name.startswith(field)}
         if fields:
-            self._hashes[execution_id] = (fields, self._now_ms() + ttl_ms)
+            self._hashes[scoped(execution_id)] = (fields, self._now_ms() + ttl_ms)
         else:
-            self._hashes.pop(execution_id, None)  # like Redis: an emptied hash is deleted
+            self._hashes.pop(scoped(execution_id), None)  # like Redis: an emptied hash is deleted
         return counters_from_fields(fields)
 
     async def forget(self, execution_id: str) -> None:
         """Drop the execution's counters, as the Redis delete script does (W13)."""
-        self._hashes.pop(execution_id, None)
+        self._hashes.pop(scoped(execution_id), None)
 
     def _live(self, execution_id: str) -> dict[str, int]:
-        held = self._hashes.get(execution_id)
+        held = self._hashes.get(scoped(execution_id))
         if held is None:
             return {}
         fields, expires_at_ms = held
         if self._now_ms() >= expires_at_ms:
-            del self._hashes[execution_id]
+            del self._hashes[scoped(execution_id)]
             return {}
         return fields
 

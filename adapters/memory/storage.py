@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from plaita.adapters.memory.lease import MemoryLeaseManager
+from plaita.adapters.memory.tenancy import ScopedId, scoped
 from plaita.application.ports import NodeHeartbeat
+from plaita.application.tenancy import current_tenant
 from plaita.domain.checkpoint import (
     CheckpointDelta,
     checkpoint_delta,
@@ -21,6 +23,7 @@ from plaita.domain.checkpoint import (
 )
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.lease import check_fence, check_fenced_write
+from plaita.domain.tenancy import check_same_tenant
 from plaita.domain.tombstone import Tombstone
 
 
@@ -48,34 +51,35 @@ class MemoryExecutionRepository:
         self._counters = counters
         self._heartbeat_ttl_ms = heartbeat_ttl_ms
         #: execution id -> (heartbeat, expiry in ms on the lease manager's clock)
-        self._heartbeats: dict[str, tuple[NodeHeartbeat, int]] = {}
-        self._headers: dict[str, dict[str, str]] = {}
-        self._nodes: dict[str, dict[str, str]] = {}
-        self._variables: dict[str, dict[str, str]] = {}
+        self._heartbeats: dict[ScopedId, tuple[NodeHeartbeat, int]] = {}
+        self._headers: dict[ScopedId, dict[str, str]] = {}
+        self._nodes: dict[ScopedId, dict[str, str]] = {}
+        self._variables: dict[ScopedId, dict[str, str]] = {}
         #: execution id -> (tombstone JSON, expiry in ms on the lease manager's clock)
-        self._tombstones: dict[str, tuple[str, int]] = {}
+        self._tombstones: dict[ScopedId, tuple[str, int]] = {}
 
     async def load(self, execution_id: str) -> ExecutionState | None:
-        header = self._headers.get(execution_id)
+        header = self._headers.get(scoped(execution_id))
         if header is None:
             return None
         return state_from_parts(
             header,
-            self._nodes.get(execution_id, {}),
-            self._variables.get(execution_id, {}),
+            self._nodes.get(scoped(execution_id), {}),
+            self._variables.get(scoped(execution_id), {}),
         )
 
     async def save(
         self, state: ExecutionState, *, fence: int, previous: ExecutionState | None = None
     ) -> None:
         execution_id = state.execution_id
+        check_same_tenant(state.tenant_id, current_tenant(), f"execution {execution_id!r}")
         current = await self._leases.current_generation(execution_id)
         check_fence(execution_id, fence, current)
         if self._live_tombstone(execution_id) is not None:
             # Deleted under this very generation: the fence is revoked (W13).
             check_fenced_write(execution_id, fence, current, None)
         delta = checkpoint_delta(previous, state)
-        if not delta.full and execution_id not in self._headers:
+        if not delta.full and scoped(execution_id) not in self._headers:
             # Nothing stored to apply the step to: write the whole state, as Redis does.
             delta = checkpoint_delta(None, state)
         self._apply(delta)
@@ -86,14 +90,14 @@ class MemoryExecutionRepository:
         if self._live_tombstone(execution_id) is not None:
             check_fenced_write(execution_id, fence, current, None)
         expires_at_ms = self._leases.monotonic_ms() + self._heartbeat_ttl_ms
-        self._heartbeats[execution_id] = (NodeHeartbeat(node_id, now_ms), expires_at_ms)
+        self._heartbeats[scoped(execution_id)] = (NodeHeartbeat(node_id, now_ms), expires_at_ms)
 
     async def last_heartbeat(self, execution_id: str) -> NodeHeartbeat | None:
-        stored = self._heartbeats.get(execution_id)
+        stored = self._heartbeats.get(scoped(execution_id))
         if stored is None:
             return None
         if self._leases.monotonic_ms() >= stored[1]:
-            del self._heartbeats[execution_id]
+            del self._heartbeats[scoped(execution_id)]
             return None
         return stored[0]
 
@@ -101,10 +105,10 @@ class MemoryExecutionRepository:
         execution_id = delta.execution_id
         if delta.full:
             for part in (self._headers, self._nodes, self._variables):
-                part.pop(execution_id, None)
-        header = self._headers.setdefault(execution_id, {})
-        nodes = self._nodes.setdefault(execution_id, {})
-        variables = self._variables.setdefault(execution_id, {})
+                part.pop(scoped(execution_id), None)
+        header = self._headers.setdefault(scoped(execution_id), {})
+        nodes = self._nodes.setdefault(scoped(execution_id), {})
+        variables = self._variables.setdefault(scoped(execution_id), {})
         header.update({name: encode_value(value) for name, value in delta.header.items()})
         nodes.update({node: encode_value(value) for node, value in delta.node_results.items()})
         for node in delta.removed_node_results:
@@ -128,8 +132,8 @@ class MemoryExecutionRepository:
         # Lua script; only the counters, another store, are forgotten after it.
         self._leases.revoke(execution_id, advance_generation=fence is None)
         for part in (self._headers, self._nodes, self._variables):
-            part.pop(execution_id, None)
-        self._heartbeats.pop(execution_id, None)
+            part.pop(scoped(execution_id), None)
+        self._heartbeats.pop(scoped(execution_id), None)
         stored = self._store_tombstone(execution_id, tombstone, tombstone_ttl_ms)
         if self._counters is not None:
             await self._counters.forget(execution_id)
@@ -140,11 +144,11 @@ class MemoryExecutionRepository:
         existing = self._live_tombstone(execution_id)
         if existing is None:
             document = json.dumps(tombstone.to_json(), separators=(",", ":"))
-            self._tombstones[execution_id] = (document, now_ms + ttl_ms)
+            self._tombstones[scoped(execution_id)] = (document, now_ms + ttl_ms)
             return tombstone
         document, expires_at_ms = existing
         # A second delete keeps the first record and only ever extends its TTL.
-        self._tombstones[execution_id] = (document, max(expires_at_ms, now_ms + ttl_ms))
+        self._tombstones[scoped(execution_id)] = (document, max(expires_at_ms, now_ms + ttl_ms))
         return Tombstone.from_json(json.loads(document))
 
     async def tombstone(self, execution_id: str) -> Tombstone | None:
@@ -161,11 +165,11 @@ class MemoryExecutionRepository:
         return None if live is None else live[1] - self._leases.monotonic_ms()
 
     def _live_tombstone(self, execution_id: str) -> tuple[str, int] | None:
-        stored = self._tombstones.get(execution_id)
+        stored = self._tombstones.get(scoped(execution_id))
         if stored is None:
             return None
         if self._leases.monotonic_ms() >= stored[1]:
-            del self._tombstones[execution_id]
+            del self._tombstones[scoped(execution_id)]
             return None
         return stored
 
@@ -176,9 +180,11 @@ class MemoryExecutionRepository:
         status: ExecutionStatus | None = None,
         limit: int = 100,
     ) -> Sequence[ExecutionState]:
+        tenant_id = current_tenant()
         states = [
-            state_from_parts(header, self._nodes[execution_id], self._variables[execution_id])
-            for execution_id, header in self._headers.items()
+            state_from_parts(header, self._nodes[key], self._variables[key])
+            for key, header in self._headers.items()
+            if key[0] == tenant_id
         ]
         matching = [
             state

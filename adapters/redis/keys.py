@@ -2,9 +2,19 @@
 
 The part in braces is the Redis Cluster hash tag: all keys one execution's step touches share
 ``{<execution_id>}`` so a single Lua script may read the fence and write the state atomically.
+
+Execution keys (state, node results, variables, fence, lease, counters, heartbeat, tombstone,
+the executions index) and dedup claims live in the namespace of their tenant (W24): the base
+namespace for the default tenant, ``<base>:<tenant>`` otherwise. The execution keys take the
+tenant of the unit of work in progress (``plaita.application.tenancy``) and refuse to be
+built outside one. Queues, the delay queue, flows, workers, events and subscriptions are
+shared by the deployment; events and subscriptions carry their tenant in the record.
 """
 
 from __future__ import annotations
+
+from plaita.application.tenancy import current_tenant
+from plaita.domain.tenancy import tenant_namespace
 
 DEFAULT_NAMESPACE = "plaita"
 
@@ -17,10 +27,14 @@ class RedisKeys:
             raise ValueError("a Redis key namespace must not be empty")
         self.namespace = namespace
 
-    # --- executions -----------------------------------------------------------------
+    def tenant_namespace(self, tenant_id: str) -> str:
+        """The namespace of ``tenant_id``'s execution keys (W24)."""
+        return tenant_namespace(self.namespace, tenant_id)
+
+    # --- executions (routed to the current tenant's namespace) ----------------------
 
     def _execution(self, execution_id: str, suffix: str) -> str:
-        return f"{self.namespace}:x:{{{execution_id}}}:{suffix}"
+        return f"{self.tenant_namespace(current_tenant())}:x:{{{execution_id}}}:{suffix}"
 
     def execution_state(self, execution_id: str) -> str:
         return self._execution(execution_id, "state")
@@ -51,7 +65,7 @@ class RedisKeys:
         return self._execution(execution_id, "heartbeat")
 
     def executions(self) -> str:
-        return f"{self.namespace}:executions"
+        return f"{self.tenant_namespace(current_tenant())}:executions"
 
     # --- task queues ----------------------------------------------------------------
 
@@ -78,7 +92,7 @@ class RedisKeys:
         return f"{self.namespace}:workers"
 
     def dedup(self, tenant_id: str, dedup_key: str) -> str:
-        return f"{self.namespace}:dedup:{{{tenant_id}}}:{dedup_key}"
+        return f"{self.tenant_namespace(tenant_id)}:dedup:{{{tenant_id}}}:{dedup_key}"
 
     # --- flows ----------------------------------------------------------------------
 

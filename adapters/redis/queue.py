@@ -31,10 +31,13 @@ class RedisTaskQueue:
         keys: RedisKeys,
         queue_name: str = DEFAULT_QUEUE,
         group: str = WORKER_GROUP,
+        dead_letter_key: str | None = None,
     ) -> None:
+        """``dead_letter_key`` overrides ``…:dlq`` (``--dlq-key``); it must carry the queue's
+        hash tag ``{<queue_name>}`` so a dead letter and its ack stay one MULTI/EXEC."""
         self._client = client
         self._stream = RedisGroupStream(client, keys.queue_stream(queue_name), group)
-        self._dead_letters = keys.queue_dead_letters(queue_name)
+        self._dead_letters = dead_letter_key or keys.queue_dead_letters(queue_name)
 
     async def ensure_group(self) -> None:
         await self._stream.ensure_group()

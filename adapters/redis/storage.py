@@ -25,6 +25,7 @@ from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.scripts import read_script
 from plaita.adapters.redis.streams import text, text_fields
 from plaita.application.ports import NodeHeartbeat
+from plaita.application.tenancy import current_tenant
 from plaita.domain.checkpoint import (
     CheckpointDelta,
     checkpoint_delta,
@@ -33,6 +34,7 @@ from plaita.domain.checkpoint import (
 )
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.lease import check_fence, check_fenced_write
+from plaita.domain.tenancy import check_same_tenant
 from plaita.domain.tombstone import Tombstone
 
 _LIST_PAGE = 100
@@ -131,6 +133,7 @@ class RedisExecutionRepository:
     async def save(
         self, state: ExecutionState, *, fence: int, previous: ExecutionState | None = None
     ) -> None:
+        check_same_tenant(state.tenant_id, current_tenant(), f"execution {state.execution_id!r}")
         delta = checkpoint_delta(previous, state)
         outcome, current = await self._fenced_save(delta, fence, state.updated_at_ms)
         if outcome == _MISSING:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 import attrs
 
@@ -21,6 +22,7 @@ from plaita.application.ports import (
     LeaseManager,
     TaskQueue,
 )
+from plaita.application.tenancy import no_tenant_scope, tenant_scope
 from plaita.domain.budgets import (
     COUNTER_TTL_SECONDS,
     NODE_RETRY_TOTAL_MAX,
@@ -36,8 +38,10 @@ from plaita.domain.dead_letter import (
     guard_dead_letter,
 )
 from plaita.domain.envelope import CarrierKind, copy_envelope
+from plaita.domain.errors import InvalidTenantIdError
 from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus
 from plaita.domain.failures import CODE_FLOW_ERROR
+from plaita.domain.tenancy import DEFAULT_TENANT, validate_tenant_id
 from plaita.domain.tombstone import DispatchPath, GateAction, copy_timestamp_ms, gate
 
 log = logging.getLogger("plaita.worker.dlq_guard")
@@ -102,6 +106,18 @@ class GuardDeadLetter:
         new, too old to run): a copy would be refused again, so it is released once, uncopied.
         """
         execution_id = carrier_execution_id(delivery)
+        tenant_id = carrier_tenant_id(delivery)
+        if tenant_id is None:
+            # W24 fails closed: a carrier with an invalid tenant names no execution we may
+            # touch; it is dead-lettered with its raw fields and nothing else is read.
+            with no_tenant_scope():
+                return await self._guard(delivery, reason, None, schema_rejected)
+        with tenant_scope(tenant_id):
+            return await self._guard(delivery, reason, execution_id, schema_rejected)
+
+    async def _guard(
+        self, delivery: Delivery, reason: str, execution_id: str | None, schema_rejected: bool
+    ) -> GuardOutcome:
         facts = await self._facts(execution_id, count_attempt=not schema_rejected)
         envelope = delivery.envelope
         decision = guard_dead_letter(
@@ -320,12 +336,31 @@ def carrier_execution_id(delivery: Delivery) -> str | None:
     """The execution a carrier names, also when it could not be decoded (best effort)."""
     if delivery.envelope is not None:
         return delivery.envelope.execution_id
+    value = _raw_document(delivery).get("execution_id")
+    return value if isinstance(value, str) and value else None
+
+
+def carrier_tenant_id(delivery: Delivery) -> str | None:
+    """The tenant a carrier names (absent = the default tenant, as legacy carriers are).
+
+    None when an undecodable carrier names an invalid tenant: W24 fails closed, so such a
+    carrier is treated as naming no execution at all and its data is never touched.
+    """
+    if delivery.envelope is not None:
+        return delivery.envelope.tenant_id
+    value = _raw_document(delivery).get("tenant_id", DEFAULT_TENANT)
+    try:
+        return validate_tenant_id(value)
+    except InvalidTenantIdError:
+        return None
+
+
+def _raw_document(delivery: Delivery) -> dict[str, Any]:
     try:
         document = json.loads(delivery.raw.get("envelope", ""))
     except ValueError:
-        return None
-    value = document.get("execution_id") if isinstance(document, dict) else None
-    return value if isinstance(value, str) and value else None
+        return {}
+    return document if isinstance(document, dict) else {}
 
 
 def _crashed_attempt(node_id: str | None) -> tuple[CounterChange, ...]:

@@ -12,7 +12,13 @@ from typing import Any
 
 import attrs
 
-from plaita.application.ports import Clock, ExecutionRepository, LeaseManager, SubscriptionStore
+from plaita.application.ports import (
+    Clock,
+    DedupStore,
+    ExecutionRepository,
+    LeaseManager,
+    SubscriptionStore,
+)
 from plaita.domain.errors import UnknownExecutionError
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.tombstone import (
@@ -39,6 +45,8 @@ class DeletedExecution:
     #: The subscription of a suspended execution that was removed with it.
     removed_subscription: str | None = None
     tombstone_ttl_seconds: int | None = None
+    #: The start's dedup key, released so it may start a new execution (W6, W13).
+    released_dedup_key: str | None = None
 
     def to_json(self) -> dict[str, JSON]:
         return {**attrs.asdict(self), "tombstone": self.tombstone.to_json()}
@@ -57,7 +65,9 @@ class DeleteExecution:
         carrier_max_age_ms: int = DEFAULT_CARRIER_MAX_AGE_MS,
         tombstone_ttl_seconds: int | None = None,
         state_ttl_seconds: int = 0,
+        dedup: DedupStore | None = None,
     ) -> None:
+        self._dedup = dedup
         self._executions = executions
         self._leases = leases
         self._subscriptions = subscriptions
@@ -100,6 +110,7 @@ class DeleteExecution:
                 await self._leases.release(lease)
             raise
         removed = await self._remove_subscription(state)
+        released_dedup = await self._release_dedup(state)
         deleted = DeletedExecution(
             execution_id,
             stored,
@@ -107,10 +118,11 @@ class DeleteExecution:
             revoked_holder=None if revoked is None else revoked.holder_id,
             removed_subscription=removed,
             tombstone_ttl_seconds=ttl_seconds,
+            released_dedup_key=released_dedup,
         )
         audit.info(
             "event=execution.deleted execution_id=%s tenant=%s reason=%r deleted_at_ms=%d "
-            "first_delete=%s revoked_holder=%s removed_subscription=%s",
+            "first_delete=%s revoked_holder=%s removed_subscription=%s released_dedup_key=%s",
             execution_id,
             stored.tenant_id,
             stored.reason,
@@ -118,8 +130,21 @@ class DeleteExecution:
             deleted.deleted_now,
             deleted.revoked_holder,
             removed,
+            released_dedup,
         )
         return deleted
+
+    async def _release_dedup(self, state: ExecutionState) -> str | None:
+        """Free the start's dedup key: the key may start a new execution again (W6, W13).
+
+        Only a claim that still names this execution is released (compare-and-delete), so a
+        key that already moved on to another execution is left alone.
+        """
+        key = state.dedup_key
+        if key is None or self._dedup is None:
+            return None
+        released = await self._dedup.release(key, state.execution_id, tenant_id=state.tenant_id)
+        return key if released else None
 
     async def _remove_subscription(self, state: ExecutionState) -> str | None:
         # After the delete: an event arriving in between meets the tombstone, not the state.

@@ -17,6 +17,7 @@ import attrs
 
 from plaita.application.codec import ENVELOPE_FIELD, SCHEMA_FIELD, decode_envelope
 from plaita.application.ports import Clock, DeadLetter, IdGenerator, TaskQueue, TombstoneStore
+from plaita.application.tenancy import tenant_scope
 from plaita.domain.dead_letter import (
     REPLAY_MARKER_TTL_SECONDS,
     DlqEntry,
@@ -32,7 +33,13 @@ from plaita.domain.envelope import (
     copy_envelope,
     decide_schema_version,
 )
-from plaita.domain.errors import InvalidEnvelopeError, PlaitaError, SchemaVersionError
+from plaita.domain.errors import (
+    InvalidEnvelopeError,
+    InvalidTenantIdError,
+    PlaitaError,
+    SchemaVersionError,
+)
+from plaita.domain.tenancy import DEFAULT_TENANT, validate_tenant_id
 
 JSON = Any
 audit = logging.getLogger("plaita.audit")
@@ -163,6 +170,13 @@ class ReplayDeadLetter:
             _audit_refusal(dlq_id, "unreadable", None, str(exc))
             raise
         execution_id = target_execution_id(entry)
+        try:
+            entry_tenant = validate_tenant_id(entry.tenant_id or DEFAULT_TENANT)
+        except InvalidTenantIdError as exc:
+            _audit_refusal(dlq_id, "unreadable", execution_id, str(exc))
+            raise UnreadableDeadLetterError(
+                f"dead letter {dlq_id} names an invalid tenant: {exc}; it cannot be replayed"
+            ) from None
         marker = json.dumps(
             {
                 "execution_id": execution_id,
@@ -176,7 +190,10 @@ class ReplayDeadLetter:
         claimed = await self._markers.claim(
             self._dlq_key, dlq_id, marker, ttl_ms=REPLAY_MARKER_TTL_MS
         )
-        tombstone = await self._tombstones.get(execution_id) if claimed else None
+        tombstone = None
+        if claimed:
+            with tenant_scope(entry_tenant):  # the tombstone lives in the entry's tenant (W24)
+                tombstone = await self._tombstones.get(execution_id)
         decision = decide_replay(
             entry, marker_set=not claimed, tombstone=tombstone, requested_tenant=tenant_id
         )

@@ -14,6 +14,7 @@ from plaita.application.ports import (
     SubscriptionStore,
     TaskQueue,
 )
+from plaita.application.tenancy import tenant_scope
 from plaita.domain.envelope import ResumeType, TaskEnvelope
 from plaita.domain.events import Event, subscription_matches
 
@@ -79,7 +80,8 @@ class FilterEvent:
         for subscription in await self._subscriptions.find(event.event_type):
             if not subscription_matches(subscription, event):
                 continue
-            state = await self._executions.load(subscription.execution_id)
+            with tenant_scope(subscription.tenant_id):  # the waiting execution's tenant (W24)
+                state = await self._executions.load(subscription.execution_id)
             if state is None or state.is_terminal:
                 # A doomed resume would only be short-circuited by a worker: drop the wait now.
                 await self._subscriptions.remove(subscription.subscription_id)

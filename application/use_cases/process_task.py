@@ -42,6 +42,7 @@ from plaita.application.ports import (
     TombstoneStore,
     WorkerRegistry,
 )
+from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.carrier_gates import CarrierGates
 from plaita.application.use_cases.dispatch import (
     DispatchResult,
@@ -155,6 +156,13 @@ class ProcessTask:
 
     async def __call__(
         self, envelope: TaskEnvelope, *, message_id: str | None = None, reclaimed: bool = False
+    ) -> DispatchResult:
+        """Advance the carrier's execution, inside the carrier's tenant (W24)."""
+        with tenant_scope(envelope.tenant_id):
+            return await self._process(envelope, message_id, reclaimed)
+
+    async def _process(
+        self, envelope: TaskEnvelope, message_id: str | None, reclaimed: bool
     ) -> DispatchResult:
         refused = await self._carrier_gates.before_lease(envelope, message_id)
         if refused is not None:
@@ -308,7 +316,9 @@ class ProcessTask:
             tenant_id=envelope.tenant_id,
         )
         state = attrs.evolve(
-            state, subgraph_fingerprint=flow.subgraph_fingerprint(flow.start_node.id)
+            state,
+            subgraph_fingerprint=flow.subgraph_fingerprint(flow.start_node.id),
+            dedup_key=envelope.dedup_key,
         )
         return await self._advance(dispatch, state, flow, resume=None, stored=None)
 

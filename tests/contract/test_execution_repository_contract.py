@@ -27,6 +27,7 @@ from plaita.application.ports import (
     NodeHeartbeat,
     TombstoneStore,
 )
+from plaita.application.tenancy import tenant_scope
 from plaita.domain.errors import ExecutionLeaseError
 from plaita.domain.execution import (
     ExecutionError,
@@ -259,10 +260,12 @@ class ExecutionRepositoryContract:
             result=[1, "two"],
             error=ExecutionError(code=500, message="boom", node_id="a"),
             steps=3,
+            dedup_key="order-7",
         )
-        await store(full)
+        with tenant_scope("acme"):  # a state is stored in its own tenant's namespace (W24)
+            await store(full)
 
-        assert await repository.load("x:1") == full
+            assert await repository.load("x:1") == full
 
     async def test_loaded_state_is_a_copy(
         self, repository: ExecutionRepository, store: Store

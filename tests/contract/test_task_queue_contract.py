@@ -313,3 +313,25 @@ class TestRedisQueue(QueueContract):
     @pytest.fixture
     def queue(self, real_redis: redis.Redis, keys: RedisKeys) -> RawTaskQueue:
         return RedisTaskQueue(real_redis, keys)
+
+
+@pytest.mark.redis
+class TestRedisQueueWithItsOwnDeadLetterKey(QueueContract):
+    """``--dlq-key``: the whole contract holds with a DLQ stream named by the operator."""
+
+    @pytest.fixture
+    def queue(self, real_redis: redis.Redis, keys: RedisKeys) -> RawTaskQueue:
+        return RedisTaskQueue(
+            real_redis, keys, dead_letter_key=f"{keys.namespace}:{{default}}:dead"
+        )
+
+    async def test_dead_letters_go_to_the_named_key_only(
+        self, ready: RawTaskQueue, real_redis: redis.Redis, keys: RedisKeys
+    ) -> None:
+        await ready.enqueue(envelope("x-1"))
+        [delivery] = await ready.read("worker-a", count=1, block_ms=0)
+
+        await ready.dead_letter(delivery, "budget spent")
+
+        assert await real_redis.xlen(f"{keys.namespace}:{{default}}:dead") == 1
+        assert await real_redis.exists(keys.queue_dead_letters("default")) == 0

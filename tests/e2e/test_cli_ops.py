@@ -25,6 +25,7 @@ from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.lease import RedisLeaseManager
 from plaita.adapters.redis.queue import RedisTaskQueue
 from plaita.adapters.redis.storage import RedisExecutionRepository
+from plaita.application.tenancy import current_tenant, tenant_scope
 from plaita.domain.envelope import ResumeType, TaskEnvelope
 from plaita.domain.execution import ExecutionState
 from plaita.domain.flow import Flow
@@ -137,6 +138,7 @@ def running(ns: Namespace, execution_id: str, *, idle_ms: int) -> None:
             start_node_id="wait",
             input={},
             now_ms=int(time.time() * 1000) - idle_ms,
+            tenant_id=current_tenant(),
         )
         leases = RedisLeaseManager(client, keys)
         lease = await leases.acquire(execution_id, "gone-worker", ttl_ms=60_000)
@@ -231,3 +233,26 @@ def test_operator_commands_name_an_unreachable_redis() -> None:
         result = CliRunner().invoke(command, [*args, "--redis-url", UNREACHABLE])
         assert result.exit_code == 1
         assert f"cannot reach Redis at {UNREACHABLE}" in result.output
+
+
+@requires_redis
+def test_operator_commands_act_on_the_named_tenant_only(ns: Namespace) -> None:
+    """W24: --tenant picks the namespace; another tenant's x-1 is another execution."""
+    with tenant_scope("acme"):
+        running(ns, "x-1", idle_ms=3600_000)
+
+    code, out = ns.invoke(delete_execution, "x-1")
+    assert code == 1 and "UnknownExecutionError" in out
+    code, report = ns.invoke_json(reap, "--dry-run")
+    assert code == 0 and report["items"] == []
+
+    code, report = ns.invoke_json(reap, "--dry-run", "--tenant", "acme")
+    assert code == 0 and [item["execution_id"] for item in report["items"]] == ["x-1"]
+    code, deleted = ns.invoke_json(delete_execution, "x-1", "--tenant", "acme")
+    assert code == 0 and deleted["tombstone"]["tenant_id"] == "acme"
+
+
+@requires_redis
+def test_an_invalid_tenant_is_refused_by_name(ns: Namespace) -> None:
+    code, out = ns.invoke(delete_execution, "x-1", "--tenant", "acme:eu")
+    assert code == 1 and "InvalidTenantIdError" in out and "'acme:eu'" in out

@@ -92,11 +92,15 @@ class Plaita:
         self.processes.append((process, log))
         return process
 
-    def wait_for_status(self, execution_id: str, statuses: set[str], timeout: float = 30) -> Any:
+    def wait_for_status(
+        self, execution_id: str, statuses: set[str], timeout: float = 30, tenant: str = "default"
+    ) -> Any:
         deadline = time.monotonic() + timeout
         last: Any = None
         while time.monotonic() < deadline:
-            done = self.run("executions", "show", execution_id, "--json", check=False)
+            done = self.run(
+                "executions", "show", execution_id, "--tenant", tenant, "--json", check=False
+            )
             if done.returncode == 0:
                 last = json.loads(done.stdout)
                 if last["status"] in statuses:

@@ -36,6 +36,18 @@ def test_approval_executions_complete_through_worker_and_event_filter_processes(
     small = plaita.json("executions", "start", "approval", "--input", '{"amount": 250}')
     approved = plaita.json("executions", "start", "approval", "--input", '{"amount": 5000}')
     refused = plaita.json("executions", "start", "approval", "--input", '{"amount": 9000}')
+    # W24: acme's execution reuses the id of the default tenant's `approved` one.
+    acme = plaita.json(
+        "executions",
+        "start",
+        "approval",
+        "--input",
+        '{"amount": 7000}',
+        "--execution-id",
+        approved["execution_id"],
+        "--tenant",
+        "acme",
+    )
 
     done_small = plaita.wait_for_status(small["execution_id"], {"completed", "error"})
     assert done_small["status"] == "completed", plaita.logs()
@@ -45,6 +57,8 @@ def test_approval_executions_complete_through_worker_and_event_filter_processes(
     for execution in (approved, refused):
         waiting = plaita.wait_for_status(execution["execution_id"], {"suspended"})
         assert waiting["waiting_for"]["node_id"] == "wait_decision"
+    acme_waiting = plaita.wait_for_status(acme["execution_id"], {"suspended"}, tenant="acme")
+    assert (acme_waiting["tenant_id"], acme_waiting["input"]) == ("acme", {"amount": 7000})
 
     plaita.run(
         "events",
@@ -70,6 +84,23 @@ def test_approval_executions_complete_through_worker_and_event_filter_processes(
     assert (shipped["status"], shipped["result"]["outcome"]) == ("completed", "shipped")
     assert (rejected["status"], rejected["result"]["outcome"]) == ("completed", "rejected")
     assert "ship" not in rejected["node_results"] and "reject" in rejected["node_results"]
+
+    # The default tenant's decision for that id resumed only the default tenant's execution.
+    still = plaita.wait_for_status(acme["execution_id"], {"suspended"}, tenant="acme")
+    assert still["status"] == "suspended"
+    plaita.run(
+        "events",
+        "publish",
+        "approval_decision",
+        "--correlation-id",
+        acme["execution_id"],
+        "--data",
+        '{"approved": false}',
+        "--tenant",
+        "acme",
+    )
+    acme_done = plaita.wait_for_status(acme["execution_id"], {"completed", "error"}, tenant="acme")
+    assert (acme_done["status"], acme_done["result"]["outcome"]) == ("completed", "rejected")
 
     # Graceful drain on SIGTERM (W17): both services exit cleanly.
     assert plaita.stop(worker) == 0, plaita.logs()

@@ -22,6 +22,7 @@ from ..strategies import json_objects
 
 ids = st.text(min_size=1, max_size=16)
 millis = st.integers(min_value=0, max_value=2**53)
+tenants = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,15}", fullmatch=True)
 
 start_envelopes = st.builds(
     TaskEnvelope.start,
@@ -30,7 +31,7 @@ start_envelopes = st.builds(
     version=st.none() | ids,
     params=json_objects,
     now_ms=millis,
-    tenant_id=ids,
+    tenant_id=tenants,
     dedup_key=st.none() | ids,
 )
 resume_envelopes = st.builds(
@@ -41,7 +42,7 @@ resume_envelopes = st.builds(
     now_ms=millis,
     event=st.none() | json_objects,
     subscription_id=st.none() | ids,
-    tenant_id=ids,
+    tenant_id=tenants,
 )
 
 
@@ -180,4 +181,11 @@ BAD_BODIES: dict[str, dict[str, Any]] = {
 @pytest.mark.parametrize("body", BAD_BODIES.values(), ids=BAD_BODIES.keys())
 def test_an_invalid_body_raises_invalid_envelope(body: dict[str, Any]) -> None:
     with pytest.raises(InvalidEnvelopeError, match="malformed"):
+        decode_envelope(entry(body))
+
+
+def test_an_entry_naming_an_invalid_tenant_raises_invalid_envelope() -> None:
+    """W24: a carrier with a tenant no namespace can hold is malformed, kept as evidence."""
+    body = {**VALID_BODY, "tenant_id": "acme:eu"}
+    with pytest.raises(InvalidEnvelopeError, match="'acme:eu'"):
         decode_envelope(entry(body))

@@ -10,10 +10,12 @@ from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.application.ports import Delivery
+from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.dead_letter_guard import (
     NODE_BUDGET_EXHAUSTED_KIND,
     GuardDeadLetter,
     carrier_execution_id,
+    carrier_tenant_id,
 )
 from plaita.domain.budgets import Counter, CounterChange, CounterOp
 from plaita.domain.dead_letter import GuardAction
@@ -374,3 +376,35 @@ async def test_each_guarded_crash_counts_against_the_open_node_budget(world: Wor
     assert actions[-1] is GuardAction.TERMINALISE_THEN_RELEASE
     assert set(actions[:-1]) == {GuardAction.ENQUEUE_COPY_THEN_RELEASE}
     assert len(actions) <= 6
+
+
+async def test_the_guard_acts_in_the_carriers_tenant(world: World) -> None:
+    """W24: the acme carrier's execution is acme's; the default tenant's x-1 is left alone."""
+    await world.store(state(world.clock, ExecutionStatus.COMPLETED))  # the default tenant's
+    with tenant_scope("acme"):  # acme's x-1 is still running
+        await world.store(attrs.evolve(state(world.clock), tenant_id="acme"))
+    acme_carrier = attrs.evolve(carrier(world.clock), tenant_id="acme")
+    delivery = await world.reclaimed(acme_carrier)
+
+    outcome = await world.guard()(delivery, OVER_THE_LIMIT)
+
+    # Running and unleased in acme: a recovery copy, where the default tenant's terminal x-1
+    # would have meant a plain release.
+    assert outcome.action is GuardAction.ENQUEUE_COPY_THEN_RELEASE
+    [copy] = await world.stream()
+    assert copy.envelope is not None and copy.envelope.tenant_id == "acme"
+
+
+async def test_a_carrier_naming_an_invalid_tenant_touches_no_execution(world: World) -> None:
+    """W24 fails closed: the raw carrier goes to the DLQ; no tenant's data is read."""
+    await world.store(state(world.clock))
+    raw = '{"kind":"resume","execution_id":"x-1","tenant_id":"a:b"}'
+    await world.queue.enqueue_raw({"envelope": raw})
+    [delivery] = await world.queue.read("w1", count=1, block_ms=0)
+
+    outcome = await world.guard()(delivery, "malformed", schema_rejected=True)
+
+    assert (outcome.action, outcome.released) == (GuardAction.RELEASE_ONCE_NO_COPY, True)
+    [letter] = await world.queue.dead_letters(count=10)
+    assert letter.raw["envelope"] == raw
+    assert carrier_tenant_id(delivery) is None

@@ -10,6 +10,7 @@ import attrs
 import pytest
 
 from plaita.adapters.memory.counters import MemoryCounterStore
+from plaita.adapters.memory.dedup import MemoryDedupStore
 from plaita.adapters.memory.delay_queue import MemoryDelayQueue
 from plaita.adapters.memory.flows import MemoryFlowRepository
 from plaita.adapters.memory.lease import MemoryLeaseManager
@@ -74,6 +75,9 @@ class Ops:
         )
 
     def delete(self) -> DeleteExecution:
+        return self.delete_with(None)
+
+    def delete_with(self, dedup: MemoryDedupStore | None) -> DeleteExecution:
         return DeleteExecution(
             executions=self.executions,
             leases=self.leases,
@@ -81,6 +85,7 @@ class Ops:
             clock=self.clock,
             holder_id="operator",
             lease_ttl_ms=LEASE_TTL_MS,
+            dedup=dedup,
         )
 
     def reaper(self) -> ReapZombies:
@@ -459,3 +464,30 @@ async def test_reap_ends_an_orphan_whose_flow_is_gone_under_the_lease(ops: Ops) 
     assert state.error is not None and "not registered" in state.error.message
     assert await ops.carriers() == []
     assert await ops.leases.holder("lost") is None
+
+
+async def test_delete_releases_the_starts_dedup_key(ops: Ops) -> None:
+    """W6 + W13: once deleted, the dedup key may start a new execution."""
+    dedup = MemoryDedupStore(ops.clock)
+    assert await dedup.claim("order-7", "x-1", tenant_id="default", ttl_ms=60_000) is None
+    await ops.process()(attrs.evolve(ops.start(), dedup_key="order-7"))
+    state = await ops.executions.load("x-1")
+    assert state is not None and state.dedup_key == "order-7"
+
+    deleted = await ops.delete_with(dedup)("x-1")
+
+    assert deleted.released_dedup_key == "order-7"
+    assert deleted.to_json()["released_dedup_key"] == "order-7"
+    assert await dedup.claim("order-7", "x-2", tenant_id="default", ttl_ms=60_000) is None
+
+
+async def test_delete_leaves_a_dedup_key_that_moved_on_alone(ops: Ops) -> None:
+    dedup = MemoryDedupStore(ops.clock)
+    await ops.process()(attrs.evolve(ops.start(), dedup_key="order-7"))
+    # The claim expired and another start took the key meanwhile.
+    assert await dedup.claim("order-7", "x-9", tenant_id="default", ttl_ms=60_000) is None
+
+    deleted = await ops.delete_with(dedup)("x-1")
+
+    assert deleted.released_dedup_key is None
+    assert await dedup.claim("order-7", "x-2", tenant_id="default", ttl_ms=60_000) == "x-9"

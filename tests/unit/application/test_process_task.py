@@ -20,6 +20,7 @@ from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.ports import NodeHeartbeat
+from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.dispatch import Disposition, StepSettings
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.executions import ResumeExecution
@@ -119,6 +120,16 @@ class Twin:
             sleep=self.sleep,
         )
 
+    @property
+    def filter_event(self) -> FilterEvent:
+        return FilterEvent(
+            events=self.events,
+            subscriptions=self.subscriptions,
+            executions=self.executions,
+            queue=self.queue,
+            clock=self.clock,
+        )
+
     def envelope_start(self, amount: int, execution_id: str = "x-1") -> TaskEnvelope:
         return TaskEnvelope.start(
             execution_id=execution_id,
@@ -206,13 +217,7 @@ async def test_published_decision_resumes_the_execution_down_the_right_branch(tw
     await twin.process(twin.envelope_start(5000))
     publish = PublishEvent(events=twin.events, clock=twin.clock, ids=twin.ids)
     event = await publish("approval_decision", data={"approved": False}, correlation_id="x-1")
-    filter_event = FilterEvent(
-        events=twin.events,
-        subscriptions=twin.subscriptions,
-        executions=twin.executions,
-        queue=twin.queue,
-        clock=twin.clock,
-    )
+    filter_event = twin.filter_event
     assert await filter_event(event.event_id) == 1
     [outcome] = await twin.drain_queue()
     assert outcome.outcome == "completed"
@@ -658,3 +663,38 @@ async def test_a_start_dropped_for_a_deleted_execution_releases_its_dedup_key(tw
     result = await process(start)
     assert result.outcome == "execution_deleted"
     assert await dedup.claim("order-7", "x-2", tenant_id="default", ttl_ms=60_000) is None
+
+
+async def test_a_carrier_runs_in_its_tenants_namespace(twin: Twin) -> None:
+    """W24: acme's x-1 and the default tenant's x-1 are two executions."""
+    acme_start = attrs.evolve(twin.envelope_start(5000), tenant_id="acme")
+    assert (await twin.process(acme_start)).outcome == "suspended"
+    assert (await twin.process(twin.envelope_start(10))).outcome == "completed"
+
+    with tenant_scope("acme"):
+        acme = await twin.executions.load("x-1")
+    default = await twin.executions.load("x-1")
+    assert acme is not None and acme.status is ExecutionStatus.SUSPENDED
+    assert acme.tenant_id == "acme"
+    assert default is not None and default.status is ExecutionStatus.COMPLETED
+    [subscription] = await twin.subscriptions.find("approval_decision")
+    assert subscription.tenant_id == "acme"
+
+
+async def test_another_tenants_event_never_resumes_an_execution(twin: Twin) -> None:
+    """W24, V2: the same correlation id from another tenant matches nothing."""
+    await twin.process(attrs.evolve(twin.envelope_start(5000), tenant_id="acme"))
+    publish = PublishEvent(events=twin.events, clock=twin.clock, ids=twin.ids)
+    filter_event = twin.filter_event
+    foreign = await publish("approval_decision", data={"approved": True}, correlation_id="x-1")
+    assert await filter_event(foreign.event_id) == 0
+
+    own = await publish(
+        "approval_decision", data={"approved": True}, correlation_id="x-1", tenant_id="acme"
+    )
+    assert await filter_event(own.event_id) == 1
+    [outcome] = await twin.drain_queue()
+    assert outcome.outcome == "completed"
+    with tenant_scope("acme"):
+        state = await twin.executions.load("x-1")
+    assert state is not None and state.result == "shipped"

@@ -14,7 +14,7 @@ from plaita.domain.envelope import (
     TaskEnvelope,
     check_schema_version,
 )
-from plaita.domain.errors import SchemaVersionError
+from plaita.domain.errors import InvalidTenantIdError, SchemaVersionError
 
 
 def test_a_start_carrier_has_no_resume_type_and_the_current_schema() -> None:
@@ -111,3 +111,12 @@ def test_only_versions_from_1_to_the_current_one_are_accepted(version: int) -> N
     else:
         with pytest.raises(SchemaVersionError):
             check_schema_version(version)
+
+
+@pytest.mark.parametrize("tenant_id", ["", "a:b", "{acme}", "a b", "-x", "x" * 65])
+def test_a_carrier_must_name_a_valid_tenant(tenant_id: str) -> None:
+    """W24: the tenant picks the key namespace, so it is checked like an identifier."""
+    with pytest.raises(InvalidTenantIdError, match="tenant id"):
+        TaskEnvelope.start(
+            execution_id="x", flow_id="f", version=None, params={}, now_ms=1, tenant_id=tenant_id
+        )

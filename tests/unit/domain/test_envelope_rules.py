@@ -225,7 +225,7 @@ envelopes = st.builds(
     _start,
     timestamp_ms=st.integers(min_value=0, max_value=2**48),
     schema_version=st.integers(min_value=-3, max_value=9),
-    tenant_id=st.text(min_size=1, max_size=8),
+    tenant_id=st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,7}", fullmatch=True),
     generations=st.builds(
         CarrierGenerations,
         st.none() | st.text(max_size=20),

@@ -404,9 +404,17 @@ def test_the_worker_lists_every_invalid_setting_and_exits_2_before_connecting() 
     assert "7 invalid setting(s)" in out
 
 
-def test_a_dlq_key_the_queue_does_not_write_to_is_refused() -> None:
-    code, out = invoke("worker", "--redis-url", UNREACHABLE, "--dlq-key", "elsewhere")
-    assert code == 2 and "dlq_key: 'elsewhere'" in out and "plaita:q:{default}:dlq" in out
+@pytest.mark.parametrize("dlq_key", ["elsewhere", "app:{other}:dlq", "app:{x}:{default}:dlq"])
+def test_a_dlq_key_without_the_queues_hash_tag_is_refused(dlq_key: str) -> None:
+    """The dead letter and its ack are one MULTI/EXEC: both keys need one hash tag."""
+    code, out = invoke("worker", "--redis-url", UNREACHABLE, "--dlq-key", dlq_key)
+    assert code == 2 and f"dlq_key: {dlq_key!r}" in out
+    assert "'{default}'" in out and "plaita:q:{default}:dlq" in out
+
+
+def test_a_dlq_key_with_the_queues_hash_tag_is_accepted() -> None:
+    code, out = invoke("worker", "--redis-url", UNREACHABLE, "--dlq-key", "app:{default}:dead")
+    assert code == 1 and "dlq_key" not in out and "cannot reach Redis" in out
 
 
 def test_unusable_optional_settings_fall_back_with_a_warning(
