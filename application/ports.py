@@ -14,7 +14,13 @@ import attrs
 
 from plaita.domain.budgets import CounterChange
 from plaita.domain.envelope import TaskEnvelope
-from plaita.domain.events import Event, EventSubscription
+from plaita.domain.events import (
+    Event,
+    EventQuery,
+    EventSubscription,
+    InboxEntry,
+    SubscriptionQuery,
+)
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.flow import Flow
 from plaita.domain.lease import Lease
@@ -328,6 +334,42 @@ class SubscriptionStore(Protocol):
         """Every subscription for ``event_type`` (matching beyond the type is the domain's)."""
         ...
 
+    async def list(self, query: SubscriptionQuery) -> Sequence[EventSubscription]:
+        """Subscriptions matching every field the query names (AND), oldest first (V7).
+
+        Candidates come from the most selective index the query names
+        (``choose_subscription_index``), fetched in one round trip; every filter is then
+        applied to them. At most ``query.limit``.
+        """
+        ...
+
+
+class Inbox(Protocol):
+    """Events kept per (tenant, correlation id) for waits that begin later (V6)."""
+
+    async def add(self, event: Event) -> None:
+        """Keep ``event`` in its correlation's inbox (TTL only extends); no-op without one."""
+        ...
+
+    async def entries(
+        self, tenant_id: str, correlation_id: str, execution_id: str
+    ) -> Sequence[InboxEntry]:
+        """The events in the inbox, each with the subscription of ``execution_id`` that took
+        it (or None), in one round trip."""
+        ...
+
+    async def take(
+        self,
+        tenant_id: str,
+        correlation_id: str,
+        execution_id: str,
+        event_id: str,
+        subscription_id: str,
+    ) -> str:
+        """Record that ``subscription_id`` takes ``event_id`` for ``execution_id``, unless a
+        subscription took it already (set-if-absent, atomic); the subscription that holds it."""
+        ...
+
 
 class EventWaiter(Protocol):
     async def wait_for_event(
@@ -374,4 +416,20 @@ class EventLog(Protocol):
         self, consumer: str, *, min_idle_ms: int, count: int
     ) -> list[EventNotification]:
         """Take over notifications left pending by a crashed event filter."""
+        ...
+
+    async def list(self, query: EventQuery) -> Sequence[Event]:
+        """Stored events matching every field the query names, oldest first (V5, V7).
+
+        Candidates come from the type index when a type is named, else from the time index;
+        at most ``query.limit``.
+        """
+        ...
+
+
+class IndexJanitor(Protocol):
+    """A store whose indexes keep members of expired records until they are pruned (V7)."""
+
+    async def prune_indexes(self, *, budget: int) -> int:
+        """Remove at most ``budget`` dead index members (in Lua batches of <= 500); how many."""
         ...

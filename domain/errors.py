@@ -143,3 +143,11 @@ class TenantContextMissingError(PlaitaError):
 
 class TenantMismatchError(PlaitaError):
     """A record of one tenant was written or acted on in another tenant's scope (W24)."""
+
+
+class InvalidRetryPolicyError(PlaitaError):
+    """An event handler's RetryPolicy has a negative or non-finite setting (V3)."""
+
+
+class InvalidEventQueryError(PlaitaError):
+    """An event or subscription listing was asked with an impossible filter or limit (V7)."""

@@ -119,5 +119,13 @@ class RedisKeys:
     def events_by_type(self, event_type: str) -> str:
         return f"{self.namespace}:evidx:type:{event_type}"
 
+    def inbox(self, tenant_id: str, correlation_id: str) -> str:
+        """List of event JSON kept for waits that begin later (V6), in the tenant's namespace."""
+        return f"{self.tenant_namespace(tenant_id)}:inbox:{{{correlation_id}}}"
+
+    def inbox_taken(self, tenant_id: str, correlation_id: str) -> str:
+        """Hash ``<execution_id>\x1f<event_id>`` → the subscription that took the event."""
+        return f"{self.tenant_namespace(tenant_id)}:inbox:{{{correlation_id}}}:taken"
+
     def event_notifications(self) -> str:
         return f"{self.namespace}:events:stream"
