@@ -17,6 +17,7 @@ from plaita.adapters.memory.dedup import MemoryDedupStore
 from plaita.adapters.memory.delay_queue import MemoryDelayQueue
 from plaita.adapters.memory.events import MemoryEventLog
 from plaita.adapters.memory.flows import MemoryFlowRepository
+from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
@@ -27,6 +28,7 @@ from plaita.adapters.redis.dedup import RedisDedupStore
 from plaita.adapters.redis.delay_queue import RedisDelayQueue
 from plaita.adapters.redis.events import RedisEventLog
 from plaita.adapters.redis.flows import RedisFlowRepository
+from plaita.adapters.redis.inbox import RedisInbox
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.lease import RedisLeaseManager
 from plaita.adapters.redis.queue import RedisTaskQueue
@@ -171,6 +173,11 @@ class Container(containers.DeclarativeContainer):
         memory=providers.Singleton(MemoryDedupStore, clock),
         redis=providers.Singleton(RedisDedupStore, redis_client, redis_keys),
     )
+    inbox = providers.Selector(
+        config.backend,
+        memory=providers.Singleton(MemoryInbox, clock),
+        redis=providers.Singleton(RedisInbox, redis_client, redis_keys),
+    )
 
     #: Lifecycle listeners for each dispatch; entrypoints override it (logs, demo timeline).
     listeners = providers.Object(list)
@@ -254,6 +261,7 @@ class Container(containers.DeclarativeContainer):
         tombstones=executions,
         registry=worker_registry,
         dedup=dedup,
+        inbox=inbox,
         listeners=listeners,
     )
     dead_letter_guard = providers.Factory(
@@ -274,7 +282,9 @@ class Container(containers.DeclarativeContainer):
         ResumeExecution, executions=executions, queue=queue, clock=clock
     )
     get_execution = providers.Factory(GetExecution, executions)
-    publish_event = providers.Factory(PublishEvent, events=events, clock=clock, ids=ids)
+    publish_event = providers.Factory(
+        PublishEvent, events=events, clock=clock, ids=ids, inbox=inbox
+    )
     filter_event = providers.Factory(
         FilterEvent,
         events=events,

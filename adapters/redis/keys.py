@@ -129,3 +129,7 @@ class RedisKeys:
 
     def event_notifications(self) -> str:
         return f"{self.namespace}:events:stream"
+
+    def reconciler_cursor(self) -> str:
+        """Sorted set whose one member's score is the event reconciler's cursor (V5)."""
+        return f"{self.namespace}:events:reconciler:cursor"

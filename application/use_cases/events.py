@@ -11,6 +11,7 @@ from plaita.application.ports import (
     EventLog,
     ExecutionRepository,
     IdGenerator,
+    Inbox,
     SubscriptionStore,
     TaskQueue,
 )
@@ -23,10 +24,22 @@ log = logging.getLogger("plaita.events")
 
 
 class PublishEvent:
-    def __init__(self, *, events: EventLog, clock: Clock, ids: IdGenerator) -> None:
+    """Store an event and notify the event filters; keep it in its inbox first (V6).
+
+    The inbox is written before the record and its notification: a wait that registers in
+    between finds the event in the inbox, and one that registered earlier is found by the
+    filter. A crash between the two writes leaves the event in the inbox only, where the
+    next wait of its correlation still finds it; publishing again is safe (a duplicate is
+    taken at most once per wait).
+    """
+
+    def __init__(
+        self, *, events: EventLog, clock: Clock, ids: IdGenerator, inbox: Inbox | None = None
+    ) -> None:
         self._events = events
         self._clock = clock
         self._ids = ids
+        self._inbox = inbox
 
     async def __call__(
         self,
@@ -46,6 +59,8 @@ class PublishEvent:
             source=source,
             tenant_id=tenant_id,
         )
+        if self._inbox is not None:
+            await self._inbox.add(event)
         await self._events.append(event)
         return event
 

@@ -23,19 +23,16 @@ from plaita.application.engine.execution import FlowExecution, RunOptions
 from plaita.application.engine.strategies import (
     ResumeInput,
     StepOutput,
-    event_subscription,
-    sleep_duration_ms,
-    wait_timeout_ms,
 )
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.ports import (
     Clock,
-    Counters,
     CounterStore,
     DedupStore,
     DelayQueue,
     ExecutionRepository,
     IdGenerator,
+    Inbox,
     LeaseManager,
     SubscriptionStore,
     TaskQueue,
@@ -53,6 +50,8 @@ from plaita.application.use_cases.dispatch import (
     ack as _ack,
 )
 from plaita.application.use_cases.flows import FlowCatalog
+from plaita.application.use_cases.lease_keeper import Dispatch, LeaseKeeper
+from plaita.application.use_cases.suspensions import WaitRegistrar
 from plaita.domain.budgets import (
     COUNTER_TTL_SECONDS,
     FailureAction,
@@ -77,8 +76,7 @@ from plaita.domain.errors import (
 )
 from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus, Suspension
 from plaita.domain.failures import CODE_CANCELLED, FlowErrorException
-from plaita.domain.flow import EventNode, Flow, SleepNode
-from plaita.domain.lease import Lease, RenewalAction, RenewalOutcome, decide_renewal
+from plaita.domain.flow import Flow
 from plaita.domain.resume import (
     CurrentDefinition,
     ExecutionView,
@@ -92,20 +90,6 @@ JSON = Any
 log = logging.getLogger("plaita.worker.step")
 
 COUNTER_TTL_MS = COUNTER_TTL_SECONDS * 1000
-
-
-@attrs.define
-class _Dispatch:
-    """What one dispatch holds: its lease, the lost-lease signal and the counters it read."""
-
-    envelope: TaskEnvelope
-    lease: Lease
-    lost: threading.Event
-    message_id: str | None = None
-    writes: asyncio.Lock = attrs.field(factory=asyncio.Lock)
-    counters: Counters = attrs.field(factory=Counters)
-    #: The node being run right now, for the watchdog's heartbeat (W15); None between nodes.
-    open_node: str | None = None
 
 
 class ProcessTask:
@@ -126,6 +110,7 @@ class ProcessTask:
         tombstones: TombstoneStore | None = None,
         registry: WorkerRegistry | None = None,
         dedup: DedupStore | None = None,
+        inbox: Inbox | None = None,
         listeners: Callable[[], list[object]] = list,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
@@ -153,6 +138,18 @@ class ProcessTask:
         )
         self._listeners = listeners
         self._sleep = sleep
+        self._keeper = LeaseKeeper(
+            leases=leases,
+            executions=executions,
+            queue=queue,
+            clock=clock,
+            holder_id=settings.holder_id,
+            lease_ttl_ms=settings.lease_ttl_ms,
+            sleep=sleep,
+        )
+        self._waits = WaitRegistrar(
+            subscriptions=subscriptions, delay=delay, clock=clock, ids=ids, inbox=inbox
+        )
 
     async def __call__(
         self, envelope: TaskEnvelope, *, message_id: str | None = None, reclaimed: bool = False
@@ -174,8 +171,8 @@ class ProcessTask:
             return await self._carrier_gates.on_conflict(envelope, reclaimed)
         # Set when the lease is lost: the running handler sees ctx.cancelled, and no further
         # checkpoint is written by this holder (it fences itself off).
-        dispatch = _Dispatch(envelope, lease, threading.Event(), message_id)
-        watchdog = asyncio.create_task(self._keep_lease(dispatch))
+        dispatch = Dispatch(envelope, lease, threading.Event(), message_id)
+        watchdog = asyncio.create_task(self._keeper.keep(dispatch))
         try:
             result = await self._dispatch(dispatch)
         except ExecutionLeaseError as exc:
@@ -193,91 +190,9 @@ class ProcessTask:
             await self._delay.schedule(copy, due_ms=due_ms)
         return result
 
-    async def _keep_lease(self, dispatch: _Dispatch) -> None:
-        ttl_seconds = self._settings.lease_ttl_ms / 1000
-        last_renewed = self._clock.monotonic()
-        wait = ttl_seconds / 3
-        while True:
-            await self._sleep(wait)
-            sent_at = self._clock.monotonic()
-            try:
-                renewed = await self._leases.renew(
-                    dispatch.lease, ttl_ms=self._settings.lease_ttl_ms
-                )
-                outcome = RenewalOutcome.RENEWED if renewed else RenewalOutcome.LOST
-            except Exception as exc:  # a store outage: the domain says how long to keep trying
-                log.warning(
-                    "event=lease.renew_failed execution_id=%s error=%r: retrying until the "
-                    "lease's safe window closes",
-                    dispatch.lease.execution_id,
-                    exc,
-                )
-                outcome = RenewalOutcome.FAILED
-            decision = decide_renewal(
-                ttl_seconds=ttl_seconds,
-                last_renewed_at=last_renewed,
-                sent_at=sent_at,
-                now=self._clock.monotonic(),
-                outcome=outcome,
-            )
-            if decision.action is RenewalAction.SELF_FENCE:
-                log.warning(
-                    "event=lease.lost execution_id=%s generation=%s: the lease expired or another "
-                    "worker took over; this worker stops advancing the execution",
-                    dispatch.lease.execution_id,
-                    dispatch.lease.generation,
-                )
-                dispatch.lost.set()
-                return
-            last_renewed, wait = decision.last_renewed_at, decision.next_attempt_in
-            if decision.refresh_liveness and dispatch.message_id is not None:
-                # W5/I0: a live holder's carrier must never look idle to a reclaiming peer.
-                with contextlib.suppress(Exception):
-                    await self._queue.touch(self._settings.holder_id, [dispatch.message_id])
-            node_id = dispatch.open_node
-            if (
-                decision.refresh_liveness
-                and node_id is not None
-                and not await self._heartbeat(dispatch, node_id)
-            ):
-                return  # fenced off: the lease is gone, nothing left to renew
-
-    async def _heartbeat(self, dispatch: _Dispatch, node_id: str) -> bool:
-        """Record the open node's progress under the fence (W15); False when fenced off."""
-        lease = dispatch.lease
-        try:
-            async with dispatch.writes:
-                await self._executions.heartbeat(
-                    lease.execution_id,
-                    fence=lease.generation,
-                    node_id=node_id,
-                    now_ms=self._clock.now_ms(),
-                )
-        except ExecutionLeaseError as exc:
-            log.warning(
-                "event=heartbeat.fenced execution_id=%s generation=%s node_id=%s error=%s: "
-                "another worker took over or the execution was deleted; this worker stops "
-                "advancing it",
-                lease.execution_id,
-                lease.generation,
-                node_id,
-                exc,
-            )
-            dispatch.lost.set()
-            return False
-        except Exception as exc:  # a store outage must never stop the lease renewals
-            log.warning(
-                "event=heartbeat.failed execution_id=%s node_id=%s error=%r: the node's "
-                "progress was not recorded; retrying at the next renewal",
-                lease.execution_id,
-                node_id,
-                exc,
-            )
-        return True
-
     # --- start and resume (W6, W7) -------------------------------------------------------
 
-    async def _dispatch(self, dispatch: _Dispatch) -> DispatchResult:
+    async def _dispatch(self, dispatch: Dispatch) -> DispatchResult:
         envelope = dispatch.envelope
         state = await self._executions.load(envelope.execution_id)
         dispatch.counters = await self._counters.read(envelope.execution_id)
@@ -299,7 +214,7 @@ class ProcessTask:
         assert envelope.resume_type is not None
         return await self._resume(dispatch, state, envelope.resume_type)
 
-    async def _start(self, dispatch: _Dispatch) -> DispatchResult:
+    async def _start(self, dispatch: Dispatch) -> DispatchResult:
         envelope = dispatch.envelope
         try:
             flow = await self._flows.get(envelope.flow_id, envelope.version)
@@ -323,7 +238,7 @@ class ProcessTask:
         return await self._advance(dispatch, state, flow, resume=None, stored=None)
 
     async def _resume(
-        self, dispatch: _Dispatch, state: ExecutionState, kind: ResumeType
+        self, dispatch: Dispatch, state: ExecutionState, kind: ResumeType
     ) -> DispatchResult:
         envelope = dispatch.envelope
         try:
@@ -351,7 +266,7 @@ class ProcessTask:
         return await self._perform(dispatch, state, flow, decision)
 
     async def _perform(
-        self, dispatch: _Dispatch, state: ExecutionState, flow: Flow, decision: ResumeDecision
+        self, dispatch: Dispatch, state: ExecutionState, flow: Flow, decision: ResumeDecision
     ) -> DispatchResult:
         kind, envelope, stored = decision.kind, dispatch.envelope, state
         if decision.ack:
@@ -381,10 +296,20 @@ class ProcessTask:
         resume = None
         if kind is ResumeKind.PROCEED and state.status is ExecutionStatus.SUSPENDED:
             assert envelope.resume_type is not None
+            if envelope.resume_type is ResumeType.EVENT and envelope.subscription_id is not None:
+                taken_by = await self._waits.take_for_resume(
+                    state.execution_id, state.tenant_id, envelope.event, envelope.subscription_id
+                )
+                if taken_by is not None:
+                    # V6: an earlier wait of this execution already took this event.
+                    return _ack(
+                        "event_already_taken",
+                        f"event {_event_id(envelope)} was taken by subscription {taken_by}",
+                    )
             resume = ResumeInput(envelope.resume_type, envelope.event, envelope.subscription_id)
         return await self._advance(dispatch, state, flow, resume=resume, stored=state)
 
-    async def _cancel(self, dispatch: _Dispatch, state: ExecutionState) -> DispatchResult:
+    async def _cancel(self, dispatch: Dispatch, state: ExecutionState) -> DispatchResult:
         cancelled = state.transition(
             ExecutionStatus.CANCELLED,
             now_ms=self._clock.now_ms(),
@@ -396,7 +321,7 @@ class ProcessTask:
 
     async def _fail(
         self,
-        dispatch: _Dispatch,
+        dispatch: Dispatch,
         state: ExecutionState,
         error: Exception,
         *,
@@ -415,7 +340,7 @@ class ProcessTask:
 
     async def _advance(
         self,
-        dispatch: _Dispatch,
+        dispatch: Dispatch,
         state: ExecutionState,
         flow: Flow,
         *,
@@ -445,11 +370,21 @@ class ProcessTask:
         for _ in range(self._settings.max_steps_per_dispatch):
             node_id = state.next_node_id
             assert node_id is not None, "a non-terminal execution always has a next node"
-            dispatch.open_node = node_id
+            dispatch.open_node, dispatch.steps = node_id, state.steps
             try:
                 output = await execution.arun_distributed(
-                    node_id=node_id, resume=resume, registrar=_Registrar(self, dispatch)
+                    node_id=node_id, resume=resume, registrar=self._waits.for_dispatch(dispatch)
                 )
+                if dispatch.ready_event is not None:
+                    # V6: the wait found its event in the inbox; it resumes in this very step.
+                    subscription_id, event = dispatch.ready_event
+                    dispatch.ready_event = None
+                    consumed_subscription = subscription_id
+                    output = await execution.arun_distributed(
+                        node_id=node_id,
+                        resume=ResumeInput(ResumeType.EVENT, event.to_json(), subscription_id),
+                        registrar=self._waits.for_dispatch(dispatch),
+                    )
             except FlowErrorException as exc:
                 dispatch.open_node = None  # closed before the failure is handled, not after
                 return await self._node_failed(dispatch, context.apply_to(state), exc, previous)
@@ -481,7 +416,7 @@ class ProcessTask:
 
     async def _node_failed(
         self,
-        dispatch: _Dispatch,
+        dispatch: Dispatch,
         state: ExecutionState,
         error: FlowErrorException,
         previous: ExecutionState | None,
@@ -535,7 +470,7 @@ class ProcessTask:
             return DispatchResult(Disposition.DEAD_LETTER, reason, str(error))
         return _ack("failed", str(error))
 
-    async def _on_success(self, dispatch: _Dispatch, node_id: str) -> None:
+    async def _on_success(self, dispatch: Dispatch, node_id: str) -> None:
         counters = dispatch.counters
         # Skipped when there is nothing to clear: a steady-state step stays within P2.
         if counters.node_retries.get(node_id) or counters.no_fail:
@@ -569,7 +504,7 @@ class ProcessTask:
         )
 
     async def _checkpoint(
-        self, dispatch: _Dispatch, state: ExecutionState, *, previous: ExecutionState | None
+        self, dispatch: Dispatch, state: ExecutionState, *, previous: ExecutionState | None
     ) -> None:
         if dispatch.lost.is_set():
             raise LeaseLostError(
@@ -583,55 +518,6 @@ class ProcessTask:
     async def _drop_subscription(self, suspension: Suspension | None) -> None:
         if suspension is not None and suspension.subscription_id is not None:
             await self._subscriptions.remove(suspension.subscription_id)
-
-    # --- suspensions (E6, V8) ------------------------------------------------------------
-
-    async def register_event_wait(
-        self, dispatch: _Dispatch, node: EventNode, context: ExecutionContext
-    ) -> Suspension:
-        now = self._clock.now_ms()
-        subscription = event_subscription(node, context, self._ids.new_id(), now)
-        await self._subscriptions.add(subscription)
-        timeout_ms = wait_timeout_ms(node)
-        wake_at = None
-        if timeout_ms is not None:
-            wake_at = now + timeout_ms
-            await self._delay.schedule(
-                self._timer_carrier(context, subscription.subscription_id), due_ms=wake_at
-            )
-        return Suspension(node.id, subscription.subscription_id, wake_at)
-
-    async def register_timer(
-        self, dispatch: _Dispatch, node: SleepNode, context: ExecutionContext
-    ) -> Suspension:
-        timer_id = self._ids.new_id()
-        wake_at = self._clock.now_ms() + sleep_duration_ms(node)
-        await self._delay.schedule(self._timer_carrier(context, timer_id), due_ms=wake_at)
-        return Suspension(node.id, timer_id, wake_at)
-
-    def _timer_carrier(self, context: ExecutionContext, subscription_id: str) -> TaskEnvelope:
-        return TaskEnvelope.resume(
-            execution_id=context.execution_id,
-            flow_id=context.flow_id,
-            resume_type=ResumeType.TIMEOUT,
-            subscription_id=subscription_id,
-            now_ms=self._clock.now_ms(),
-            tenant_id=context.tenant_id,
-        )
-
-
-@attrs.frozen
-class _Registrar:
-    """The engine's SuspensionRegistrar for one dispatch."""
-
-    process: ProcessTask
-    dispatch: _Dispatch
-
-    async def register_event_wait(self, node: EventNode, context: ExecutionContext) -> Suspension:
-        return await self.process.register_event_wait(self.dispatch, node, context)
-
-    async def register_timer(self, node: SleepNode, context: ExecutionContext) -> Suspension:
-        return await self.process.register_timer(self.dispatch, node, context)
 
 
 def _event_id(envelope: TaskEnvelope) -> str | None:
