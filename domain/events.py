@@ -210,14 +210,16 @@ def pick_inbox_event(
     return min(candidates, key=lambda event: (event.timestamp_ms, event.event_id))
 
 
-def wait_subscription_id(execution_id: str, node_id: str, steps: int) -> str:
+def wait_subscription_id(tenant_id: str, execution_id: str, node_id: str, steps: int) -> str:
     """The id of the subscription a wait registers: the same for a re-run of the same step.
 
     A step re-run after a crash registers the same subscription and so finds the inbox event
     it took the first time; the next wait of the same node (a loop) has more steps behind it
-    and gets another id.
+    and gets another id. The tenant is part of it: subscriptions are stored deployment-wide,
+    and the same execution id under two tenants names two executions (W24).
     """
-    return str(uuid.uuid5(_WAIT_NAMESPACE, f"{execution_id}\x1f{node_id}\x1f{steps}"))
+    name = f"{tenant_id}\x1f{execution_id}\x1f{node_id}\x1f{steps}"
+    return str(uuid.uuid5(_WAIT_NAMESPACE, name))
 
 
 _WAIT_NAMESPACE = uuid.UUID("6f1d8a52-3b7e-5c1a-9a43-2f5e0c9d7b11")

@@ -67,7 +67,9 @@ class WaitRegistrar:
         self, dispatch: Dispatch, node: EventNode, context: ExecutionContext
     ) -> Suspension:
         now = self._clock.now_ms()
-        subscription_id = wait_subscription_id(context.execution_id, node.id, dispatch.steps)
+        subscription_id = wait_subscription_id(
+            context.tenant_id, context.execution_id, node.id, dispatch.steps
+        )
         subscription = event_subscription(node, context, subscription_id, now)
         await self._subscriptions.add(subscription)
         early = await self._take_from_inbox(subscription)

@@ -212,7 +212,7 @@ async def test_an_event_published_before_the_start_resumes_the_wait_at_once(worl
     assert state.suspension is not None and state.suspension.node_id == "second", (
         "the one early event satisfied the first wait only"
     )
-    first_wait = wait_subscription_id("x-1", "first", 0)
+    first_wait = wait_subscription_id("default", "x-1", "first", 0)
     assert await world.subscriptions.get(first_wait) is None, "its subscription is gone"
     assert await world.delay.pending() == 0, "an event that is already here needs no timer"
 

@@ -33,6 +33,25 @@ def test_approval_executions_complete_through_worker_and_event_filter_processes(
     )
     assert registered["flow_id"] == "approval"
 
+    # V6: a decision published before its execution even exists is kept in the inbox.
+    plaita.run(
+        "events",
+        "publish",
+        "approval_decision",
+        "--correlation-id",
+        "early-bird",
+        "--data",
+        '{"approved": true}',
+    )
+    early = plaita.json(
+        "executions",
+        "start",
+        "approval",
+        "--input",
+        '{"amount": 8000}',
+        "--execution-id",
+        "early-bird",
+    )
     small = plaita.json("executions", "start", "approval", "--input", '{"amount": 250}')
     approved = plaita.json("executions", "start", "approval", "--input", '{"amount": 5000}')
     refused = plaita.json("executions", "start", "approval", "--input", '{"amount": 9000}')
@@ -84,6 +103,9 @@ def test_approval_executions_complete_through_worker_and_event_filter_processes(
     assert (shipped["status"], shipped["result"]["outcome"]) == ("completed", "shipped")
     assert (rejected["status"], rejected["result"]["outcome"]) == ("completed", "rejected")
     assert "ship" not in rejected["node_results"] and "reject" in rejected["node_results"]
+
+    early_done = plaita.wait_for_status(early["execution_id"], {"completed", "error"})
+    assert (early_done["status"], early_done["result"]["outcome"]) == ("completed", "shipped")
 
     # The default tenant's decision for that id resumed only the default tenant's execution.
     still = plaita.wait_for_status(acme["execution_id"], {"suspended"}, tenant="acme")
