@@ -1,0 +1,138 @@
+"""Redelivery: when the worker reclaims idle pending carriers, which reclaimed ones it runs,
+and the one route every carrier takes to the dead-letter queue (W2, W5, W9).
+
+A reclaimed carrier is skipped, not counted, while its execution's lease is live (#50,
+docs/semantics.md "Lease conflicts"); past ``--max-deliveries`` it is dead-lettered; and
+every dead letter, whatever sent it, goes through the guard. These rules change together
+when the redelivery or poison policy does, never with the read loop's concurrency or drain.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from plaita.application.ports import Delivery, LeaseManager, TaskQueue
+from plaita.application.tenancy import tenant_scope
+from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
+from plaita.domain.envelope import TaskEnvelope
+from plaita.entrypoints.metrics import WorkerMetrics
+
+# The loop's logger: operators filter the reclaim events under plaita.worker.
+log = logging.getLogger("plaita.worker")
+
+
+class CarrierSource:
+    """The next carriers: first, every ``claim_min_idle_ms / 2``, idle pending entries of any
+    consumer; when that brings none, a blocking read of new entries (W2)."""
+
+    def __init__(
+        self, queue: TaskQueue, consumer: str, *, read_block_ms: int, claim_min_idle_ms: int
+    ) -> None:
+        self._queue = queue
+        self._consumer = consumer
+        self._read_block_ms = read_block_ms
+        self._claim_min_idle_ms = claim_min_idle_ms
+        self._next_reclaim = 0.0
+
+    async def fetch(self, count: int) -> list[Delivery]:
+        deliveries: list[Delivery] = []
+        if time.monotonic() >= self._next_reclaim:
+            self._next_reclaim = time.monotonic() + self._claim_min_idle_ms / 2000
+            deliveries = await self._queue.reclaim(
+                self._consumer, min_idle_ms=self._claim_min_idle_ms, count=count
+            )
+        if not deliveries:
+            deliveries = await self._queue.read(
+                self._consumer, count=count, block_ms=self._read_block_ms
+            )
+        return deliveries
+
+
+class DeadLetterRoute:
+    """Every way to the DLQ goes through the guard (W9).
+
+    Without a guard every dead letter is released unguarded (library and test use).
+    """
+
+    def __init__(
+        self, queue: TaskQueue, guard: GuardDeadLetter | None, metrics: WorkerMetrics
+    ) -> None:
+        self._queue = queue
+        self._guard = guard
+        self._metrics = metrics
+
+    async def send(self, delivery: Delivery, reason: str, *, refused: bool = False) -> None:
+        """Dead-letter ``delivery`` for ``reason``, or keep it when the guard says so.
+
+        ``refused``: the carrier was refused for what it is (undecodable, too new, too old, the
+        wrong flow), so a recovery copy would be refused again and is never made.
+        """
+        if self._guard is None:
+            await self._queue.dead_letter(delivery, reason)
+            self._metrics.dead_lettered("unguarded")
+            log.error(
+                "event=worker.dead_lettered message_id=%s reason=%r", delivery.message_id, reason
+            )
+            return
+        outcome = await self._guard(delivery, reason, schema_rejected=refused)
+        if outcome.released:
+            self._metrics.dead_lettered(outcome.reason)
+        else:
+            self._metrics.guard_kept(outcome.reason)
+
+
+class ReclaimGate:
+    """Whether a reclaimed carrier may run: not while a live lease holder works on its
+    execution, and not after more than ``max_deliveries`` deliveries (then it is dead-lettered).
+    """
+
+    def __init__(
+        self,
+        *,
+        leases: LeaseManager | None,
+        max_deliveries: int,
+        dead_letters: DeadLetterRoute,
+        metrics: WorkerMetrics,
+    ) -> None:
+        self._leases = leases
+        self._max_deliveries = max_deliveries
+        self._dead_letters = dead_letters
+        self._metrics = metrics
+
+    async def admits(self, delivery: Delivery, envelope: TaskEnvelope) -> bool:
+        if await self._lease_is_live(envelope):
+            # A live holder's carrier: running it would only meet the lease, and counting
+            # it towards the DLQ would burn the carrier while its execution runs (#50).
+            self._metrics.reclaim_skipped()
+            log.info(
+                "event=reclaim.skipped_live_lease message_id=%s execution_id=%s "
+                "deliveries=%d: left pending while the lease holder works",
+                delivery.message_id,
+                envelope.execution_id,
+                delivery.delivery_count,
+            )
+            return False
+        if delivery.delivery_count > self._max_deliveries:
+            await self._dead_letters.send(
+                delivery,
+                f"delivered {delivery.delivery_count} times, more than --max-deliveries "
+                f"{self._max_deliveries}",
+            )
+            return False
+        return True
+
+    async def _lease_is_live(self, envelope: TaskEnvelope) -> bool:
+        if self._leases is None:
+            return False
+        execution_id = envelope.execution_id
+        try:
+            with tenant_scope(envelope.tenant_id):
+                return await self._leases.holder(execution_id) is not None
+        except Exception as exc:
+            log.warning(
+                "event=reclaim.lease_lookup_failed execution_id=%s error=%r: left pending",
+                execution_id,
+                exc,
+            )
+            return True
