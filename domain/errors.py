@@ -151,3 +151,50 @@ class InvalidRetryPolicyError(PlaitaError):
 
 class InvalidEventQueryError(PlaitaError):
     """An event or subscription listing was asked with an impossible filter or limit (V7)."""
+
+
+# --- the event bus (V3, V9) -------------------------------------------------------------
+
+
+class EventBusError(PlaitaError):
+    """The event bus refused an operation or failed to carry it out (V3, V9)."""
+
+
+class InvalidHandlerError(EventBusError):
+    """An event handler registration is unusable: empty pattern, not callable, or no id."""
+
+
+class DuplicateHandlerError(EventBusError):
+    """A handler id is already registered on this bus; ids name handlers in logs and marks."""
+
+
+class EventBusClosedError(EventBusError):
+    """The bus was closed (or is closing): it takes no new publishes, waits or handlers (V9)."""
+
+
+class EventBusCloseError(EventBusError):
+    """A teardown step of ``close()`` failed; call ``close()`` again to retry what is left (V9)."""
+
+
+class CloseFromHandlerError(EventBusError):
+    """``close()`` was called from inside one of the bus's own handlers (V9).
+
+    The close would wait for the very dispatch that calls it; close the bus from the code
+    that owns it instead.
+    """
+
+
+class PublishSyncInLoopError(EventBusError):
+    """``publish_sync`` was called on a thread whose event loop is running; await ``publish``."""
+
+
+class PublishSyncTimeoutError(EventBusError):
+    """The bus's loop did not finish a ``publish_sync`` in time; the event may still land."""
+
+
+class UnknownEventError(PlaitaError):
+    """No stored event has this id: it never existed or its record expired (7 days, V7)."""
+
+
+class SubscriptionWriteConflictError(PlaitaError):
+    """A subscription kept changing under an add or remove; nothing was written (V7)."""

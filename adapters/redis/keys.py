@@ -111,13 +111,43 @@ class RedisKeys:
         return f"{self.namespace}:sub:{{{subscription_id}}}"
 
     def subscriptions_by_type(self, event_type: str) -> str:
+        """Sorted set of subscription ids of one event type, scored by created_at_ms (V7)."""
         return f"{self.namespace}:subs:type:{event_type}"
+
+    def subscriptions_by_correlation(self, correlation_id: str) -> str:
+        """Sorted set of subscription ids waiting on one correlation id (V7)."""
+        return f"{self.namespace}:subs:corr:{correlation_id}"
+
+    def subscriptions_by_flow(self, flow_id: str) -> str:
+        """Sorted set of subscription ids of one flow's waits (V7)."""
+        return f"{self.namespace}:subs:flow:{flow_id}"
+
+    def subscriptions_by_node(self, node_id: str) -> str:
+        """Sorted set of subscription ids registered by nodes of this id, any flow (V7)."""
+        return f"{self.namespace}:subs:node:{node_id}"
+
+    def subscriptions_all(self) -> str:
+        """Sorted set of every subscription id: the candidates of a listing naming no index."""
+        return f"{self.namespace}:subs:all"
+
+    def subscription_indexes(self) -> str:
+        """Set of the subscription index keys that exist, walked by the janitor (V7)."""
+        return f"{self.namespace}:subs:indexes"
 
     def event(self, event_id: str) -> str:
         return f"{self.namespace}:ev:{{{event_id}}}"
 
     def events_by_type(self, event_type: str) -> str:
+        """Sorted set of event ids of one type, scored by timestamp_ms (V7)."""
         return f"{self.namespace}:evidx:type:{event_type}"
+
+    def events_by_time(self) -> str:
+        """Sorted set of every event id, scored by timestamp_ms (V5, V7)."""
+        return f"{self.namespace}:evidx:time"
+
+    def event_indexes(self) -> str:
+        """Set of the event index keys that exist, walked by the janitor (V7)."""
+        return f"{self.namespace}:evidx:keys"
 
     def inbox(self, tenant_id: str, correlation_id: str) -> str:
         """List of event JSON kept for waits that begin later (V6), in the tenant's namespace."""
@@ -133,3 +163,7 @@ class RedisKeys:
     def reconciler_cursor(self) -> str:
         """Sorted set whose one member's score is the event reconciler's cursor (V5)."""
         return f"{self.namespace}:events:reconciler:cursor"
+
+    def event_handled(self, event_id: str, handler_id: str) -> str:
+        """Mark that ``handler_id`` succeeded for ``event_id`` (V3 publish dedup), with a TTL."""
+        return f"{self.namespace}:evdone:{{{event_id}}}:{handler_id}"
