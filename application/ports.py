@@ -334,6 +334,17 @@ class SubscriptionStore(Protocol):
         """Every subscription for ``event_type`` (matching beyond the type is the domain's)."""
         ...
 
+    async def find_for_event(
+        self, event_type: str, correlation_id: str | None
+    ) -> Sequence[EventSubscription]:
+        """The only subscriptions an event can match: of ``event_type`` and either waiting
+        on ``correlation_id`` or on no correlation at all, oldest first (V4).
+
+        Read through the correlation index and a per-type index of uncorrelated
+        subscriptions, so the cost does not grow with the type's other waits.
+        """
+        ...
+
     async def list(self, query: SubscriptionQuery) -> Sequence[EventSubscription]:
         """Subscriptions matching every field the query names (AND), oldest first (V7).
 

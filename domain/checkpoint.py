@@ -5,7 +5,9 @@ A checkpoint is stored in three parts:
 - the **header**: every field of ``ExecutionState.to_json()`` except the two maps that grow
   with the run, each field JSON-encoded on its own (``input`` is one of them; it is written
   when the execution is created and never changes after);
-- the **node results**: one entry per node id;
+- the **nodes**: one entry per node id, holding the node's latest result and timing as
+  ``{"r": result, "t": [started_at_ms, ended_at_ms]}`` (either key absent when there is none:
+  a wait that has not resumed has a start and no result);
 - the **variables**: one entry per variable name.
 
 A step writes only the header fields it changed, the node results it added or changed and the
@@ -26,8 +28,12 @@ from plaita.domain.execution import JSON, ExecutionState
 
 #: The parts of the state stored one entry per key rather than in the header.
 NODE_RESULTS = "node_results"
+NODE_TIMINGS = "node_timings"
 VARIABLES = "variables"
-GROWING_PARTS = frozenset({NODE_RESULTS, VARIABLES})
+GROWING_PARTS = frozenset({NODE_RESULTS, NODE_TIMINGS, VARIABLES})
+
+#: The keys of a stored node entry: its result and its timing.
+_RESULT, _TIMING = "r", "t"
 
 _MISSING: Any = object()
 
@@ -44,8 +50,9 @@ class CheckpointDelta:
     execution_id: str
     full: bool
     header: Mapping[str, JSON]
-    node_results: Mapping[str, JSON] = attrs.field(factory=dict)
-    removed_node_results: tuple[str, ...] = ()
+    #: Node id → stored entry (``{"r": result, "t": timing}``) for the nodes that changed.
+    nodes: Mapping[str, JSON] = attrs.field(factory=dict)
+    removed_nodes: tuple[str, ...] = ()
     variables: Mapping[str, JSON] = attrs.field(factory=dict)
     removed_variables: tuple[str, ...] = ()
 
@@ -55,8 +62,8 @@ class CheckpointDelta:
         return not (
             self.full
             or self.header
-            or self.node_results
-            or self.removed_node_results
+            or self.nodes
+            or self.removed_nodes
             or self.variables
             or self.removed_variables
         )
@@ -78,12 +85,15 @@ class CheckpointDelta:
             )
         else:
             header = header_of(previous)
-            nodes = dict(previous.node_results)
+            nodes = node_entries(previous)
             variables = dict(previous.variables)
         header.update(self.header)
-        _update(nodes, self.node_results, self.removed_node_results)
+        _update(nodes, self.nodes, self.removed_nodes)
         _update(variables, self.variables, self.removed_variables)
-        return ExecutionState.from_json({**header, NODE_RESULTS: nodes, VARIABLES: variables})
+        results, timings = _split_entries(nodes)
+        return ExecutionState.from_json(
+            {**header, NODE_RESULTS: results, NODE_TIMINGS: timings, VARIABLES: variables}
+        )
 
 
 def _update(target: dict[str, JSON], changed: Mapping[str, JSON], removed: tuple[str, ...]) -> None:
@@ -92,8 +102,38 @@ def _update(target: dict[str, JSON], changed: Mapping[str, JSON], removed: tuple
         target.pop(key, None)
 
 
+def node_entries(state: ExecutionState) -> dict[str, JSON]:
+    """The stored node entries of ``state``: each node's result and timing together, so a
+    step rewrites one entry for the node it ran, never the others (S3)."""
+    entries: dict[str, dict[str, JSON]] = {}
+    for node, result in state.node_results.items():
+        entries[node] = {_RESULT: result}
+    for node, timing in state.node_timings.items():
+        entries.setdefault(node, {})[_TIMING] = timing.to_json()
+    return dict(entries)
+
+
+def _split_entries(entries: Mapping[str, JSON]) -> tuple[dict[str, JSON], dict[str, JSON]]:
+    """Node results and timings (JSON form) from stored entries.
+
+    An entry that is not ``{"r"?, "t"?}`` is a bare result, as checkpoints written before
+    node timings stored them.
+    """
+    results: dict[str, JSON] = {}
+    timings: dict[str, JSON] = {}
+    for node, entry in entries.items():
+        if isinstance(entry, dict) and entry and set(entry) <= {_RESULT, _TIMING}:
+            if _RESULT in entry:
+                results[node] = entry[_RESULT]
+            if _TIMING in entry:
+                timings[node] = entry[_TIMING]
+        else:
+            results[node] = entry
+    return results, timings
+
+
 def header_of(state: ExecutionState) -> dict[str, JSON]:
-    """Every field of the checkpoint except the node results and the variables."""
+    """Every field of the checkpoint except the node entries and the variables."""
     raw = state.to_json()
     return {name: value for name, value in raw.items() if name not in GROWING_PARTS}
 
@@ -144,7 +184,7 @@ def checkpoint_delta(previous: ExecutionState | None, current: ExecutionState) -
             execution_id=current.execution_id,
             full=True,
             header=header,
-            node_results=dict(current.node_results),
+            nodes=node_entries(current),
             variables=dict(current.variables),
         )
     before = header_of(previous)
@@ -153,14 +193,14 @@ def checkpoint_delta(previous: ExecutionState | None, current: ExecutionState) -
         for name, value in header.items()
         if not same_json(before.get(name, _MISSING), value)
     }
-    nodes, removed_nodes = _map_delta(previous.node_results, current.node_results)
+    nodes, removed_nodes = _map_delta(node_entries(previous), node_entries(current))
     variables, removed_variables = _map_delta(previous.variables, current.variables)
     return CheckpointDelta(
         execution_id=current.execution_id,
         full=False,
         header=changed_header,
-        node_results=nodes,
-        removed_node_results=removed_nodes,
+        nodes=nodes,
+        removed_nodes=removed_nodes,
         variables=variables,
         removed_variables=removed_variables,
     )
@@ -179,6 +219,7 @@ def state_from_parts(
 ) -> ExecutionState:
     """Assemble a state from its stored texts (the inverse of writing a full delta)."""
     raw: dict[str, JSON] = {name: json.loads(text) for name, text in header.items()}
-    raw[NODE_RESULTS] = {node: json.loads(text) for node, text in node_results.items()}
+    entries = {node: json.loads(text) for node, text in node_results.items()}
+    raw[NODE_RESULTS], raw[NODE_TIMINGS] = _split_entries(entries)
     raw[VARIABLES] = {name: json.loads(text) for name, text in variables.items()}
     return ExecutionState.from_json(raw)

@@ -94,6 +94,44 @@ class Suspension:
 
 
 @attrs.frozen
+class NodeTiming:
+    """When a node's latest run started and ended (ms since the epoch); None = still open.
+
+    A suspended wait keeps its start and has no end until it resumes; a node run again (a
+    loop, a retry) keeps only its latest run. The console draws its timeline from these.
+    """
+
+    started_at_ms: int
+    ended_at_ms: int | None = None
+
+    def to_json(self) -> list[int | None]:
+        return [self.started_at_ms, self.ended_at_ms]
+
+    @classmethod
+    def from_json(cls, raw: JSON) -> NodeTiming:
+        started, ended = raw
+        return cls(int(started), None if ended is None else int(ended))
+
+
+def node_timing(
+    previous: NodeTiming | None,
+    *,
+    started_ms: int,
+    now_ms: int,
+    resumed: bool,
+    suspended: bool,
+) -> NodeTiming:
+    """The timing a step records for the node it ran.
+
+    A wait that resumes keeps the start of its wait (``resumed``: the execution was suspended
+    on it); a node that suspends is still open; any other run is the node's latest run.
+    """
+    if resumed and previous is not None and previous.ended_at_ms is None:
+        started_ms = previous.started_at_ms
+    return NodeTiming(started_ms, None if suspended else now_ms)
+
+
+@attrs.frozen
 class ExecutionState:
     """The checkpoint of one execution; every field is JSON-serialisable."""
 
@@ -120,6 +158,8 @@ class ExecutionState:
     subgraph_fingerprint: str | None = None
     #: The start's dedup key (W6), so a delete can release it (W13); None = started without.
     dedup_key: str | None = None
+    #: Node id → its latest run's timing (C2 timeline); stored beside the node's result.
+    node_timings: Mapping[str, NodeTiming] = attrs.field(factory=dict)
 
     @classmethod
     def new(
@@ -180,6 +220,7 @@ class ExecutionState:
             "steps": self.steps,
             "subgraph_fingerprint": self.subgraph_fingerprint,
             "dedup_key": self.dedup_key,
+            "node_timings": {node: t.to_json() for node, t in self.node_timings.items()},
         }
 
     @classmethod
@@ -207,4 +248,8 @@ class ExecutionState:
             steps=int(raw.get("steps", 0)),
             subgraph_fingerprint=raw.get("subgraph_fingerprint"),
             dedup_key=raw.get("dedup_key"),
+            node_timings={
+                node: NodeTiming.from_json(timing)
+                for node, timing in (raw.get("node_timings") or {}).items()
+            },
         )

@@ -19,6 +19,7 @@ from plaita.application.use_cases.flows import FlowCatalog, validate_flow
 from plaita.domain.execution import ExecutionState
 from plaita.domain.failures import FlowExecutionException
 from plaita.domain.flow import Flow
+from plaita.entrypoints.cli_events import events_list, events_show
 from plaita.entrypoints.cli_ops import delete_execution, dlq, reap
 from plaita.entrypoints.cli_support import (
     echo_json,
@@ -386,11 +387,97 @@ def worker(
 @redis_url_option
 @click.option("--consumer-name", default=None, help="Default: host-pid-random, unique per start.")
 @click.option("--read-block-ms", type=click.IntRange(1, 60_000), default=1000, show_default=True)
-@click.option("--claim-min-idle-ms", type=click.IntRange(1), default=60_000, show_default=True)
+@click.option(
+    "--claim-min-idle-ms",
+    type=click.IntRange(1),
+    default=60_000,
+    show_default=True,
+    help="Reclaim notifications another event filter left pending this long.",
+)
+@click.option(
+    "--reconcile-interval-seconds",
+    type=float,
+    envvar="PLAITA_RECONCILE_INTERVAL_SECONDS",
+    default=30.0,
+    show_default=True,
+    help="Re-scan stored events this often and filter them again, recovering lost "
+    "notifications (V5).",
+)
+@click.option(
+    "--reconcile-lookback-seconds",
+    type=float,
+    envvar="PLAITA_RECONCILE_LOOKBACK_SECONDS",
+    default=3600.0,
+    show_default=True,
+    help="How far back the first re-scan reads when no cursor is stored yet.",
+)
+@click.option(
+    "--reconcile-settle-seconds",
+    type=float,
+    envvar="PLAITA_RECONCILE_SETTLE_SECONDS",
+    default=5.0,
+    show_default=True,
+    help="Events younger than this are left to the notification stream.",
+)
+@click.option(
+    "--reconcile-overlap-seconds",
+    type=float,
+    envvar="PLAITA_RECONCILE_OVERLAP_SECONDS",
+    default=10.0,
+    show_default=True,
+    help="Each re-scan also re-reads this much before the stored cursor (late writes, "
+    "clock skew between publishers).",
+)
+@click.option("--quiet", is_flag=True, help="Log WARNING and above only (default: INFO).")
 def event_filter(
-    redis_url: str, consumer_name: str | None, read_block_ms: int, claim_min_idle_ms: int
+    redis_url: str,
+    consumer_name: str | None,
+    read_block_ms: int,
+    claim_min_idle_ms: int,
+    reconcile_interval_seconds: float,
+    reconcile_lookback_seconds: float,
+    reconcile_settle_seconds: float,
+    reconcile_overlap_seconds: float,
+    quiet: bool,
 ) -> None:
-    """Turn published events into resume carriers for the executions waiting on them."""
+    """Turn published events into resume carriers for the executions waiting on them.
+
+    Reads the notification stream, and every --reconcile-interval-seconds re-scans the stored
+    events by time to recover notifications that were lost. Stops on SIGTERM/SIGINT after the
+    notification in flight.
+    """
+    from plaita.domain.reconcile import (
+        InvalidReconcileSettingsError,
+        ReconcileSettings,
+        seconds_to_ms,
+    )
+
+    group = click.get_current_context().parent
+    if quiet:
+        logging.getLogger().setLevel(logging.WARNING)
+    elif group is not None and (
+        group.get_parameter_source("log_level") is click.core.ParameterSource.DEFAULT
+    ):
+        logging.getLogger().setLevel(logging.INFO)
+    milliseconds = {}
+    for flag, value, allow_zero in (
+        ("--reconcile-interval-seconds", reconcile_interval_seconds, False),
+        ("--reconcile-lookback-seconds", reconcile_lookback_seconds, True),
+        ("--reconcile-settle-seconds", reconcile_settle_seconds, True),
+        ("--reconcile-overlap-seconds", reconcile_overlap_seconds, True),
+    ):
+        try:
+            milliseconds[flag] = seconds_to_ms(flag, value, allow_zero=allow_zero)
+        except InvalidReconcileSettingsError as exc:
+            raise click.UsageError(str(exc)) from None
+    try:
+        reconcile_settings = ReconcileSettings(
+            lookback_ms=milliseconds["--reconcile-lookback-seconds"],
+            settle_ms=milliseconds["--reconcile-settle-seconds"],
+            overlap_ms=milliseconds["--reconcile-overlap-seconds"],
+        )
+    except InvalidReconcileSettingsError as exc:
+        raise click.UsageError(str(exc)) from None
     settings = settings_from(
         backend="redis",
         redis_url=redis_url,
@@ -400,6 +487,11 @@ def event_filter(
     )
 
     async def body(container: Container) -> None:
+        from plaita.entrypoints.janitor import run_index_janitor
+
+        async def index_janitor(stop: asyncio.Event) -> None:
+            await run_index_janitor(container, stop)
+
         stop = asyncio.Event()
         with _stop_on_signals(stop):
             await EventFilterService(
@@ -408,6 +500,10 @@ def event_filter(
                 consumer=settings.consumer_name,
                 read_block_ms=settings.read_block_ms,
                 claim_min_idle_ms=settings.claim_min_idle_ms,
+                reconcile=container.reconcile_events(settings=reconcile_settings),
+                reconcile_interval_ms=milliseconds["--reconcile-interval-seconds"],
+                background={"index_janitor": index_janitor},
+                closeables=[container.subscriptions(), container.executions()],
             ).run(stop)
 
     run_with_container(settings, body)
@@ -583,6 +679,8 @@ def events_publish(
 main.add_command(dlq)
 main.add_command(reap)
 executions.add_command(delete_execution)  # `plaita executions delete`
+events.add_command(events_list)
+events.add_command(events_show)
 
 
 if __name__ == "__main__":

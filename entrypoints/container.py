@@ -20,6 +20,7 @@ from plaita.adapters.memory.flows import MemoryFlowRepository
 from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.memory.reconciler_cursor import MemoryReconcilerCursor
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
@@ -32,6 +33,7 @@ from plaita.adapters.redis.inbox import RedisInbox
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.lease import RedisLeaseManager
 from plaita.adapters.redis.queue import RedisTaskQueue
+from plaita.adapters.redis.reconciler_cursor import RedisReconcilerCursor
 from plaita.adapters.redis.registry import RedisWorkerRegistry
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
@@ -42,9 +44,12 @@ from plaita.application.use_cases.dispatch import StepSettings
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.executions import GetExecution, ResumeExecution
 from plaita.application.use_cases.flows import FlowCatalog
+from plaita.application.use_cases.index_janitor import IndexJanitorService
 from plaita.application.use_cases.process_task import ProcessTask
+from plaita.application.use_cases.reconcile_events import ReconcileEvents
 from plaita.application.use_cases.start_execution import StartExecution
 from plaita.domain.config_generations import RuntimeConfig, generations_of
+from plaita.domain.janitor import plan_janitor
 from plaita.entrypoints.settings import Settings
 
 
@@ -291,6 +296,35 @@ class Container(containers.DeclarativeContainer):
         subscriptions=subscriptions,
         executions=executions,
         queue=queue,
+        clock=clock,
+    )
+    reconciler_cursor = providers.Selector(
+        config.backend,
+        memory=providers.Singleton(MemoryReconcilerCursor),
+        redis=providers.Singleton(RedisReconcilerCursor, redis_client, redis_keys),
+    )
+    #: One round per call (V5); the event-filter command passes ``settings`` (its flags).
+    reconcile_events = providers.Factory(
+        ReconcileEvents,
+        events=events,
+        subscriptions=subscriptions,
+        executions=executions,
+        queue=queue,
+        cursor=reconciler_cursor,
+        clock=clock,
+    )
+
+    #: The index janitor (V7): prunes dead members of the event and subscription indexes.
+    janitor_plan = providers.Singleton(
+        plan_janitor,
+        enabled=config.janitor_enabled,
+        interval_seconds=config.janitor_interval_seconds,
+        budget=config.janitor_budget,
+    )
+    index_janitor = providers.Singleton(
+        IndexJanitorService,
+        stores=providers.Dict(subscriptions=subscriptions, events=events),
+        plan=janitor_plan,
         clock=clock,
     )
 

@@ -51,6 +51,12 @@ class Settings(BaseSettings):
     disk_guard_poll_seconds: float = Field(default=15.0, gt=0)
     #: Advisory: after it the worker exits without acking what still runs (W17 I2).
     drain_timeout_seconds: float = Field(default=30.0, ge=0)
+    #: The index janitor (V7): a tick every interval prunes at most ``janitor_budget`` index
+    #: members per store. Unusable values fall back to 60 s / 500 with a WARNING
+    #: (``plan_janitor``); ``janitor_enabled=false`` switches it off, with a WARNING too.
+    janitor_enabled: bool = True
+    janitor_interval_seconds: float = 60.0
+    janitor_budget: int = 500
 
     @field_validator("handler_modules", mode="before")
     @classmethod

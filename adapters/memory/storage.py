@@ -110,8 +110,8 @@ class MemoryExecutionRepository:
         nodes = self._nodes.setdefault(scoped(execution_id), {})
         variables = self._variables.setdefault(scoped(execution_id), {})
         header.update({name: encode_value(value) for name, value in delta.header.items()})
-        nodes.update({node: encode_value(value) for node, value in delta.node_results.items()})
-        for node in delta.removed_node_results:
+        nodes.update({node: encode_value(value) for node, value in delta.nodes.items()})
+        for node in delta.removed_nodes:
             nodes.pop(node, None)
         variables.update({name: encode_value(value) for name, value in delta.variables.items()})
         for name in delta.removed_variables:

@@ -1,15 +1,31 @@
-"""The event log on Redis: records with a TTL, a type index and a notification stream (V1)."""
+"""The event log on Redis: records with a TTL, two indexes and a notification stream (V1, V7).
+
+Keys (deployment-wide; a record carries its tenant, and listings filter by it):
+
+- ``{ns}:ev:{<id>}`` the record (JSON), expiring ``ttl_seconds`` (7 days) after its append;
+- ``{ns}:evidx:type:<type>`` and ``{ns}:evidx:time`` sorted sets of ids scored by
+  ``timestamp_ms``: one per type, one across all types. Each append extends their TTL to
+  ``ttl_seconds`` from now and never shortens it, so an index outlives every record in it;
+- ``{ns}:evidx:keys`` the registry of index keys that exist, walked by the janitor;
+- ``{ns}:events:stream`` the notification stream the event filters read (ADR 0002).
+
+An index member outlives its record by up to 7 days; listings skip and prune the dead ones
+they meet, and ``prune_indexes`` walks the indexes a bounded budget at a time.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import redis.asyncio as redis
 
+from plaita.adapters.redis.index_pruning import IndexPruner
 from plaita.adapters.redis.keys import RedisKeys
-from plaita.adapters.redis.streams import RedisGroupStream, StreamEntry
+from plaita.adapters.redis.streams import RedisGroupStream, StreamEntry, text
 from plaita.application.ports import EventNotification
-from plaita.domain.events import Event
+from plaita.domain.events import Event, EventQuery
+from plaita.domain.janitor import listing_page_size
 
 EVENT_FILTER_GROUP = "plaita-event-filter"
 EVENT_TTL_SECONDS = 7 * 24 * 60 * 60
@@ -17,7 +33,10 @@ _EVENT_ID_FIELD = "event_id"
 
 
 class RedisEventLog:
-    """EventLog on ``{ns}:ev:{<id>}``, ``{ns}:evidx:type:<type>`` and ``{ns}:events:stream``."""
+    """EventLog and IndexJanitor on the keys above.
+
+    ``ttl_seconds`` may be fractional (tests age records in a second); Redis keeps it to the ms.
+    """
 
     def __init__(
         self,
@@ -25,29 +44,53 @@ class RedisEventLog:
         keys: RedisKeys,
         *,
         group: str = EVENT_FILTER_GROUP,
-        ttl_seconds: int = EVENT_TTL_SECONDS,
+        ttl_seconds: float = EVENT_TTL_SECONDS,
     ) -> None:
+        ttl_ms = int(ttl_seconds * 1000)
+        if ttl_ms < 1:
+            raise ValueError(f"an event ttl must be at least 1 ms, got ttl_seconds={ttl_seconds!r}")
         self._client = client
         self._keys = keys
-        self._ttl_seconds = ttl_seconds
+        self._ttl_ms = ttl_ms
         self._stream = RedisGroupStream(client, keys.event_notifications(), group)
+        self._pruner = IndexPruner(client, registry=keys.event_indexes(), record_key=keys.event)
         # Per consumer: the last pending id handed out, until its backlog is drained.
         self._backlog: dict[str, str] = {}
         self._caught_up: set[str] = set()
 
     async def append(self, event: Event) -> None:
         record = json.dumps(event.to_json(), separators=(",", ":"))
+        by_type = self._keys.events_by_type(event.event_type)
+        by_time = self._keys.events_by_time()
+        registry = self._keys.event_indexes()
         async with self._client.pipeline(transaction=True) as pipe:
-            pipe.set(self._keys.event(event.event_id), record, ex=self._ttl_seconds)
-            pipe.zadd(
-                self._keys.events_by_type(event.event_type), {event.event_id: event.timestamp_ms}
-            )
+            pipe.set(self._keys.event(event.event_id), record, px=self._ttl_ms)
+            pipe.zadd(by_type, {event.event_id: event.timestamp_ms})
+            pipe.zadd(by_time, {event.event_id: event.timestamp_ms})
+            pipe.sadd(registry, by_type, by_time)
+            for key in (by_type, by_time, registry):
+                # TTLs only extend: NX gives a key without one its first, GT lengthens an
+                # existing one and never shortens it (Redis >= 7.0).
+                pipe.pexpire(key, self._ttl_ms, nx=True)
+                pipe.pexpire(key, self._ttl_ms, gt=True)
             pipe.xadd(self._stream.stream, {_EVENT_ID_FIELD: event.event_id})
             await pipe.execute()
 
     async def get(self, event_id: str) -> Event | None:
         record = await self._client.get(self._keys.event(event_id))
         return None if record is None else Event.from_json(json.loads(record))
+
+    async def _candidates(self, index: str, ids: Sequence[str]) -> tuple[list[Event], int]:
+        """The records of ``ids`` in one MGET, in index order, and how many dead ids (expired
+        records) were pruned from ``index``."""
+        if not ids:
+            return [], 0
+        records = await self._client.mget([self._keys.event(i) for i in ids])
+        dead = [i for i, record in zip(ids, records, strict=True) if record is None]
+        pruned = await self._pruner.prune(index, dead) if dead else 0
+        return [
+            Event.from_json(json.loads(record)) for record in records if record is not None
+        ], pruned
 
     async def ensure_group(self) -> None:
         await self._stream.ensure_group()
@@ -76,6 +119,40 @@ class RedisEventLog:
     ) -> list[EventNotification]:
         entries = await self._stream.claim_idle(consumer, min_idle_ms=min_idle_ms, count=count)
         return _notifications(entries)
+
+    # `list` and what follows come last: below it, `list` in an annotation names this method.
+    async def list(self, query: EventQuery) -> Sequence[Event]:
+        key = (
+            self._keys.events_by_time()
+            if query.event_type is None
+            else self._keys.events_by_type(query.event_type)
+        )
+        low = "-inf" if query.since_ms is None else str(query.since_ms)
+        high = "+inf" if query.until_ms is None else f"({query.until_ms}"
+        # The index decides type and window; only a correlation or tenant filter drops
+        # candidates.
+        exact = query.correlation_id is None and query.tenant_id is None
+        page = listing_page_size(query.limit, exact=exact)
+        found: list[Event] = []
+        offset = 0
+        while len(found) < query.limit:
+            ids = [
+                text(member)
+                for member in await self._client.zrange(
+                    key, low, high, byscore=True, offset=offset, num=page
+                )
+            ]
+            candidates, pruned = await self._candidates(key, ids)
+            found.extend(event for event in candidates if query.matches(event))
+            if len(ids) < page:
+                break
+            # The members pruned from this page stood before the next unread one.
+            offset += len(ids) - pruned
+        unique = {event.event_id: event for event in found}
+        return sorted(unique.values(), key=lambda e: (e.timestamp_ms, e.event_id))[: query.limit]
+
+    async def prune_indexes(self, *, budget: int) -> int:
+        return await self._pruner.sweep(budget=budget)
 
 
 def _notifications(entries: list[StreamEntry]) -> list[EventNotification]:

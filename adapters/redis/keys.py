@@ -118,6 +118,11 @@ class RedisKeys:
         """Sorted set of subscription ids waiting on one correlation id (V7)."""
         return f"{self.namespace}:subs:corr:{correlation_id}"
 
+    def subscriptions_uncorrelated(self, event_type: str) -> str:
+        """Sorted set of the ids of one type's subscriptions without a correlation id: with
+        the correlation index, the only candidates an event can match (V4, V7)."""
+        return f"{self.namespace}:subs:nocorr:{event_type}"
+
     def subscriptions_by_flow(self, flow_id: str) -> str:
         """Sorted set of subscription ids of one flow's waits (V7)."""
         return f"{self.namespace}:subs:flow:{flow_id}"

@@ -256,19 +256,19 @@ class RedisExecutionRepository:
 
 def _save_arguments(delta: CheckpointDelta, fence: int) -> list[str | int]:
     header = _pairs(delta.header)
-    nodes = _pairs(delta.node_results)
+    nodes = _pairs(delta.nodes)
     variables = _pairs(delta.variables)
     return [
         fence,
         "1" if delta.full else "0",
         len(delta.header),
-        len(delta.node_results),
-        len(delta.removed_node_results),
+        len(delta.nodes),
+        len(delta.removed_nodes),
         len(delta.variables),
         len(delta.removed_variables),
         *header,
         *nodes,
-        *delta.removed_node_results,
+        *delta.removed_nodes,
         *variables,
         *delta.removed_variables,
     ]

@@ -92,7 +92,10 @@ class FilterEvent:
             )
             return 0
         enqueued = 0
-        for subscription in await self._subscriptions.find(event.event_type):
+        candidates = await self._subscriptions.find_for_event(
+            event.event_type, event.correlation_id
+        )
+        for subscription in candidates:
             if not subscription_matches(subscription, event):
                 continue
             with tenant_scope(subscription.tenant_id):  # the waiting execution's tenant (W24)

@@ -74,7 +74,13 @@ from plaita.domain.errors import (
     LeaseLostError,
     UnknownFlowError,
 )
-from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus, Suspension
+from plaita.domain.execution import (
+    ExecutionError,
+    ExecutionState,
+    ExecutionStatus,
+    Suspension,
+    node_timing,
+)
 from plaita.domain.failures import CODE_CANCELLED, FlowErrorException
 from plaita.domain.flow import Flow
 from plaita.domain.resume import (
@@ -371,6 +377,7 @@ class ProcessTask:
             node_id = state.next_node_id
             assert node_id is not None, "a non-terminal execution always has a next node"
             dispatch.open_node, dispatch.steps = node_id, state.steps
+            started_ms = self._clock.now_ms()
             try:
                 output = await execution.arun_distributed(
                     node_id=node_id, resume=resume, registrar=self._waits.for_dispatch(dispatch)
@@ -391,7 +398,7 @@ class ProcessTask:
             finally:
                 dispatch.open_node = None
             resume = None
-            state = self._apply(state, context, output, flow)
+            state = self._apply(state, context, output, flow, started_ms)
             await self._checkpoint(dispatch, state, previous=previous)
             previous = state
             await self._on_success(dispatch, output.node_id)
@@ -479,10 +486,23 @@ class ProcessTask:
             )
 
     def _apply(
-        self, state: ExecutionState, context: ExecutionContext, output: StepOutput, flow: Flow
+        self,
+        state: ExecutionState,
+        context: ExecutionContext,
+        output: StepOutput,
+        flow: Flow,
+        started_ms: int,
     ) -> ExecutionState:
         now = self._clock.now_ms()
-        state = attrs.evolve(context.apply_to(state), steps=state.steps + 1)
+        timings = dict(state.node_timings)
+        timings[output.node_id] = node_timing(
+            state.node_timings.get(output.node_id),
+            started_ms=started_ms,
+            now_ms=now,
+            resumed=state.status is ExecutionStatus.SUSPENDED,
+            suspended=output.suspension is not None,
+        )
+        state = attrs.evolve(context.apply_to(state), steps=state.steps + 1, node_timings=timings)
         if output.suspension is not None:
             return state.transition(
                 ExecutionStatus.SUSPENDED,

@@ -835,7 +835,7 @@ class RedisProbes:
         assert {_text(k): _text(v) for k, v in header.items()}["status"] == '"running"'
         assert {_text(k): _text(v) for k, v in header.items()}["input"] == '{"order":7}'
         nodes = await redis_client.hgetall(keys.execution_nodes("x:1"))
-        assert {_text(k): _text(v) for k, v in nodes.items()} == {"a": '{"ok":1}'}
+        assert {_text(k): _text(v) for k, v in nodes.items()} == {"a": '{"r":{"ok":1}}'}
         variables = await redis_client.hgetall(keys.execution_vars("x:1"))
         assert {_text(k): _text(v) for k, v in variables.items()} == {"v": "[1]"}
 

@@ -100,7 +100,8 @@ class RedisIndexChecks:
         self, subscriptions: SubscriptionStore, redis_client: redis.Redis, keys: RedisKeys
     ) -> None:
         await subscriptions.add(subscription("sub:kept"))
-        await redis_client.sadd(keys.subscriptions_by_type("payment.received"), "sub:gone")
+        # The type index is a sorted set by created_at_ms since V7 (listing reads it in order).
+        await redis_client.zadd(keys.subscriptions_by_type("payment.received"), {"sub:gone": 0})
 
         assert ids(await subscriptions.find("payment.received")) == ["sub:kept"]
 

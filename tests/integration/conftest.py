@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -44,6 +45,16 @@ def poll(
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what or check}")
         time.sleep(interval)
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedEvent:
+    """An event for ``Plaita.publish``: published at wall-clock ``at_ms``, or at once."""
+
+    event_type: str
+    correlation_id: str
+    data: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    at_ms: int | None = None
 
 
 class Plaita:
@@ -181,6 +192,65 @@ class Plaita:
                 await container.redis_client().aclose()
 
         return asyncio.run(load())
+
+    def start_executions(self, flow_id: str, count: int) -> list[str]:
+        """Start ``count`` executions of ``flow_id`` (no input) from this process; their ids.
+
+        Through the same ``StartExecution`` use case as ``plaita executions start``, without
+        a process start each: a test whose executions wait on 2-second timers needs them all
+        started well within those 2 seconds.
+        """
+        from plaita.application.tenancy import tenant_scope
+        from plaita.entrypoints.container import build_container
+        from plaita.entrypoints.settings import Settings
+
+        async def start_all() -> list[str]:
+            settings = Settings(backend="redis", redis_url=self.redis_url, namespace=self.namespace)
+            container = build_container(settings)
+            try:
+                start = container.start_execution()
+                with tenant_scope("default"):
+                    return [(await start(flow_id)).execution_id for _ in range(count)]
+            finally:
+                await container.redis_client().aclose()
+
+        return asyncio.run(start_all())
+
+    def publish(self, planned: Sequence[PlannedEvent]) -> list[dict[str, Any]]:
+        """Publish events from this process, each at its wall-clock ``at_ms`` (None: at once).
+
+        ``plaita events publish`` costs a process start (hundreds of ms); a test that must
+        publish at a precise moment (a timer's due time) publishes here instead, through the
+        same ``PublishEvent`` use case. The events' JSON, in the order given.
+        """
+        from plaita.entrypoints.container import build_container
+        from plaita.entrypoints.settings import Settings
+
+        async def publish_all() -> list[dict[str, Any]]:
+            settings = Settings(backend="redis", redis_url=self.redis_url, namespace=self.namespace)
+            container = build_container(settings)
+            published: dict[int, dict[str, Any]] = {}
+            try:
+                await container.redis_client().ping()
+                publish = container.publish_event()
+                order = sorted(range(len(planned)), key=lambda i: planned[i].at_ms or 0)
+                for index in order:
+                    event = planned[index]
+                    if event.at_ms is not None:
+                        await asyncio.sleep(max(0.0, event.at_ms / 1000 - time.time()))
+                    published[index] = (
+                        await publish(
+                            event.event_type,
+                            data=dict(event.data),
+                            correlation_id=event.correlation_id,
+                            source="test",
+                        )
+                    ).to_json()
+            finally:
+                await container.redis_client().aclose()
+            return [published[i] for i in range(len(planned))]
+
+        return asyncio.run(publish_all())
 
     def wait_for_statuses(
         self,

@@ -698,3 +698,29 @@ async def test_another_tenants_event_never_resumes_an_execution(twin: Twin) -> N
     with tenant_scope("acme"):
         state = await twin.executions.load("x-1")
     assert state is not None and state.result == "shipped"
+
+
+async def test_every_step_records_its_nodes_timing(twin: Twin) -> None:
+    """C2: the console's timeline; a wait keeps its start until it resumes."""
+    await twin.process(twin.envelope_start(5000))
+    suspended = await twin.executions.load("x-1")
+    assert suspended is not None
+    wait = suspended.node_timings["wait"]
+    assert wait.ended_at_ms is None
+    assert suspended.node_timings["request"].ended_at_ms is not None
+
+    twin.clock.advance(30)
+    assert suspended.suspension is not None
+    event = {"event_type": "approval_decision", "data": {"approved": True}}
+    subscription = suspended.suspension.subscription_id
+    await twin.process(twin.resume(ResumeType.EVENT, event=event, subscription_id=subscription))
+
+    done = await twin.executions.load("x-1")
+    assert done is not None
+    assert done.node_timings["wait"].started_at_ms == wait.started_at_ms
+    assert done.node_timings["wait"].ended_at_ms == twin.clock.now_ms()
+    assert set(done.node_timings) == {"request", "check", "wait", "decide", "ship", "done"}
+    assert all(
+        t.ended_at_ms is not None and t.ended_at_ms >= t.started_at_ms
+        for t in done.node_timings.values()
+    )

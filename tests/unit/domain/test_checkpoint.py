@@ -15,10 +15,17 @@ from plaita.domain.checkpoint import (
     checkpoint_delta,
     encode_value,
     header_of,
+    node_entries,
     same_json,
     state_from_parts,
 )
-from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus, Suspension
+from plaita.domain.execution import (
+    ExecutionError,
+    ExecutionState,
+    ExecutionStatus,
+    NodeTiming,
+    Suspension,
+)
 
 NOW = 1_000
 
@@ -41,7 +48,7 @@ def stored_texts(delta: CheckpointDelta) -> tuple[dict[str, str], ...]:
     assert delta.full
     return (
         {name: encode_value(value) for name, value in delta.header.items()},
-        {node: encode_value(value) for node, value in delta.node_results.items()},
+        {node: encode_value(value) for node, value in delta.nodes.items()},
         {name: encode_value(value) for name, value in delta.variables.items()},
     )
 
@@ -57,7 +64,7 @@ def test_without_previous_the_delta_is_the_whole_state() -> None:
     assert delta.full
     assert delta.header == header_of(state)
     assert delta.header["input"] == {"amount": 120}
-    assert delta.node_results == {"a": 1}
+    assert delta.nodes == {"a": {"r": 1}}
     assert delta.variables == {"v": [1]}
     assert not delta.is_empty
 
@@ -67,7 +74,7 @@ def test_the_header_is_every_field_but_the_growing_maps() -> None:
     state = new_state()
 
     assert set(header_of(state)) == set(state.to_json()) - GROWING_PARTS
-    assert {"node_results", "variables"} == GROWING_PARTS
+    assert {"node_results", "node_timings", "variables"} == GROWING_PARTS
 
 
 def test_one_step_writes_its_node_result_and_the_header_fields_it_moved() -> None:
@@ -84,14 +91,14 @@ def test_one_step_writes_its_node_result_and_the_header_fields_it_moved() -> Non
     delta = checkpoint_delta(before, after)
 
     assert not delta.full
-    assert delta.node_results == {"n500": {"i": 500}}
+    assert delta.nodes == {"n500": {"r": {"i": 500}}}
     assert delta.header == {
         "updated_at_ms": NOW + 1,
         "last_node_id": "n500",
         "next_node_id": "n501",
         "steps": 501,
     }
-    assert delta.variables == {} and delta.removed_node_results == ()
+    assert delta.variables == {} and delta.removed_nodes == ()
 
 
 def test_variables_set_changed_and_removed() -> None:
@@ -109,7 +116,7 @@ def test_a_node_result_removed_is_recorded() -> None:
     before = new_state(node_results={"a": 1, "b": 2})
     after = attrs.evolve(before, node_results={"a": 1})
 
-    assert checkpoint_delta(before, after).removed_node_results == ("b",)
+    assert checkpoint_delta(before, after).removed_nodes == ("b",)
 
 
 def test_an_unchanged_state_gives_an_empty_delta() -> None:
@@ -141,7 +148,7 @@ def test_a_change_of_json_type_is_a_change(old: Any, new: Any) -> None:
 
     delta = checkpoint_delta(before, after)
 
-    assert delta.node_results == {"a": new}
+    assert delta.nodes == {"a": {"r": new}}
     assert delta.header == {"result": new}
 
 
@@ -188,7 +195,7 @@ def test_removing_a_key_that_is_not_there_is_harmless() -> None:
         execution_id="x-1",
         full=False,
         header={},
-        removed_node_results=("never",),
+        removed_nodes=("never",),
         removed_variables=("never",),
     )
 
@@ -255,6 +262,12 @@ json_values = st.recursive(
 )
 few_keys = st.sampled_from(["a", "b", "c", "d", ""])
 maps = st.dictionaries(few_keys, json_values, max_size=5)
+timing_values = st.builds(
+    NodeTiming,
+    st.integers(min_value=0, max_value=2**53),
+    st.none() | st.integers(min_value=0, max_value=2**53),
+)
+timings = st.dictionaries(few_keys, timing_values, max_size=3)
 optional_keys = st.none() | few_keys
 states = st.builds(
     ExecutionState,
@@ -277,6 +290,7 @@ states = st.builds(
     error=st.none() | st.builds(ExecutionError, code=st.integers(0, 999), message=few_keys),
     steps=st.integers(min_value=0, max_value=10**6),
     subgraph_fingerprint=st.none() | st.sampled_from(["cd" * 32]),
+    node_timings=timings,
 )
 
 
@@ -288,10 +302,10 @@ def state_pairs(draw: st.DrawFn) -> tuple[ExecutionState, ExecutionState]:
         return previous, draw(states)
     names = draw(st.sets(st.sampled_from(sorted(CHANGEABLE))))
     changes = {name: draw(CHANGEABLE[name]) for name in names}
-    for part in ("node_results", "variables"):
+    for part in ("node_results", "variables", "node_timings"):
         kept = draw(st.sets(st.sampled_from(sorted(getattr(previous, part)) or [""])))
         grown = {k: v for k, v in getattr(previous, part).items() if k in kept}
-        changes[part] = {**grown, **draw(maps)}
+        changes[part] = {**grown, **draw(timings if part == "node_timings" else maps)}
     return previous, attrs.evolve(previous, **changes)
 
 
@@ -318,11 +332,12 @@ def test_applying_the_delta_to_previous_yields_current(
     assert not delta.full
     before = header_of(previous)
     assert all(not same_json(before[name], value) for name, value in delta.header.items())
+    before_nodes, after_nodes = node_entries(previous), node_entries(current)
     assert all(
-        node not in previous.node_results or not same_json(previous.node_results[node], result)
-        for node, result in delta.node_results.items()
+        node not in before_nodes or not same_json(before_nodes[node], entry)
+        for node, entry in delta.nodes.items()
     )
-    assert set(delta.removed_node_results) == set(previous.node_results) - set(current.node_results)
+    assert set(delta.removed_nodes) == set(before_nodes) - set(after_nodes)
     assert set(delta.removed_variables) == set(previous.variables) - set(current.variables)
 
 
@@ -332,3 +347,26 @@ def test_a_full_delta_stored_and_read_back_is_the_state(current: ExecutionState)
 
     assert state_from_parts(*stored_texts(delta)) == current
     assert delta.apply_to(None) == current
+
+
+def test_a_node_entry_holds_its_result_and_its_timing() -> None:
+    """C2: a step rewrites one entry for the node it ran: result and timing together."""
+    before = new_state(node_results={"a": 1}, node_timings={"a": NodeTiming(5, 9)})
+    after = attrs.evolve(
+        before,
+        node_results={"a": 1, "b": {"x": 2}},
+        node_timings={"a": NodeTiming(5, 9), "b": NodeTiming(10, 12), "w": NodeTiming(13)},
+    )
+
+    delta = checkpoint_delta(before, after)
+
+    assert delta.nodes == {"b": {"r": {"x": 2}, "t": [10, 12]}, "w": {"t": [13, None]}}
+    assert delta.apply_to(before) == after
+
+
+def test_a_bare_stored_result_is_read_as_a_result() -> None:
+    """Checkpoints written before node timings stored each node's result bare."""
+    state = new_state(node_results={"a": {"ok": 1}})
+    header, _, variables = stored_texts(checkpoint_delta(None, state))
+
+    assert state_from_parts(header, {"a": '{"ok":1}'}, variables) == state
