@@ -7,7 +7,7 @@ the real store.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import attrs
@@ -24,6 +24,7 @@ from plaita.domain.events import (
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.flow import Flow
 from plaita.domain.lease import Lease
+from plaita.domain.operator_controls import ControlFlags
 from plaita.domain.tombstone import Tombstone
 
 
@@ -187,6 +188,25 @@ class ExecutionRepository(Protocol):
         self, *, flow_id: str | None = None, status: ExecutionStatus | None = None, limit: int = 100
     ) -> Sequence[ExecutionState]:
         """Executions, newest first, filtered by flow and status."""
+        ...
+
+    async def page(
+        self,
+        *,
+        flow_id: str | None = None,
+        status: ExecutionStatus | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> ExecutionPage:
+        """One page of the current tenant's executions, newest first (index score, then id).
+
+        ``cursor`` is a previous page's ``next_cursor`` (opaque; ``InvalidOperatorRequestError``
+        when it is not one). Filters are applied to candidates read from the index in batches,
+        until ``limit`` matched or the index ends; a page may stop early (fewer items, even
+        none) after ``PAGE_SCAN_BUDGET`` candidates, with a cursor to go on from. Executions
+        written while paging move to the front and do not shift later pages. ``next_cursor``
+        is None once the index is exhausted.
+        """
         ...
 
 
@@ -455,4 +475,108 @@ class ReconcilerCursor(Protocol):
 
     async def set(self, cursor_ms: int) -> None:
         """Store ``cursor_ms`` unless the stored cursor is already later (never moves back)."""
+        ...
+
+
+# --- alerts (C5) --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class DeadLetterAlert:
+    """What an operator is told when a carrier lands in the dead-letter queue (C5)."""
+
+    dlq_id: str | None
+    message_id: str
+    execution_id: str | None
+    tenant_id: str | None
+    reason: str
+    at_ms: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"event": "plaita.dead_letter", **attrs.asdict(self)}
+
+
+class AlertSink(Protocol):
+    def offer(self, alert: DeadLetterAlert) -> bool:
+        """Queue ``alert`` for best-effort delivery without waiting; False when it was dropped
+        (the queue is full). Never blocks and never raises: consuming must not wait on it."""
+        ...
+
+
+# --- operator controls (W23) and execution listing (C1) ---------------------------------
+
+#: Index entries one ``page`` call looks at before it returns what it found (bounded work).
+PAGE_SCAN_BUDGET = 2_000
+
+
+@attrs.frozen
+class ExecutionPage:
+    items: tuple[ExecutionState, ...]
+    #: Pass back as ``cursor`` for the next page; None when there is nothing after this one.
+    next_cursor: str | None = None
+
+
+@attrs.frozen
+class ParkedCarrier:
+    """A carrier of a paused execution, kept until the execution is unpaused (W23, I0)."""
+
+    carrier_id: str
+    envelope: TaskEnvelope
+
+
+@attrs.frozen
+class Admission:
+    """What the pause gate found, and whether it parked the carrier (one atomic step)."""
+
+    flags: ControlFlags
+    parked: bool = False
+    #: Carriers parked while the execution is no longer paused (an unpause that crashed
+    #: half-way): the worker re-enqueues them. Empty unless that happened.
+    stranded: tuple[ParkedCarrier, ...] = ()
+
+
+class ExecutionControls(Protocol):
+    """Operator flags of an execution, apart from its checkpoint, and its parked carriers (W23).
+
+    Kept in the execution's tenant namespace and hash tag; written without the lease. No TTL:
+    they last until ``clear`` (a delete, W13).
+    """
+
+    async def get(self, execution_id: str) -> ControlFlags:
+        """The flags and the number of parked carriers (all false/0 when never set)."""
+        ...
+
+    async def get_many(self, execution_ids: Sequence[str]) -> Mapping[str, ControlFlags]:
+        """``get`` for several executions of the current tenant, in one round trip."""
+        ...
+
+    async def set_flags(
+        self,
+        execution_id: str,
+        *,
+        paused: bool | None = None,
+        cancel_requested: bool | None = None,
+    ) -> ControlFlags:
+        """Set or clear the given flags (None leaves one as it is); the flags after."""
+        ...
+
+    async def admit(self, envelope: TaskEnvelope, *, parkable: bool) -> Admission:
+        """The worker's pause gate, atomic: park the carrier when ``should_park`` says so.
+
+        Park = keep it among the execution's parked carriers (the same carrier once); the
+        caller then acks it. When the execution is not paused but carriers are still parked,
+        they are returned as ``stranded`` (and stay parked until ``unpark``).
+        """
+        ...
+
+    async def parked(self, execution_id: str) -> Sequence[ParkedCarrier]:
+        """The parked carriers, oldest carrier timestamp first."""
+        ...
+
+    async def unpark(self, execution_id: str, carrier_ids: Sequence[str]) -> int:
+        """Forget these parked carriers (re-enqueued by the caller); how many were parked."""
+        ...
+
+    async def clear(self, execution_id: str) -> None:
+        """Remove the flags and every parked carrier (the execution was deleted, W13)."""
         ...

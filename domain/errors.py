@@ -198,3 +198,22 @@ class UnknownEventError(PlaitaError):
 
 class SubscriptionWriteConflictError(PlaitaError):
     """A subscription kept changing under an add or remove; nothing was written (V7)."""
+
+
+# --- operator controls (W23) and execution listing (C1) -----------------------------------
+
+
+class OperatorActionRefusedError(ExecutionStateError):
+    """An operator action (pause, cancel, retry …) is not allowed in the execution's state (W23)."""
+
+
+class ExecutionRunningError(OperatorActionRefusedError):
+    """A retry was asked of a running execution: it is being advanced; cancel it first (W23)."""
+
+
+class UnknownNodeError(PlaitaError):
+    """A retry names a node that its execution's flow does not have (W23)."""
+
+
+class InvalidOperatorRequestError(PlaitaError):
+    """A bulk action or a listing was asked with an unknown action, bad limit or cursor (W23)."""

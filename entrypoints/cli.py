@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,7 +16,19 @@ from plaita.application.use_cases.flows import FlowCatalog, validate_flow
 from plaita.domain.execution import ExecutionState
 from plaita.domain.failures import FlowExecutionException
 from plaita.domain.flow import Flow
+from plaita.entrypoints.cli_catalog import flows_list, flows_show, workers
+from plaita.entrypoints.cli_console import console
+from plaita.entrypoints.cli_dev import dev
 from plaita.entrypoints.cli_events import events_list, events_show
+from plaita.entrypoints.cli_executions import (
+    executions_bulk,
+    executions_cancel,
+    executions_list,
+    executions_pause,
+    executions_resume,
+    executions_retry,
+    executions_unpause,
+)
 from plaita.entrypoints.cli_ops import delete_execution, dlq, reap
 from plaita.entrypoints.cli_support import (
     echo_json,
@@ -31,6 +40,7 @@ from plaita.entrypoints.cli_support import (
     redis_url_option,
     run_with_container,
     settings_from,
+    stop_on_signals,
     tenant_option,
 )
 from plaita.entrypoints.container import Container, build_container
@@ -55,18 +65,6 @@ def _parse_object(option: str, text: str | None) -> dict[str, JSON]:
             f"must be a JSON object such as '{{\"amount\": 10}}', got {text!r}", param_hint=option
         )
     return value
-
-
-@contextlib.contextmanager
-def _stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        yield
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -245,6 +243,12 @@ def run_command(
     help="After SIGTERM/SIGINT, how long to wait for running steps; then exit without "
     "acking them (their carriers stay pending for another worker).",
 )
+@click.option(
+    "--alert-webhook-url",
+    envvar="PLAITA_ALERT_WEBHOOK_URL",
+    default=None,
+    help="POST a JSON alert here for every dead letter (best effort; never slows consuming).",
+)
 @click.option("--quiet", is_flag=True, help="Log WARNING and above only (default: INFO).")
 def worker(
     redis_url: str,
@@ -264,9 +268,11 @@ def worker(
     no_registry: bool,
     metrics_port: int,
     drain_timeout_seconds: float,
+    alert_webhook_url: str | None,
     quiet: bool,
 ) -> None:
     """Advance executions from the task stream until SIGTERM/SIGINT."""
+    from plaita.adapters.webhook.alerts import WebhookAlertSink
     from plaita.domain.errors import InvalidConfigurationError
     from plaita.entrypoints.disk_guard import DiskGuard
     from plaita.entrypoints.metrics import NoMetrics, PrometheusMetrics, WorkerMetrics
@@ -302,6 +308,7 @@ def worker(
                 "registry_enabled": False if no_registry else None,
                 "metrics_port": metrics_port,
                 "drain_timeout_seconds": drain_timeout_seconds,
+                "alert_webhook_url": alert_webhook_url,
             }
         )
     except InvalidConfigurationError as exc:
@@ -348,6 +355,12 @@ def worker(
             metrics=metrics,
         )
         stop = asyncio.Event()
+        alerts = (
+            WebhookAlertSink(settings.alert_webhook_url, max_queue=settings.alert_queue_size)
+            if settings.alert_webhook_url
+            else None
+        )
+        sender = asyncio.create_task(alerts.run(stop)) if alerts is not None else None
         try:
             if prometheus is not None:
                 try:
@@ -357,7 +370,7 @@ def worker(
                         f"cannot serve metrics on 127.0.0.1:{settings.metrics_port}: {exc}; "
                         "choose another --metrics-port (0 disables)"
                     ) from None
-            with _stop_on_signals(stop):
+            with stop_on_signals(stop):
                 await Worker(
                     queue=container.queue(),
                     process=container.process_task(),
@@ -375,8 +388,13 @@ def worker(
                     disk_guard=disk_guard if disk_guard.enabled else None,
                     drain_timeout_seconds=settings.drain_timeout_seconds,
                     dlq_length=container.dlq_length(),
+                    alerts=alerts,
                 ).run(stop)
         finally:
+            stop.set()
+            if sender is not None and alerts is not None:
+                await sender
+                await alerts.close()
             if prometheus is not None:
                 prometheus.close()
 
@@ -493,7 +511,7 @@ def event_filter(
             await run_index_janitor(container, stop)
 
         stop = asyncio.Event()
-        with _stop_on_signals(stop):
+        with stop_on_signals(stop):
             await EventFilterService(
                 events=container.events(),
                 filter_event=container.filter_event(),
@@ -682,6 +700,25 @@ executions.add_command(delete_execution)  # `plaita executions delete`
 events.add_command(events_list)
 events.add_command(events_show)
 
+
+main.add_command(dev)  # `plaita dev`
+main.add_command(console)  # `plaita console`
+
+# W23 operator controls and the catalog (C4): `plaita executions list|resume|cancel|pause|
+# unpause|retry|bulk`, `plaita flows list|show`, `plaita workers list`.
+for _command in (
+    executions_list,
+    executions_resume,
+    executions_cancel,
+    executions_pause,
+    executions_unpause,
+    executions_retry,
+    executions_bulk,
+):
+    executions.add_command(_command)
+flows.add_command(flows_list)
+flows.add_command(flows_show)
+main.add_command(workers)
 
 if __name__ == "__main__":
     main()

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import click
 
 from plaita.adapters.redis.replay_markers import RedisReplayMarkerStore
-from plaita.application.use_cases.delete_execution import DeletedExecution, DeleteExecution
+from plaita.application.use_cases.delete_execution import DeletedExecution
 from plaita.application.use_cases.dlq import (
     DeadLetterView,
     ListDeadLetters,
@@ -191,17 +191,8 @@ def delete_execution(
     settings = _settings(redis_url=redis_url)
 
     async def body(container: Container) -> DeletedExecution:
-        use_case = DeleteExecution(
-            executions=container.executions(),
-            leases=container.leases(),
-            subscriptions=container.subscriptions(),
-            clock=container.clock(),
-            holder_id=f"operator:{settings.consumer_name}",
-            lease_ttl_ms=settings.lease_ttl_ms,
-            carrier_max_age_ms=settings.max_carrier_age_ms,
-            dedup=container.dedup(),
-        )
-        return await use_case(execution_id, reason=reason)
+        # The container's: dedup release (W6) and control flags cleared (W23) included.
+        return await container.delete_execution()(execution_id, reason=reason)
 
     deleted = _run(settings, body, tenant_id=tenant_id)
     if as_json:
@@ -265,6 +256,7 @@ def reap(
             clock=container.clock(),
             holder_id=f"reaper:{settings.consumer_name}",
             lease_ttl_ms=settings.lease_ttl_ms,
+            controls=container.controls(),  # a paused execution is skipped (W23)
         )
         return await use_case(dry_run=dry_run, limit=limit)
 

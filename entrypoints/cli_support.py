@@ -7,6 +7,7 @@ import contextlib
 import importlib
 import json
 import os
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -150,3 +151,16 @@ def run_with_container(
 
 def echo_json(value: JSON) -> None:
     click.echo(json.dumps(value, sort_keys=True, default=str))
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
+    """Set ``stop`` on SIGTERM/SIGINT while the body runs (the services drain on it)."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        yield
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)

@@ -12,6 +12,7 @@ from typing import Any
 import redis.asyncio as redis
 from dependency_injector import containers, providers
 
+from plaita.adapters.memory.controls import MemoryExecutionControls
 from plaita.adapters.memory.counters import MemoryCounterStore
 from plaita.adapters.memory.dedup import MemoryDedupStore
 from plaita.adapters.memory.delay_queue import MemoryDelayQueue
@@ -22,8 +23,10 @@ from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.reconciler_cursor import MemoryReconcilerCursor
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
+from plaita.adapters.memory.replay_markers import MemoryReplayMarkerStore
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.redis.controls import RedisExecutionControls
 from plaita.adapters.redis.counters import RedisCounterStore
 from plaita.adapters.redis.dedup import RedisDedupStore
 from plaita.adapters.redis.delay_queue import RedisDelayQueue
@@ -35,16 +38,28 @@ from plaita.adapters.redis.lease import RedisLeaseManager
 from plaita.adapters.redis.queue import RedisTaskQueue
 from plaita.adapters.redis.reconciler_cursor import RedisReconcilerCursor
 from plaita.adapters.redis.registry import RedisWorkerRegistry
+from plaita.adapters.redis.replay_markers import RedisReplayMarkerStore
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
+from plaita.application.use_cases.delete_execution import DeleteExecution
 from plaita.application.use_cases.dispatch import StepSettings
+from plaita.application.use_cases.dlq import ListDeadLetters, ReplayDeadLetter, ShowDeadLetter
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.executions import GetExecution, ResumeExecution
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.index_janitor import IndexJanitorService
+from plaita.application.use_cases.operator_controls import (
+    BulkAction,
+    CancelExecution,
+    ContinueExecution,
+    ListExecutions,
+    PauseExecution,
+    RetryExecution,
+    UnpauseExecution,
+)
 from plaita.application.use_cases.process_task import ProcessTask
 from plaita.application.use_cases.reconcile_events import ReconcileEvents
 from plaita.application.use_cases.start_execution import StartExecution
@@ -327,6 +342,92 @@ class Container(containers.DeclarativeContainer):
         plan=janitor_plan,
         clock=clock,
     )
+
+    # --- operator use cases: the console (C1) and the CLI ---------------------------------
+    replay_markers = providers.Selector(
+        config.backend,
+        memory=providers.Singleton(MemoryReplayMarkerStore, clock),
+        redis=providers.Singleton(RedisReplayMarkerStore, redis_client, redis_keys),
+    )
+    list_dead_letters = providers.Factory(
+        ListDeadLetters, queue=queue, markers=replay_markers, dlq_key=dlq_key
+    )
+    show_dead_letter = providers.Factory(
+        ShowDeadLetter, queue=queue, markers=replay_markers, dlq_key=dlq_key
+    )
+    replay_dead_letter = providers.Factory(
+        ReplayDeadLetter,
+        queue=queue,
+        markers=replay_markers,
+        tombstones=executions,
+        clock=clock,
+        ids=ids,
+        dlq_key=dlq_key,
+    )
+    #: An operator delete (W13): revokes whoever holds the lease, as ``operator:<name>``.
+    delete_execution = providers.Factory(
+        DeleteExecution,
+        executions=executions,
+        leases=leases,
+        subscriptions=subscriptions,
+        clock=clock,
+        holder_id=providers.Callable("operator:{}".format, config.consumer_name),
+        lease_ttl_ms=config.lease_ttl_ms,
+        carrier_max_age_ms=config.max_carrier_age_ms,
+        dedup=dedup,
+    )
+
+    # --- operator controls (W23) and the execution listing (C1) ---------------------------
+    #: Operator flags and parked carriers, beside the checkpoint (ADR 0008).
+    controls = providers.Selector(
+        config.backend,
+        memory=providers.Singleton(MemoryExecutionControls),
+        redis=providers.Singleton(RedisExecutionControls, redis_client, redis_keys),
+    )
+    pause_execution = providers.Factory(
+        PauseExecution, executions=executions, controls=controls, clock=clock
+    )
+    unpause_execution = providers.Factory(
+        UnpauseExecution,
+        executions=executions,
+        controls=controls,
+        queue=queue,
+        delay=delay_queue,
+        clock=clock,
+    )
+    cancel_execution = providers.Factory(
+        CancelExecution, executions=executions, controls=controls, queue=queue, clock=clock
+    )
+    continue_execution = providers.Factory(
+        ContinueExecution, executions=executions, controls=controls, queue=queue, clock=clock
+    )
+    #: Restarts under the lease as ``operator:<name>``, like an operator delete.
+    retry_execution = providers.Factory(
+        RetryExecution,
+        executions=executions,
+        controls=controls,
+        queue=queue,
+        clock=clock,
+        flows=flow_repository,
+        leases=leases,
+        counters=counters,
+        subscriptions=subscriptions,
+        holder_id=providers.Callable("operator:{}".format, config.consumer_name),
+        lease_ttl_ms=config.lease_ttl_ms,
+    )
+    bulk_action = providers.Factory(
+        BulkAction,
+        executions=executions,
+        pause=pause_execution,
+        unpause=unpause_execution,
+        cancel=cancel_execution,
+        resume=continue_execution,
+        retry=retry_execution,
+    )
+    list_executions = providers.Factory(ListExecutions, executions=executions, controls=controls)
+    # The worker's pause gate and cancel flag, and the delete's clean-up (W13), read them too.
+    process_task.add_kwargs(controls=controls)
+    delete_execution.add_kwargs(controls=controls)
 
 
 def build_container(settings: Settings) -> Container:

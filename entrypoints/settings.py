@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     disable_holder_liveness: bool = False
     #: The dead-letter stream; None is the queue's own (``{ns}:q:{<queue>}:dlq``).
     dlq_key: str | None = Field(default=None, min_length=1)
+    #: C5: POST a JSON alert for every dead letter here (best effort, bounded queue).
+    alert_webhook_url: str | None = Field(default=None, pattern=r"^https?://\S+$")
+    alert_queue_size: int = Field(default=1000, ge=1, le=1_000_000)
     #: Off (False) with ``--no-registry``: no record, and nothing is acked on a lease conflict.
     registry_enabled: bool = True
     #: 0 disables the HTTP exporter; bad values fall back to 0 with a WARNING (W21).
@@ -57,6 +60,11 @@ class Settings(BaseSettings):
     janitor_enabled: bool = True
     janitor_interval_seconds: float = 60.0
     janitor_budget: int = 500
+    #: The console's tokens (C3): a JSON list of {"token", "name", "role", "tenants"};
+    #: ``plaita console --tokens-file`` takes the same JSON from a file instead.
+    console_tokens: str | None = None
+    #: The largest request body the console accepts (413 above it).
+    max_body_bytes: int = Field(default=1_048_576, ge=1, le=1_073_741_824)
 
     @field_validator("handler_modules", mode="before")
     @classmethod

@@ -17,7 +17,14 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from plaita.application.ports import Clock, DelayQueue, Delivery, LeaseManager, TaskQueue
+from plaita.application.ports import (
+    AlertSink,
+    Clock,
+    DelayQueue,
+    Delivery,
+    LeaseManager,
+    TaskQueue,
+)
 from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
 from plaita.application.use_cases.dispatch import DispatchResult, Disposition
 from plaita.application.use_cases.process_task import ProcessTask
@@ -63,6 +70,7 @@ class Worker:
         drain_timeout_seconds: float = 30.0,
         dlq_length: Callable[[], Awaitable[int]] | None = None,
         gauges_every_seconds: float = 10.0,
+        alerts: AlertSink | None = None,
     ) -> None:
         self._queue = queue
         self._process = process
@@ -74,7 +82,9 @@ class Worker:
         self._claim_min_idle_ms = claim_min_idle_ms
         self._presence = presence
         self._metrics = metrics or NoMetrics()
-        self._dead_letters = DeadLetterRoute(queue, guard, self._metrics)
+        self._dead_letters = DeadLetterRoute(
+            queue, guard, self._metrics, alerts=alerts, clock=clock
+        )
         self._reclaim = ReclaimGate(
             leases=leases,
             max_deliveries=max_deliveries,

@@ -12,9 +12,20 @@ from __future__ import annotations
 import logging
 import time
 
-from plaita.application.ports import Delivery, LeaseManager, TaskQueue
+from plaita.application.ports import (
+    AlertSink,
+    Clock,
+    DeadLetterAlert,
+    Delivery,
+    LeaseManager,
+    TaskQueue,
+)
 from plaita.application.tenancy import tenant_scope
-from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
+from plaita.application.use_cases.dead_letter_guard import (
+    GuardDeadLetter,
+    carrier_execution_id,
+    carrier_tenant_id,
+)
 from plaita.domain.envelope import TaskEnvelope
 from plaita.entrypoints.metrics import WorkerMetrics
 
@@ -56,11 +67,19 @@ class DeadLetterRoute:
     """
 
     def __init__(
-        self, queue: TaskQueue, guard: GuardDeadLetter | None, metrics: WorkerMetrics
+        self,
+        queue: TaskQueue,
+        guard: GuardDeadLetter | None,
+        metrics: WorkerMetrics,
+        *,
+        alerts: AlertSink | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self._queue = queue
         self._guard = guard
         self._metrics = metrics
+        self._alerts = alerts
+        self._clock = clock
 
     async def send(self, delivery: Delivery, reason: str, *, refused: bool = False) -> None:
         """Dead-letter ``delivery`` for ``reason``, or keep it when the guard says so.
@@ -69,17 +88,35 @@ class DeadLetterRoute:
         wrong flow), so a recovery copy would be refused again and is never made.
         """
         if self._guard is None:
-            await self._queue.dead_letter(delivery, reason)
+            dlq_id = await self._queue.dead_letter(delivery, reason)
             self._metrics.dead_lettered("unguarded")
             log.error(
                 "event=worker.dead_lettered message_id=%s reason=%r", delivery.message_id, reason
             )
+            self._alert(delivery, reason, dlq_id)
             return
         outcome = await self._guard(delivery, reason, schema_rejected=refused)
         if outcome.released:
             self._metrics.dead_lettered(outcome.reason)
+            if outcome.dlq_id is not None:
+                self._alert(delivery, reason, outcome.dlq_id)
         else:
             self._metrics.guard_kept(outcome.reason)
+
+    def _alert(self, delivery: Delivery, reason: str, dlq_id: str) -> None:
+        """C5: offer the alert and move on; the sink never blocks and never raises."""
+        if self._alerts is None:
+            return
+        self._alerts.offer(
+            DeadLetterAlert(
+                dlq_id=dlq_id,
+                message_id=delivery.message_id,
+                execution_id=carrier_execution_id(delivery),
+                tenant_id=carrier_tenant_id(delivery),
+                reason=reason,
+                at_ms=self._clock.now_ms() if self._clock is not None else 0,
+            )
+        )
 
 
 class ReclaimGate:

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.tenancy import ScopedId, scoped
-from plaita.application.ports import NodeHeartbeat
+from plaita.application.ports import PAGE_SCAN_BUDGET, ExecutionPage, NodeHeartbeat
 from plaita.application.tenancy import current_tenant
 from plaita.domain.checkpoint import (
     CheckpointDelta,
@@ -23,6 +23,7 @@ from plaita.domain.checkpoint import (
 )
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.lease import check_fence, check_fenced_write
+from plaita.domain.operator_controls import PageCursor, check_page_limit
 from plaita.domain.tenancy import check_same_tenant
 from plaita.domain.tombstone import Tombstone
 
@@ -195,6 +196,46 @@ class MemoryExecutionRepository:
         # Same order as ZREVRANGE on the Redis index: score, then member, both descending.
         matching.sort(key=lambda state: (state.updated_at_ms, state.execution_id), reverse=True)
         return matching[: max(limit, 0)]
+
+    async def page(
+        self,
+        *,
+        flow_id: str | None = None,
+        status: ExecutionStatus | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> ExecutionPage:
+        """ExecutionRepository.page, in the order of the Redis index (C1)."""
+        check_page_limit(limit)
+        after = None if cursor is None else PageCursor.decode(cursor)
+        tenant_id = current_tenant()
+        # The index's entries: (score, id), newest first, as ZREVRANGEBYSCORE returns them.
+        entries = sorted(
+            (
+                (int(json.loads(header["updated_at_ms"])), key[1])
+                for key, header in self._headers.items()
+                if key[0] == tenant_id
+            ),
+            reverse=True,
+        )
+        candidates = [e for e in entries if after is None or after.precedes(*e)]
+        items: list[ExecutionState] = []
+        examined = 0
+        for _score, execution_id in candidates:
+            examined += 1
+            state = await self.load(execution_id)
+            if (
+                state is not None
+                and (flow_id is None or state.flow_id == flow_id)
+                and (status is None or state.status is status)
+            ):
+                items.append(state)
+            if len(items) == limit or examined == PAGE_SCAN_BUDGET:
+                break
+        more = examined < len(candidates)
+        last = candidates[examined - 1] if examined else None
+        next_cursor = PageCursor(*last).encode() if more and last is not None else None
+        return ExecutionPage(tuple(items), next_cursor)
 
 
 def _check_ttl(ttl_ms: int) -> None:

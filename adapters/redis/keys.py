@@ -172,3 +172,13 @@ class RedisKeys:
     def event_handled(self, event_id: str, handler_id: str) -> str:
         """Mark that ``handler_id`` succeeded for ``event_id`` (V3 publish dedup), with a TTL."""
         return f"{self.namespace}:evdone:{{{event_id}}}:{handler_id}"
+
+    # --- operator controls (W23; routed to the current tenant, the execution's hash tag) ---
+
+    def execution_control(self, execution_id: str) -> str:
+        """Hash of the operator flags ``paused`` and ``cancel_requested`` (``"1"`` when set)."""
+        return self._execution(execution_id, "control")
+
+    def execution_parked(self, execution_id: str) -> str:
+        """Hash carrier id → envelope fields JSON: carriers kept while the execution is paused."""
+        return self._execution(execution_id, "parked")

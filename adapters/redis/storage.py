@@ -24,7 +24,7 @@ from redis.exceptions import NoScriptError
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.scripts import read_script
 from plaita.adapters.redis.streams import text, text_fields
-from plaita.application.ports import NodeHeartbeat
+from plaita.application.ports import PAGE_SCAN_BUDGET, ExecutionPage, NodeHeartbeat
 from plaita.application.tenancy import current_tenant
 from plaita.domain.checkpoint import (
     CheckpointDelta,
@@ -34,6 +34,7 @@ from plaita.domain.checkpoint import (
 )
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.lease import check_fence, check_fenced_write
+from plaita.domain.operator_controls import PageCursor, check_page_limit
 from plaita.domain.tenancy import check_same_tenant
 from plaita.domain.tombstone import Tombstone
 
@@ -252,6 +253,67 @@ class RedisExecutionRepository:
             if isinstance(reply, Exception):
                 raise reply
         return script, indexed
+
+    async def page(
+        self,
+        *,
+        flow_id: str | None = None,
+        status: ExecutionStatus | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> ExecutionPage:
+        """ExecutionRepository.page: batches of the index below the cursor, filtered here (C1)."""
+        check_page_limit(limit)
+        after = None if cursor is None else PageCursor.decode(cursor)
+        top: float | str = "+inf" if after is None else after.score
+        batch = limit if flow_id is None and status is None else max(limit, _LIST_PAGE)
+        key = self._keys.executions()
+        items: list[ExecutionState] = []
+        examined, offset = 0, 0
+        last: tuple[int, str] | None = None
+        while True:
+            # Offsets count from the cursor's score, fixed for this call: entries written
+            # meanwhile get a higher score and land above it, never inside the walk.
+            replies: list[Any] = await self._client.zrevrangebyscore(
+                key, top, "-inf", start=offset, num=batch, withscores=True
+            )
+            offset += len(replies)
+            # The cursor's own entry and its ties come first (same score, ids not below it).
+            pairs = [(int(score), text(member)) for member, score in replies]
+            entries = [e for e in pairs if after is None or after.precedes(*e)]
+            skipped = len(pairs) - len(entries)
+            loaded: list[Any] = []
+            if entries:
+                async with self._client.pipeline(transaction=False) as pipe:
+                    for _, execution_id in entries:
+                        self._queue_reads(pipe, execution_id)
+                    loaded = await pipe.execute()
+            stopped_at = None
+            for index, entry in enumerate(entries):
+                examined, last = examined + 1, entry
+                state = _assemble(*loaded[3 * index : 3 * index + 3])
+                if (
+                    state is not None
+                    and (flow_id is None or state.flow_id == flow_id)
+                    and (status is None or state.status is status)
+                ):
+                    items.append(state)
+                if len(items) == limit or examined >= PAGE_SCAN_BUDGET:
+                    stopped_at = skipped + index
+                    break
+            if stopped_at is not None:
+                more = stopped_at + 1 < len(pairs) or (
+                    len(pairs) == batch
+                    and bool(
+                        await self._client.zrevrangebyscore(key, top, "-inf", start=offset, num=1)
+                    )
+                )
+                break
+            if len(pairs) < batch:
+                more = False  # the index ends here
+                break
+        next_cursor = PageCursor(*last).encode() if more and last is not None else None
+        return ExecutionPage(tuple(items), next_cursor)
 
 
 def _save_arguments(delta: CheckpointDelta, fence: int) -> list[str | int]:

@@ -81,6 +81,11 @@ def compile_expression(expression: str) -> ast.AST:
         raise InvalidExpressionError(
             f"expression {expression!r} does not parse: {exc.msg}"
         ) from None
+    except simpleeval.InvalidExpression as exc:  # e.g. an empty string (found by schemathesis)
+        raise InvalidExpressionError(
+            f"expression {expression!r} is not an expression: {exc}; write one, such as "
+            "'$LAST_NODE', or leave the field out"
+        ) from None
 
 
 def evaluate(expression: str, names: Mapping[str, JSON]) -> JSON:

@@ -1,8 +1,9 @@
-"""The checks a carrier passes before and instead of the lease (W5, W11-W14).
+"""The checks a carrier passes before and instead of the lease (W5, W11-W14, W23).
 
-Before the lease: its age, its config generations and the execution's tombstone. When the
-lease is held by someone else: the W5 conflict table, with the holder's registry record.
-Every answer is the domain's; this class gathers the facts.
+Before the lease: its age, its config generations, the execution's tombstone, then the
+operator's pause gate (a paused execution's carrier is parked, not run). When the lease is
+held by someone else: the W5 conflict table, with the holder's registry record. Every answer
+is the domain's; this class gathers the facts.
 """
 
 from __future__ import annotations
@@ -12,15 +13,25 @@ import logging
 from plaita.application.ports import (
     Clock,
     DedupStore,
+    ExecutionControls,
     LeaseManager,
+    ParkedCarrier,
+    TaskQueue,
     TombstoneStore,
     WorkerRegistry,
 )
 from plaita.application.use_cases.dispatch import DispatchResult, Disposition, StepSettings, ack
 from plaita.domain.config_generations import decide_consume
-from plaita.domain.envelope import CarrierKind, TaskEnvelope
+from plaita.domain.envelope import CarrierKind, TaskEnvelope, copy_envelope
 from plaita.domain.lease_conflict import conflict_carrier, decide_conflict, holder_status
-from plaita.domain.tombstone import DispatchPath, GateAction, check_carrier_age, gate
+from plaita.domain.operator_controls import ControlFlags, carrier_parkable
+from plaita.domain.tombstone import (
+    DispatchPath,
+    GateAction,
+    check_carrier_age,
+    copy_timestamp_ms,
+    gate,
+)
 
 log = logging.getLogger("plaita.worker.step")
 
@@ -35,7 +46,11 @@ class CarrierGates:
         tombstones: TombstoneStore | None,
         registry: WorkerRegistry | None,
         dedup: DedupStore | None,
+        controls: ExecutionControls | None = None,
+        queue: TaskQueue | None = None,
     ) -> None:
+        self._controls = controls
+        self._queue = queue
         self._clock = clock
         self._settings = settings
         self._leases = leases
@@ -76,6 +91,55 @@ class CarrierGates:
                 envelope.dedup_key, envelope.execution_id, tenant_id=envelope.tenant_id
             )
         return ack("execution_deleted", f"execution {envelope.execution_id} was deleted (W13)")
+
+    async def admit(
+        self, envelope: TaskEnvelope, message_id: str | None
+    ) -> tuple[DispatchResult | None, ControlFlags]:
+        """The pause gate (W23): park a paused execution's carrier; the operator flags.
+
+        One round trip per dispatch, none per step. A parked carrier is kept among the
+        execution's parked carriers before it is acked, so the execution never loses it (I0);
+        it keeps its source's age (W14), its stream id's time included.
+        """
+        if self._controls is None:
+            return None, ControlFlags()
+        stamp = copy_timestamp_ms(
+            now_ms=self._clock.now_ms(),
+            payload_timestamp_ms=envelope.timestamp_ms,
+            stream_id=message_id,
+        )
+        kept = envelope if stamp is None else copy_envelope(envelope, timestamp_ms=stamp)
+        admission = await self._controls.admit(kept, parkable=carrier_parkable(envelope))
+        if admission.parked:
+            log.info(
+                "event=carrier.parked execution_id=%s carrier=%s: the execution is paused; the "
+                "carrier waits for `plaita executions unpause %s`",
+                envelope.execution_id,
+                envelope.resume_type or envelope.kind,
+                envelope.execution_id,
+            )
+            parked = ack("parked", f"execution {envelope.execution_id} is paused (W23)")
+            return parked, admission.flags
+        if admission.stranded:
+            await self._release_stranded(envelope.execution_id, admission.stranded)
+        return None, admission.flags
+
+    async def _release_stranded(
+        self, execution_id: str, carriers: tuple[ParkedCarrier, ...]
+    ) -> None:
+        # An unpause stopped between clearing the flag and re-enqueueing: finish its job.
+        if self._queue is None or self._controls is None:
+            return
+        for carrier in carriers:
+            await self._queue.enqueue(carrier.envelope)
+        await self._controls.unpark(execution_id, [c.carrier_id for c in carriers])
+        log.warning(
+            "event=carrier.unparked_stranded execution_id=%s count=%d: carriers were still "
+            "parked although the execution is not paused (an unpause stopped half-way); they "
+            "were enqueued again",
+            execution_id,
+            len(carriers),
+        )
 
     async def on_conflict(self, envelope: TaskEnvelope, reclaimed: bool) -> DispatchResult:
         """Another holder has the lease: ack or leave pending by the W5 table."""

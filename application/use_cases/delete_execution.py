@@ -15,6 +15,7 @@ import attrs
 from plaita.application.ports import (
     Clock,
     DedupStore,
+    ExecutionControls,
     ExecutionRepository,
     LeaseManager,
     SubscriptionStore,
@@ -66,8 +67,10 @@ class DeleteExecution:
         tombstone_ttl_seconds: int | None = None,
         state_ttl_seconds: int = 0,
         dedup: DedupStore | None = None,
+        controls: ExecutionControls | None = None,
     ) -> None:
         self._dedup = dedup
+        self._controls = controls
         self._executions = executions
         self._leases = leases
         self._subscriptions = subscriptions
@@ -89,6 +92,7 @@ class DeleteExecution:
                     f"execution {execution_id!r} does not exist and was not deleted: nothing to "
                     "delete (a start still queued for it runs when a worker reads it)"
                 )
+            await self._clear_controls(execution_id)
             return DeletedExecution(execution_id, existing, deleted_now=False)
         tombstone = record_delete(
             existing, tenant_id=state.tenant_id, now_ms=self._clock.now_ms(), reason=reason
@@ -109,6 +113,7 @@ class DeleteExecution:
             if lease is not None:
                 await self._leases.release(lease)
             raise
+        await self._clear_controls(execution_id)
         removed = await self._remove_subscription(state)
         released_dedup = await self._release_dedup(state)
         deleted = DeletedExecution(
@@ -133,6 +138,12 @@ class DeleteExecution:
             released_dedup,
         )
         return deleted
+
+    async def _clear_controls(self, execution_id: str) -> None:
+        # After the delete, not in its script: operator flags and parked carriers (W23) go
+        # too. A crash in between leaves them to a second delete, which clears them again.
+        if self._controls is not None:
+            await self._controls.clear(execution_id)
 
     async def _release_dedup(self, state: ExecutionState) -> str | None:
         """Free the start's dedup key: the key may start a new execution again (W6, W13).

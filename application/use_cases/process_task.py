@@ -30,6 +30,7 @@ from plaita.application.ports import (
     CounterStore,
     DedupStore,
     DelayQueue,
+    ExecutionControls,
     ExecutionRepository,
     IdGenerator,
     Inbox,
@@ -83,6 +84,7 @@ from plaita.domain.execution import (
 )
 from plaita.domain.failures import CODE_CANCELLED, FlowErrorException
 from plaita.domain.flow import Flow
+from plaita.domain.operator_controls import ControlFlags
 from plaita.domain.resume import (
     CurrentDefinition,
     ExecutionView,
@@ -117,6 +119,7 @@ class ProcessTask:
         registry: WorkerRegistry | None = None,
         dedup: DedupStore | None = None,
         inbox: Inbox | None = None,
+        controls: ExecutionControls | None = None,
         listeners: Callable[[], list[object]] = list,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
@@ -141,6 +144,8 @@ class ProcessTask:
             tombstones=tombstones,
             registry=registry,
             dedup=dedup,
+            controls=controls,
+            queue=queue,
         )
         self._listeners = listeners
         self._sleep = sleep
@@ -170,6 +175,9 @@ class ProcessTask:
         refused = await self._carrier_gates.before_lease(envelope, message_id)
         if refused is not None:
             return refused
+        parked, flags = await self._carrier_gates.admit(envelope, message_id)  # W23: parked
+        if parked is not None:
+            return parked
         lease = await self._leases.acquire(
             envelope.execution_id, self._settings.holder_id, ttl_ms=self._settings.lease_ttl_ms
         )
@@ -180,7 +188,7 @@ class ProcessTask:
         dispatch = Dispatch(envelope, lease, threading.Event(), message_id)
         watchdog = asyncio.create_task(self._keeper.keep(dispatch))
         try:
-            result = await self._dispatch(dispatch)
+            result = await self._dispatch(dispatch, flags)
         except ExecutionLeaseError as exc:
             # W4: a fenced-off writer must not ack; the new holder owns the carrier's fate.
             outcome = "lease_lost" if isinstance(exc, LeaseLostError) else "fenced"
@@ -198,7 +206,7 @@ class ProcessTask:
 
     # --- start and resume (W6, W7) -------------------------------------------------------
 
-    async def _dispatch(self, dispatch: Dispatch) -> DispatchResult:
+    async def _dispatch(self, dispatch: Dispatch, flags: ControlFlags) -> DispatchResult:
         envelope = dispatch.envelope
         state = await self._executions.load(envelope.execution_id)
         dispatch.counters = await self._counters.read(envelope.execution_id)
@@ -210,7 +218,7 @@ class ProcessTask:
             if state is None:
                 return await self._start(dispatch)
             # W6: a redelivered start continues from the checkpoint, never from the first node.
-            return await self._resume(dispatch, state, ResumeType.CONTINUE)
+            return await self._resume(dispatch, state, ResumeType.CONTINUE, flags)
         if state is None:
             return DispatchResult(
                 Disposition.DEAD_LETTER,
@@ -218,7 +226,7 @@ class ProcessTask:
                 f"resume for execution {envelope.execution_id} which does not exist",
             )
         assert envelope.resume_type is not None
-        return await self._resume(dispatch, state, envelope.resume_type)
+        return await self._resume(dispatch, state, envelope.resume_type, flags)
 
     async def _start(self, dispatch: Dispatch) -> DispatchResult:
         envelope = dispatch.envelope
@@ -244,7 +252,7 @@ class ProcessTask:
         return await self._advance(dispatch, state, flow, resume=None, stored=None)
 
     async def _resume(
-        self, dispatch: Dispatch, state: ExecutionState, kind: ResumeType
+        self, dispatch: Dispatch, state: ExecutionState, kind: ResumeType, flags: ControlFlags
     ) -> DispatchResult:
         envelope = dispatch.envelope
         try:
@@ -256,6 +264,7 @@ class ProcessTask:
             subgraph_fingerprint=state.subgraph_fingerprint,
             g1_wakeups=dispatch.counters.wakeups,
             consecutive_failures=dispatch.counters.no_fail,
+            cancel_requested=flags.cancel_requested,
         )
         current = CurrentDefinition(
             flow.fingerprint,

@@ -12,7 +12,8 @@ execution. A carrier stuck behind a backlog longer than that gets a duplicate: h
 second continue either meets the lease or finds the step already done.
 
 An execution whose holder recorded a node heartbeat within the last three heartbeat intervals
-(W15) is alive, like one with a live lease, and is skipped.
+(W15) is alive, like one with a live lease, and is skipped. So is a paused one (W23): its
+carriers are parked on purpose, and unpause gives them back.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import attrs
 
 from plaita.application.ports import (
     Clock,
+    ExecutionControls,
     ExecutionRepository,
     FlowRepository,
     LeaseManager,
@@ -51,6 +53,8 @@ class ReapAction(enum.StrEnum):
     SKIP_LEASE_HELD = "skip_lease_held"
     #: A node heartbeat fresher than three heartbeat intervals: its holder is alive (W19).
     SKIP_NODE_ALIVE = "skip_node_alive"
+    #: An operator paused it (W23): it is meant to stand still.
+    SKIP_PAUSED = "skip_paused"
     SKIP_RECENT = "skip_recent"
     #: It moved on (or another holder took it) while the reaper looked.
     SKIP_CHANGED = "skip_changed"
@@ -108,7 +112,9 @@ class ReapZombies:
         lease_ttl_ms: int,
         stale_after_ms: int | None = None,
         heartbeat_interval_ms: int | None = None,
+        controls: ExecutionControls | None = None,
     ) -> None:
+        self._controls = controls
         self._executions = executions
         self._leases = leases
         self._queue = queue
@@ -146,6 +152,10 @@ class ReapZombies:
                     f"node {heartbeat.node_id!r} reported progress at {heartbeat.last_update_ms}"
                 )
                 items.append(attrs.evolve(item, action=ReapAction.SKIP_NODE_ALIVE, detail=detail))
+                continue
+            if self._controls is not None and (await self._controls.get(state.execution_id)).paused:
+                detail = "paused by an operator; `plaita executions unpause` resumes it"
+                items.append(attrs.evolve(item, action=ReapAction.SKIP_PAUSED, detail=detail))
                 continue
             key = (state.flow_id, state.flow_version)
             if key not in flows_present:

@@ -4,6 +4,9 @@ The worker step (``ProcessTask``) runs a chain of N no-op task nodes in one disp
 Redis adapters. The difference between a 20-node and a 10-node chain, divided by 10, is
 what one steady-state step — a task node following a task node — costs: the dispatch's
 fixed costs (lease, load, counters, release) cancel out.
+
+The operator pause gate (W23, ADR 0008) reads the control flags once per dispatch, before
+the lease: one more round trip per dispatch, none per step.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 import pytest
 import redis.asyncio as redis
 
+from plaita.adapters.redis.controls import RedisExecutionControls
 from plaita.adapters.redis.counters import RedisCounterStore
 from plaita.adapters.redis.delay_queue import RedisDelayQueue
 from plaita.adapters.redis.flows import RedisFlowRepository
@@ -35,6 +39,9 @@ from .test_checkpoint_costs import Wire, wired_fake_redis, wired_real_redis
 
 #: SPEC P2: at most this many round trips per steady-state step.
 MAX_ROUND_TRIPS_PER_STEP = 2
+#: W23: what the pause gate (one EVALSHA reading the flags, parking when paused) adds to a
+#: dispatch; a step adds nothing.
+PAUSE_GATE_ROUND_TRIPS_PER_DISPATCH = 1
 
 
 def chain(length: int) -> Flow:
@@ -52,7 +59,9 @@ async def noop(params: Any, ctx: Any) -> None:
     return None
 
 
-def worker_step(client: redis.Redis, keys: RedisKeys) -> tuple[ProcessTask, FlowCatalog]:
+def worker_step(
+    client: redis.Redis, keys: RedisKeys, *, controls: bool = False
+) -> tuple[ProcessTask, FlowCatalog]:
     handlers = HandlerRegistry(["bench"], importer=lambda _: types.SimpleNamespace(noop=noop))
     clock = SystemClock()
     catalog = FlowCatalog(RedisFlowRepository(client, keys), handlers, clock=clock)
@@ -69,6 +78,7 @@ def worker_step(client: redis.Redis, keys: RedisKeys) -> tuple[ProcessTask, Flow
         settings=StepSettings(holder_id="w1"),
         counters=RedisCounterStore(client, keys),
         delay=RedisDelayQueue(client, keys),
+        controls=RedisExecutionControls(client, keys) if controls else None,
     )
     return step, catalog
 
@@ -83,16 +93,24 @@ class StepRoundTrips:
         raise NotImplementedError
 
     async def dispatch_round_trips(
-        self, step: ProcessTask, catalog: FlowCatalog, wire: Wire, length: int
+        self, step: ProcessTask, catalog: FlowCatalog, wire: Wire, length: int, prefix: str = ""
     ) -> int:
         flow = await catalog.register(chain(length))
         now = SystemClock().now_ms()
         warm = TaskEnvelope.start(
-            execution_id=f"warm-{length}", flow_id=flow.flow_id, version="1", params={}, now_ms=now
+            execution_id=f"{prefix}warm-{length}",
+            flow_id=flow.flow_id,
+            version="1",
+            params={},
+            now_ms=now,
         )
         await step(warm)  # loads the scripts and caches the flow
         envelope = TaskEnvelope.start(
-            execution_id=f"x-{length}", flow_id=flow.flow_id, version="1", params={}, now_ms=now
+            execution_id=f"{prefix}x-{length}",
+            flow_id=flow.flow_id,
+            version="1",
+            params={},
+            now_ms=now,
         )
         wire.clear()
         result = await step(envelope)
@@ -109,6 +127,21 @@ class StepRoundTrips:
         per_step = (long - short) / 10
         request.node.user_properties.append(("round_trips_per_step", per_step))
         print(f"round_trips_per_step={per_step} dispatch_10={short} dispatch_20={long}")
+        assert per_step <= MAX_ROUND_TRIPS_PER_STEP
+
+    async def test_the_pause_gate_costs_one_round_trip_per_dispatch_and_none_per_step(
+        self, client: redis.Redis, keys: RedisKeys, wire: Wire, request: pytest.FixtureRequest
+    ) -> None:
+        """W23: the control flags are read once per dispatch, never per step (P2 unchanged)."""
+        plain, catalog = worker_step(client, keys)
+        gated, _ = worker_step(client, keys, controls=True)
+        plain_10 = await self.dispatch_round_trips(plain, catalog, wire, 10, "plain-")
+        gated_10 = await self.dispatch_round_trips(gated, catalog, wire, 10, "gated-")
+        gated_20 = await self.dispatch_round_trips(gated, catalog, wire, 20, "gated-")
+        per_step = (gated_20 - gated_10) / 10
+        request.node.user_properties.append(("gated_dispatch_10", gated_10))
+        print(f"dispatch_10={plain_10} gated_dispatch_10={gated_10} gated_per_step={per_step}")
+        assert gated_10 - plain_10 == PAUSE_GATE_ROUND_TRIPS_PER_DISPATCH
         assert per_step <= MAX_ROUND_TRIPS_PER_STEP
 
 

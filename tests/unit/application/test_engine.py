@@ -453,3 +453,12 @@ def test_expressions_offer_no_random_functions() -> None:
 
     with pytest.raises(ExpressionEvaluationError):
         evaluate("rand()", {})
+
+
+def test_an_empty_expression_is_refused_by_name() -> None:
+    """Found by the console's schemathesis run: it used to escape as simpleeval's error."""
+    from plaita.application.engine.expressions import compile_expression
+    from plaita.domain.errors import InvalidExpressionError
+
+    with pytest.raises(InvalidExpressionError, match="is not an expression"):
+        compile_expression("")

@@ -1,0 +1,110 @@
+"""Dead-letter alerts posted as JSON to a webhook: bounded, in the background, best effort (C5).
+
+The worker only ever calls ``offer``, which puts the alert on a bounded queue and returns at
+once — a full queue drops the alert (counted and logged, rate-limited), so a slow or dead
+webhook can never slow consuming. ``run`` is the sender: one POST per alert with a timeout;
+a failed POST is logged and the sender goes on. ``close`` gives the queue a bounded time to
+drain and then drops what is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+import httpx
+
+from plaita.application.ports import DeadLetterAlert
+
+log = logging.getLogger("plaita.alerts")
+
+DEFAULT_QUEUE_SIZE = 1000
+DEFAULT_TIMEOUT_SECONDS = 5.0
+#: At most one "dropped" WARNING per this many seconds, however many are dropped.
+DROP_LOG_EVERY_SECONDS = 10.0
+
+
+class WebhookAlertSink:
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_queue: int = DEFAULT_QUEUE_SIZE,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"an alert webhook must be an http(s) URL, got {url!r}")
+        if max_queue <= 0:
+            raise ValueError(f"the alert queue holds at least one alert, got {max_queue}")
+        if timeout_seconds <= 0:
+            raise ValueError(f"an alert POST needs a positive timeout, got {timeout_seconds}")
+        self._url = url
+        self._queue: asyncio.Queue[DeadLetterAlert] = asyncio.Queue(maxsize=max_queue)
+        self._client = httpx.AsyncClient(timeout=timeout_seconds, transport=transport)
+        self.sent = 0
+        self.failed = 0
+        self.dropped = 0
+        self._last_drop_log = -DROP_LOG_EVERY_SECONDS
+
+    def offer(self, alert: DeadLetterAlert) -> bool:
+        try:
+            self._queue.put_nowait(alert)
+        except asyncio.QueueFull:
+            self.dropped += 1
+            now = time.monotonic()
+            if now - self._last_drop_log >= DROP_LOG_EVERY_SECONDS:
+                self._last_drop_log = now
+                log.warning(
+                    "event=alert.dropped dropped_total=%d queue_size=%d: the webhook is slower "
+                    "than dead letters arrive; alerts are dropped, the DLQ itself keeps every "
+                    "entry",
+                    self.dropped,
+                    self._queue.maxsize,
+                )
+            return False
+        return True
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Send queued alerts until ``stop`` is set (then ``close`` drains what it can)."""
+        while not stop.is_set():
+            getting = asyncio.ensure_future(self._queue.get())
+            stopping = asyncio.ensure_future(stop.wait())
+            done, _ = await asyncio.wait({getting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if getting not in done:
+                getting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await getting
+                return
+            await self._send(getting.result())
+
+    async def close(self, *, timeout_seconds: float = 2.0) -> None:
+        """Send what is queued for at most ``timeout_seconds``, drop the rest, close HTTP."""
+        try:
+            async with asyncio.timeout(timeout_seconds):
+                while not self._queue.empty():
+                    await self._send(self._queue.get_nowait())
+        except TimeoutError:
+            left = self._queue.qsize()
+            self.dropped += left
+            log.warning("event=alert.dropped_on_close dropped=%d", left)
+        finally:
+            await self._client.aclose()
+
+    async def _send(self, alert: DeadLetterAlert) -> None:
+        try:
+            response = await self._client.post(self._url, json=alert.to_json())
+            response.raise_for_status()
+        except Exception as exc:  # best effort: a failed alert never stops the next one
+            self.failed += 1
+            log.warning(
+                "event=alert.failed dlq_id=%s execution_id=%s error=%r",
+                alert.dlq_id,
+                alert.execution_id,
+                exc,
+            )
+            return
+        self.sent += 1

@@ -1,0 +1,317 @@
+"""Operator controls in the ``plaita`` CLI: list, resume, cancel, pause, unpause, retry, bulk.
+
+``cli.py`` attaches each command to its ``executions`` group. They act on one tenant's
+executions (``--tenant``) on Redis, through the same use cases as the console (W23, C4).
+Refusals are named errors (exit 1, with what to do); bad flags are usage errors (exit 2).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from plaita.application.use_cases.operator_controls import (
+    BulkProgress,
+    BulkResult,
+    ControlResult,
+    ExecutionListing,
+)
+from plaita.domain.errors import InvalidOperatorRequestError
+from plaita.domain.execution import ExecutionStatus
+from plaita.domain.operator_controls import (
+    MAX_BULK_LIMIT,
+    MAX_PAGE_LIMIT,
+    OperatorAction,
+    PageCursor,
+)
+from plaita.entrypoints.cli_support import (
+    echo_json,
+    json_option,
+    redis_url_option,
+    run_with_container,
+    settings_from,
+    tenant_option,
+)
+from plaita.entrypoints.container import Container
+
+JSON = Any
+_STATUSES = [status.value for status in ExecutionStatus]
+
+status_option = click.option(
+    "--status",
+    type=click.Choice(_STATUSES),
+    default=None,
+    help="Only executions with this status.",
+)
+flow_option = click.option("--flow", "flow_id", default=None, help="Only executions of this flow.")
+
+
+def _run(body: Callable[[Container], Awaitable[Any]], redis_url: str, tenant_id: str) -> Any:
+    # Operator actions are audited: their lines show even at the default WARNING level.
+    audit = logging.getLogger("plaita.audit")
+    if audit.getEffectiveLevel() > logging.INFO:
+        audit.setLevel(logging.INFO)
+    settings = settings_from(backend="redis", redis_url=redis_url)
+    return run_with_container(settings, body, tenant_id=tenant_id)
+
+
+def _when(timestamp_ms: int) -> str:
+    moment = datetime.fromtimestamp(timestamp_ms / 1000, tz=UTC)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _check_cursor(cursor: str | None) -> None:
+    if cursor is None:
+        return
+    try:
+        PageCursor.decode(cursor)
+    except InvalidOperatorRequestError as exc:
+        raise click.BadParameter(str(exc), param_hint="--cursor") from None
+
+
+# --- list ----------------------------------------------------------------------------------
+
+
+@click.command("list")
+@flow_option
+@status_option
+@click.option(
+    "--limit",
+    type=click.IntRange(1, MAX_PAGE_LIMIT),
+    default=50,
+    show_default=True,
+    help="At most this many executions, newest first.",
+)
+@click.option("--cursor", default=None, help="Go on from a previous page's next cursor.")
+@tenant_option
+@redis_url_option
+@json_option
+def executions_list(
+    flow_id: str | None,
+    status: str | None,
+    limit: int,
+    cursor: str | None,
+    tenant_id: str,
+    redis_url: str,
+    as_json: bool,
+) -> None:
+    """List a tenant's executions, newest first, a page at a time."""
+    _check_cursor(cursor)
+
+    async def body(container: Container) -> ExecutionListing:
+        listing: ExecutionListing = await container.list_executions()(
+            flow_id=flow_id,
+            status=None if status is None else ExecutionStatus(status),
+            limit=limit,
+            cursor=cursor,
+        )
+        return listing
+
+    listing: ExecutionListing = _run(body, redis_url, tenant_id)
+    if as_json:
+        echo_json(listing.to_json())
+        return
+    if not listing.items:
+        click.echo("no executions match")
+    for state, flags in listing.items:
+        marks = "".join(
+            f"  [{mark}]"
+            for mark, on in (("paused", flags.paused), ("cancel requested", flags.cancel_requested))
+            if on
+        )
+        node = state.suspension.node_id if state.suspension else state.next_node_id
+        click.echo(
+            f"{state.execution_id}  {state.flow_id}@{state.flow_version}  {state.status.value:<9}  "
+            f"node={node or '-'}  updated={_when(state.updated_at_ms)}{marks}"
+        )
+    if listing.next_cursor:
+        click.echo(f"more: --cursor {listing.next_cursor}")
+
+
+# --- one execution ---------------------------------------------------------------------------
+
+
+def _echo_result(result: ControlResult, as_json: bool) -> None:
+    if as_json:
+        echo_json(result.to_json())
+        return
+    flags = "paused" if result.flags.paused else "not paused"
+    click.echo(
+        f"{result.outcome}: {result.execution_id} ({result.status.value}, {flags}) {result.detail}"
+    )
+
+
+def _single(action: OperatorAction, help_text: str) -> click.Command:
+    @click.command(action.value, help=help_text)
+    @click.argument("execution_id")
+    @tenant_option
+    @redis_url_option
+    @json_option
+    def command(execution_id: str, tenant_id: str, redis_url: str, as_json: bool) -> None:
+        async def body(container: Container) -> ControlResult:
+            act: Callable[[str], Awaitable[ControlResult]]
+            if action is OperatorAction.RESUME:
+                act = container.continue_execution()
+            elif action is OperatorAction.CANCEL:
+                act = container.cancel_execution()
+            elif action is OperatorAction.PAUSE:
+                act = container.pause_execution()
+            else:
+                act = container.unpause_execution()
+            return await act(execution_id)
+
+        _echo_result(_run(body, redis_url, tenant_id), as_json)
+
+    return command
+
+
+executions_resume = _single(
+    OperatorAction.RESUME,
+    "Enqueue a continue for a running (e.g. stuck) execution; it goes on from its checkpoint.",
+)
+executions_cancel = _single(
+    OperatorAction.CANCEL,
+    "Cancel a running or suspended execution: the cancel is flagged at once, then a worker "
+    "ends it as cancelled under the lease.",
+)
+executions_pause = _single(
+    OperatorAction.PAUSE,
+    "Pause an execution: it takes no new step; carriers that arrive meanwhile (events, "
+    "timers, retries) are kept until unpause. A step already running finishes.",
+)
+executions_unpause = _single(
+    OperatorAction.UNPAUSE,
+    "Unpause an execution: every carrier kept while paused is enqueued again (or a continue "
+    "when none was). Safe to run again.",
+)
+
+
+@click.command("retry")
+@click.argument("execution_id")
+@click.option(
+    "--from-node",
+    default=None,
+    help="Run again from this node (default: where it failed or was cancelled).",
+)
+@tenant_option
+@redis_url_option
+@json_option
+def executions_retry(
+    execution_id: str, from_node: str | None, tenant_id: str, redis_url: str, as_json: bool
+) -> None:
+    """Run a failed, cancelled or suspended execution again under the same id (W23).
+
+    Without --from-node an execution in error is woken up at its failed node (at most twice,
+    W7); --from-node restarts it at that node with a fresh retry budget for the node.
+    """
+    if from_node is not None and not from_node.strip():
+        raise click.BadParameter(
+            "must name a node of the execution's flow", param_hint="--from-node"
+        )
+
+    async def body(container: Container) -> ControlResult:
+        result: ControlResult = await container.retry_execution()(execution_id, from_node=from_node)
+        return result
+
+    _echo_result(_run(body, redis_url, tenant_id), as_json)
+
+
+# --- bulk ------------------------------------------------------------------------------------
+
+
+class _ProgressBar:
+    """A click progress bar on stderr, opened at the first report (the total is known then)."""
+
+    def __init__(self, enabled: bool, label: str) -> None:
+        self._enabled = enabled
+        self._label = label
+        self._bar: Any = None
+
+    def __call__(self, progress: BulkProgress) -> None:
+        if not self._enabled:
+            return
+        if self._bar is None:
+            self._bar = click.progressbar(length=progress.total, label=self._label, file=sys.stderr)
+            self._bar.__enter__()
+        self._bar.update(1)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+
+
+@click.command("bulk")
+@click.argument("action", type=click.Choice([action.value for action in OperatorAction]))
+@flow_option
+@status_option
+@click.option("--all", "every", is_flag=True, help="Act on every execution of the tenant.")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, MAX_BULK_LIMIT),
+    default=100,
+    show_default=True,
+    help="Act on at most this many matching executions, newest first.",
+)
+@click.option("--dry-run", is_flag=True, help="List the matching executions; change nothing.")
+@tenant_option
+@redis_url_option
+@json_option
+def executions_bulk(
+    action: str,
+    flow_id: str | None,
+    status: str | None,
+    every: bool,
+    limit: int,
+    dry_run: bool,
+    tenant_id: str,
+    redis_url: str,
+    as_json: bool,
+) -> None:
+    """Apply ACTION (resume, retry, cancel, pause, unpause) to every matching execution.
+
+    Name --flow and/or --status, or --all. Failures are listed and never stop the batch;
+    exits 1 when any execution failed.
+    """
+    if flow_id is None and status is None and not every:
+        raise click.UsageError(
+            "name the executions to act on with --flow and/or --status, or pass --all for "
+            f"every execution of tenant {tenant_id!r}"
+        )
+    bar = _ProgressBar(not as_json and sys.stderr.isatty(), f"{action}")
+
+    async def body(container: Container) -> BulkResult:
+        try:
+            result: BulkResult = await container.bulk_action()(
+                OperatorAction(action),
+                flow_id=flow_id,
+                status=None if status is None else ExecutionStatus(status),
+                dry_run=dry_run,
+                limit=limit,
+                progress=bar,
+            )
+        finally:
+            bar.close()
+        return result
+
+    result: BulkResult = _run(body, redis_url, tenant_id)
+    if as_json:
+        echo_json(result.to_json())
+    elif dry_run:
+        for execution_id in result.matched:
+            click.echo(f"would {action} {execution_id}")
+        click.echo(f"{len(result.matched)} executions match (dry run, nothing changed)")
+    else:
+        for failure in result.failed:
+            click.echo(f"failed {failure.execution_id}: {failure.error}", err=True)
+        outcomes = ", ".join(f"{n} {outcome}" for outcome, n in sorted(result.outcomes.items()))
+        click.echo(
+            f"{action}: {len(result.matched)} matched, {result.done} done"
+            f"{f' ({outcomes})' if outcomes else ''}, {len(result.failed)} failed"
+        )
+    if result.failed:
+        raise SystemExit(1)

@@ -1,0 +1,271 @@
+"""Operating the deployment: health, metrics, queue, dead letters, workers, config, flows.
+
+These read deployment-wide stores; each request still names the tenant it acts for and the
+token must be allowed to, and dead letters are shown for that tenant only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Response
+from fastapi.responses import JSONResponse
+
+from plaita.application.use_cases.dlq import DeadLetterView, UnknownDeadLetterError
+from plaita.application.use_cases.flows import FlowCatalog
+from plaita.domain.dead_letter import ReplayOutcome
+from plaita.domain.flow import Flow
+from plaita.domain.tenancy import DEFAULT_TENANT
+from plaita.entrypoints.console import schemas, views
+from plaita.entrypoints.console.auth import Admin, AdminAccess, ViewerAccess, authorize_tenant
+from plaita.entrypoints.console.context import Console, ConsoleDep, responses
+from plaita.entrypoints.console.errors import error_body
+from plaita.entrypoints.console.metrics import CONTENT_TYPE_LATEST, ClusterSnapshot
+from plaita.entrypoints.console.settings_view import effective_settings
+
+#: How long /readyz waits for the stores before it answers "unavailable".
+READY_TIMEOUT_SECONDS = 2.0
+#: The most dead letters one listing returns (the newest first).
+MAX_DLQ_COUNT = 1000
+
+health = APIRouter(tags=["health"])
+ops = APIRouter(tags=["operations"])
+flows = APIRouter(prefix="/api/v1/flows", tags=["flows"])
+
+DlqId = Annotated[
+    str,
+    Path(
+        min_length=3,
+        max_length=41,
+        pattern=r"^[0-9]{1,20}-[0-9]{1,20}$",
+        description="A dead letter's id (a stream id such as 1760000000000-0).",
+    ),
+]
+FlowId = Annotated[str, Path(min_length=1, max_length=256)]
+
+
+# --- health and metrics -------------------------------------------------------------------
+
+
+@health.get("/healthz", response_model=schemas.Health)
+async def healthz() -> schemas.Health:
+    """The console process answers (no store is asked)."""
+    return schemas.Health(status="ok")
+
+
+@health.get(
+    "/readyz",
+    response_model=schemas.Readiness,
+    response_model_exclude_none=True,
+    responses={503: {"model": schemas.Readiness, "description": "A store did not answer."}},
+)
+async def readyz(console: ConsoleDep) -> Any:
+    """Ready when the queue and the flow store answer within two seconds."""
+    try:
+        async with asyncio.timeout(READY_TIMEOUT_SECONDS):
+            await console.container.queue().stats()
+            await console.container.flow_repository().list_ids()
+    except Exception as exc:  # any failure means "not ready"; the reason says which
+        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
+    return schemas.Readiness(status="ready")
+
+
+@ops.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}},
+        **responses(403, 422),
+    },
+)
+async def metrics(access: ViewerAccess, console: ConsoleDep) -> Response:
+    """Prometheus text: queue, dead letters, delayed carriers, workers, console requests."""
+    body = await console.metrics.render(lambda: cluster_snapshot(console))
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
+async def cluster_snapshot(console: Console) -> ClusterSnapshot:
+    container = console.container
+    stats = await container.queue().stats()
+    return ClusterSnapshot(
+        stream_length=stats.length,
+        pending=stats.pending,
+        dlq_length=await container.dlq_length()(),
+        delayed=await container.delay_queue().pending(),
+        workers=await container.registry().list(),
+        now_ms=container.clock().now_ms(),
+    )
+
+
+# --- queue, workers, config ---------------------------------------------------------------
+
+
+@ops.get("/api/v1/queue", response_model=schemas.QueueView, responses=responses(403, 422))
+async def queue_stats(access: ViewerAccess, console: ConsoleDep) -> schemas.QueueView:
+    """The task stream, its pending carriers, the DLQ and the delay queue, now."""
+    snapshot = await cluster_snapshot(console)
+    return schemas.QueueView(
+        stream_length=snapshot.stream_length,
+        pending=snapshot.pending,
+        dlq_length=snapshot.dlq_length,
+        delayed=snapshot.delayed,
+        # The TaskQueue port counts entries only; it cannot date the oldest unread one.
+        lag_ms=None,
+    )
+
+
+@ops.get("/api/v1/workers", response_model=schemas.WorkerList, responses=responses(403, 422))
+async def workers(access: ViewerAccess, console: ConsoleDep) -> schemas.WorkerList:
+    """Registered worker instances with their status and heartbeat age (W16)."""
+    now_ms = console.container.clock().now_ms()
+    return schemas.WorkerList(
+        items=[
+            schemas.WorkerView(
+                instance_id=w.instance_id,
+                status=w.status,
+                heartbeat_age_ms=max(0, now_ms - w.heartbeat_ms),
+                started_ms=w.started_ms,
+                config_family=w.config_family,
+                config_generation=w.config_generation,
+                budget_generation=w.budget_generation,
+            )
+            for w in await console.container.registry().list()
+        ]
+    )
+
+
+@ops.get("/api/v1/whoami", response_model=schemas.Identity, responses=responses(403, 422))
+async def whoami(access: ViewerAccess) -> schemas.Identity:
+    """The token's name, role and tenants (never its secret): the page adapts its controls."""
+    described = access.token.describe()
+    return schemas.Identity(
+        name=described["name"], role=described["role"], tenants=list(described["tenants"])
+    )
+
+
+@ops.get("/api/v1/config", response_model=dict[str, Any], responses=responses(403, 422))
+async def config(access: ViewerAccess, console: ConsoleDep) -> dict[str, Any]:
+    """The effective settings, secrets masked (passwords in URLs, tokens)."""
+    return effective_settings(console)
+
+
+# --- dead letters (admin) -----------------------------------------------------------------
+
+
+def _tenant_of(view: DeadLetterView) -> str:
+    return view.tenant_id or DEFAULT_TENANT
+
+
+def _dead_letter(view: DeadLetterView) -> schemas.DeadLetterView:
+    return schemas.DeadLetterView.model_validate(view.to_json())
+
+
+@ops.get("/api/v1/dlq", response_model=schemas.DeadLetterList, responses=responses(403, 422))
+async def dlq_list(
+    access: AdminAccess,
+    console: ConsoleDep,
+    count: Annotated[int, Query(ge=1, le=MAX_DLQ_COUNT)] = 50,
+) -> schemas.DeadLetterList:
+    """The tenant's dead letters among the newest ``count`` entries, newest first (W10)."""
+    found = await console.container.list_dead_letters()(count=count)
+    return schemas.DeadLetterList(
+        items=[_dead_letter(view) for view in found if _tenant_of(view) == access.tenant]
+    )
+
+
+@ops.get(
+    "/api/v1/dlq/{dlq_id}",
+    response_model=schemas.DeadLetterView,
+    responses=responses(403, 404, 422),
+)
+async def dlq_show(
+    dlq_id: DlqId, access: AdminAccess, console: ConsoleDep
+) -> schemas.DeadLetterView:
+    """One dead letter: why it was dead-lettered, its carrier and its replay marker."""
+    view = await console.container.show_dead_letter()(dlq_id)
+    if _tenant_of(view) != access.tenant:
+        raise UnknownDeadLetterError(
+            f"no dead letter {dlq_id!r} of tenant {access.tenant!r}; list them with "
+            "GET /api/v1/dlq?tenant=..."
+        )
+    return _dead_letter(view)
+
+
+@ops.post(
+    "/api/v1/dlq/{dlq_id}/replay",
+    response_model=schemas.ReplayResultView,
+    responses={
+        **responses(403, 404, 409, 422),
+        409: {
+            "model": schemas.ReplayRefusal,
+            "description": "The replay was refused: already_replayed, schema_too_new, "
+            "execution_deleted or tenant_mismatch; the entry is kept.",
+        },
+    },
+)
+async def dlq_replay(
+    dlq_id: DlqId,
+    token: Admin,
+    console: ConsoleDep,
+    body: schemas.ActionRequest | None = None,
+) -> Any:
+    """Put a dead letter's carrier back on the task stream, once; the entry is kept (W10)."""
+    tenant = authorize_tenant(token, (body or schemas.ActionRequest()).tenant)
+    result = await console.container.replay_dead_letter()(dlq_id, tenant_id=tenant)
+    if result.outcome is ReplayOutcome.REPLAYED:
+        return schemas.ReplayResultView.model_validate(result.to_json())
+    refusal = error_body(
+        "ReplayRefusedError",
+        f"dead letter {dlq_id} was not replayed ({result.outcome.value}): {result.detail}",
+    )
+    return JSONResponse(
+        {
+            **refusal,
+            "outcome": result.outcome.value,
+            "dlq_id": dlq_id,
+            "execution_id": result.execution_id,
+        },
+        status_code=409,
+    )
+
+
+# --- flows --------------------------------------------------------------------------------
+
+
+@flows.get("", response_model=schemas.FlowList, responses=responses(403, 422))
+async def flow_list(access: ViewerAccess, console: ConsoleDep) -> schemas.FlowList:
+    """Every registered flow at its latest version."""
+    catalog: FlowCatalog = console.container.flows()
+    ids = await console.container.flow_repository().list_ids()
+    return schemas.FlowList(items=[views.flow_summary(await catalog.get(i)) for i in ids])
+
+
+@flows.get("/{flow_id}", response_model=schemas.FlowDetail, responses=responses(403, 404, 422))
+async def flow_show(
+    flow_id: FlowId,
+    access: ViewerAccess,
+    console: ConsoleDep,
+    version: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
+) -> schemas.FlowDetail:
+    """A flow's document and its graph: nodes, and edges labelled by their role."""
+    return views.flow_detail(await console.container.flows().get(flow_id, version))
+
+
+@flows.post(
+    "",
+    status_code=201,
+    response_model=schemas.RegisteredFlow,
+    responses=responses(403, 422),
+)
+async def flow_register(
+    body: schemas.RegisterFlowRequest, token: Admin, console: ConsoleDep
+) -> schemas.RegisteredFlow:
+    """Validate and register a flow definition; it becomes the flow's latest version."""
+    authorize_tenant(token, body.tenant)
+    document = body.model_dump(mode="json", by_alias=True, exclude={"tenant"})
+    flow = await console.container.flows().register(Flow.from_document(document))
+    return schemas.RegisteredFlow(
+        flow_id=flow.flow_id, version=flow.version, fingerprint=flow.fingerprint
+    )

@@ -1,0 +1,358 @@
+"""The console API's request and response documents (C1); they are its OpenAPI schema.
+
+Requests forbid unknown fields, so a typo (``flowid``) is a 422 naming it rather than a
+silently ignored value. Responses mirror the domain's ``to_json`` views.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+
+from plaita.domain.execution import ExecutionStatus
+from plaita.domain.flow import FlowDocument
+from plaita.domain.operator_controls import MAX_BULK_LIMIT, OperatorAction
+from plaita.domain.tenancy import DEFAULT_TENANT
+from plaita.entrypoints.console.auth import TENANT_PATTERN
+
+JSON = Any
+
+TenantId = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=64,
+        pattern=TENANT_PATTERN,
+        description="The tenant the request acts for (letters, digits, '_', '.', '-').",
+    ),
+]
+#: Ids and names the API takes from a caller: non-empty, bounded, no control characters.
+Name = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Response(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+class FieldError(_Response):
+    loc: list[str | int] = Field(description="Where the problem is, e.g. ['body', 'flow_id'].")
+    msg: str
+
+
+class ErrorBody(_Response):
+    error: str = Field(description="The error's name, e.g. UnknownExecutionError.")
+    message: str = Field(description="What was wrong and what to do about it.")
+    field_errors: list[FieldError] | None = Field(
+        default=None, description="One entry per invalid field (422 only)."
+    )
+
+
+# --- health -------------------------------------------------------------------------------
+
+
+class Health(_Response):
+    status: Literal["ok"]
+
+
+class Readiness(_Response):
+    status: Literal["ready", "unavailable"]
+    reason: str | None = None
+
+
+# --- executions ---------------------------------------------------------------------------
+
+
+class StartExecutionRequest(_Request):
+    flow_id: Name
+    version: Name | None = Field(default=None, description="Default: the latest registered.")
+    input: dict[str, JSON] = Field(default_factory=dict)
+    dedup_key: Name | None = Field(
+        default=None, description="Starting twice with one key starts once (7 days, W6)."
+    )
+    execution_id: Name | None = Field(default=None, description="Default: a new uuid.")
+    tenant: TenantId = DEFAULT_TENANT
+
+
+class StartedExecutionView(_Response):
+    execution_id: str
+    flow_id: str
+    version: str
+    deduplicated: bool
+
+
+class ExecutionErrorView(_Response):
+    code: int
+    message: str
+    node_id: str | None
+    kind: str
+
+
+class WaitingFor(_Response):
+    node_id: str
+    subscription_id: str | None
+    wake_at_ms: int | None
+
+
+class ExecutionSummary(_Response):
+    execution_id: str
+    flow_id: str
+    flow_version: str
+    tenant_id: str
+    status: ExecutionStatus
+    paused: bool = Field(description="An operator paused it: it takes no new step (W23).")
+    cancel_requested: bool = Field(description="A cancel was asked; the worker performs it.")
+    parked: int = Field(description="Carriers parked while it is paused.")
+    next_node_id: str | None
+    last_node_id: str | None
+    created_at_ms: int
+    updated_at_ms: int
+    error: ExecutionErrorView | None
+
+
+NodeStatus = Literal["completed", "failed", "running", "waiting"]
+
+
+class TimelineEntry(_Response):
+    node_id: str
+    started_at_ms: int | None = Field(
+        description="Null when the checkpoint predates per-node timings."
+    )
+    ended_at_ms: int | None = Field(description="Null while the node runs or waits.")
+    status: NodeStatus
+
+
+class ExecutionDetail(ExecutionSummary):
+    input: dict[str, JSON]
+    result: JSON
+    node_results: dict[str, JSON]
+    steps: int
+    waiting_for: WaitingFor | None
+    timeline: list[TimelineEntry]
+
+
+class ExecutionPage(_Response):
+    items: list[ExecutionSummary]
+    next_cursor: str | None = Field(description="Pass as ?cursor= for the next page.")
+
+
+class ActionRequest(_Request):
+    tenant: TenantId = DEFAULT_TENANT
+
+
+class RetryRequest(ActionRequest):
+    from_node: Name | None = Field(
+        default=None, description="Run again from this node (W23); default: where it failed."
+    )
+
+
+class ActionResult(_Response):
+    execution_id: str
+    action: OperatorAction
+    outcome: str = Field(
+        description="What the action did: paused, already_paused, unpaused, not_paused, "
+        "cancel_requested, continue_enqueued, wake_up_enqueued or restarted."
+    )
+    status: ExecutionStatus = Field(description="The status as the action left it.")
+    paused: bool
+    cancel_requested: bool
+    parked: int
+    detail: str
+    requeued: int = Field(description="Parked carriers enqueued again (unpause).")
+    node_id: str | None = Field(description="The node a retry restarts at.")
+
+
+class BulkRequest(_Request):
+    action: OperatorAction
+    flow_id: Name | None = None
+    status: ExecutionStatus | None = None
+    tenant: TenantId = DEFAULT_TENANT
+    dry_run: StrictBool = Field(default=False, description="Only count and list the matches.")
+    limit: StrictInt = Field(default=100, ge=1, le=MAX_BULK_LIMIT)
+
+
+class BulkFailure(_Response):
+    execution_id: str
+    error: str
+
+
+class BulkResult(_Response):
+    action: OperatorAction
+    dry_run: bool
+    matched: int
+    done: int
+    failed: list[BulkFailure]
+    outcomes: dict[str, int] = Field(description="How many executions had each outcome.")
+    execution_ids: list[str] = Field(description="The matching executions, newest first.")
+
+
+class TombstoneView(_Response):
+    tenant_id: str
+    deleted_at_ms: int
+    reason: str
+
+
+class DeletedExecutionView(_Response):
+    execution_id: str
+    tombstone: TombstoneView
+    deleted_now: bool
+    revoked_holder: str | None
+    removed_subscription: str | None
+    tombstone_ttl_seconds: int | None
+    released_dedup_key: str | None
+
+
+# --- events -------------------------------------------------------------------------------
+
+
+class PublishEventRequest(_Request):
+    event_type: Annotated[str, Field(min_length=1, max_length=256, pattern=r"^\S(.*\S)?$")]
+    correlation_id: Name | None = Field(
+        default=None, description="Usually the waiting execution's id."
+    )
+    data: dict[str, JSON] = Field(default_factory=dict)
+    source: Name | None = "console"
+    tenant: TenantId = DEFAULT_TENANT
+
+
+class EventView(_Response):
+    event_id: str
+    event_type: str
+    timestamp_ms: int
+    data: dict[str, JSON]
+    correlation_id: str | None
+    source: str | None
+    tenant_id: str
+
+
+class EventList(_Response):
+    items: list[EventView]
+
+
+# --- queue, DLQ, workers, config ----------------------------------------------------------
+
+
+class QueueView(_Response):
+    stream_length: int
+    pending: int
+    dlq_length: int
+    delayed: int
+    lag_ms: int | None = Field(
+        description="Age of the oldest carrier not yet read; null when the backend cannot tell it."
+    )
+
+
+class DeadLetterView(_Response):
+    dlq_id: str
+    message_id: str
+    reason: str
+    kind: str | None
+    execution_id: str | None
+    flow_id: str | None
+    resume_type: str | None
+    tenant_id: str | None
+    schema_version: str | None
+    replayed: dict[str, JSON] | None
+    raw: dict[str, str]
+
+
+class DeadLetterList(_Response):
+    items: list[DeadLetterView]
+
+
+class ReplayResultView(_Response):
+    dlq_id: str
+    outcome: Literal[
+        "replayed", "already_replayed", "schema_too_new", "execution_deleted", "tenant_mismatch"
+    ]
+    execution_id: str | None
+    message_id: str | None
+    detail: str
+
+
+class ReplayRefusal(ErrorBody):
+    """409 of a replay: the error body plus the replay's outcome (W10)."""
+
+    outcome: str
+    dlq_id: str
+    execution_id: str | None
+
+
+class WorkerView(_Response):
+    instance_id: str
+    status: str
+    heartbeat_age_ms: int
+    started_ms: int
+    config_family: str
+    config_generation: str
+    budget_generation: str
+
+
+class WorkerList(_Response):
+    items: list[WorkerView]
+
+
+# --- flows --------------------------------------------------------------------------------
+
+
+class FlowSummary(_Response):
+    flow_id: str
+    version: str
+    fingerprint: str
+    node_count: int
+
+
+class FlowList(_Response):
+    items: list[FlowSummary]
+
+
+class GraphNode(_Response):
+    id: str
+    type: str
+    label: str
+
+
+class GraphEdge(_Response):
+    from_: str = Field(alias="from", serialization_alias="from")
+    to: str
+    label: str
+
+
+class FlowGraph(_Response):
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+
+
+class FlowDetail(_Response):
+    flow_id: str
+    version: str
+    fingerprint: str
+    document: dict[str, JSON]
+    graph: FlowGraph
+
+
+class RegisterFlowRequest(FlowDocument):
+    """A flow definition document (E1), plus the tenant the request acts for."""
+
+    tenant: TenantId = DEFAULT_TENANT
+
+
+class RegisteredFlow(_Response):
+    flow_id: str
+    version: str
+    fingerprint: str
+
+
+class Identity(_Response):
+    """Who a token is: GET /api/v1/whoami."""
+
+    name: str
+    role: str
+    tenants: list[str]

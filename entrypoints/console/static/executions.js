@@ -1,0 +1,313 @@
+// The executions page: live table, filters, cursor pagination and the start form.
+
+import { h, renderIfChanged, swap } from "./dom.js";
+import { formatAge, formatTime } from "./format.js";
+import {
+  clearErrors,
+  errorRegion,
+  field,
+  jsonTextarea,
+  readJsonObject,
+  setBusy,
+  setFieldError,
+  showError,
+} from "./forms.js";
+
+const PAGE_SIZE = 50;
+const MAX_PAGE = 500;
+export const STATUSES = ["running", "suspended", "completed", "error", "cancelled"];
+
+export function statusBadge(status, extra = "") {
+  return h("span", { class: `badge status-${status} ${extra}`.trim(), text: status });
+}
+
+// An option's value names the flow and its version: ["approval","1"].
+function flowKey(flow) {
+  return JSON.stringify([flow.flow_id, flow.version]);
+}
+
+function flowLabel(flow) {
+  return `${flow.flow_id} · v${flow.version}`;
+}
+
+export function executionsView(ctx, query) {
+  const filters = { flow_id: query.get("flow_id") ?? "", status: query.get("status") ?? "" };
+  let items = [];
+  let nextCursor = null;
+  let sequence = 0;
+
+  const flowSelect = h("select", { name: "flow_id" }, h("option", { value: "", text: "Any flow" }));
+  const statusSelect = h(
+    "select",
+    { name: "status" },
+    h("option", { value: "", text: "Any status" }),
+    STATUSES.map((status) => h("option", { value: status, text: status })),
+  );
+  statusSelect.value = filters.status;
+  const filterForm = h(
+    "form",
+    { class: "filters", role: "search", "aria-label": "Filter executions" },
+    field("Flow", flowSelect),
+    field("Status", statusSelect),
+  );
+  // Filters apply in place (the URL follows without a navigation), so the focus stays on
+  // the select a keyboard user is stepping through.
+  const applyFilters = (event) => {
+    event?.preventDefault();
+    filters.flow_id = flowSelect.value;
+    filters.status = statusSelect.value;
+    const params = new URLSearchParams();
+    if (filters.flow_id) params.set("flow_id", filters.flow_id);
+    if (filters.status) params.set("status", filters.status);
+    history.replaceState(null, "", `#/executions${params.size ? `?${params}` : ""}`);
+    items = [];
+    nextCursor = null;
+    load();
+  };
+  filterForm.addEventListener("submit", applyFilters);
+  flowSelect.addEventListener("change", applyFilters);
+  statusSelect.addEventListener("change", applyFilters);
+
+  const listError = h("div", { class: "form-error", role: "alert", hidden: true });
+  const tbody = h("tbody");
+  const table = h(
+    "div",
+    {
+      class: "table-wrap",
+      tabindex: 0,
+      "aria-label": "Executions table (scrolls sideways on narrow screens)",
+    },
+    h(
+      "table",
+      { class: "executions stack-narrow" },
+      h("caption", { class: "visually-hidden", text: "Executions, newest activity first" }),
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          ["Execution", "Flow", "Status", "Node", "Updated", "Error"].map((name) =>
+            h("th", { scope: "col", text: name }),
+          ),
+        ),
+      ),
+      tbody,
+    ),
+  );
+  const moreButton = h("button", { type: "button", class: "secondary", text: "More", hidden: true });
+  const summary = h("p", { class: "muted", role: "status" });
+
+  const startButton = h("button", { type: "button", text: "Start execution" });
+  const { dialog: startDialog, open: openStart, loadFlows } = startExecutionDialog(ctx, startButton);
+  startButton.addEventListener("click", openStart);
+
+  const root = h(
+    "section",
+    { class: "view", "aria-labelledby": "view-title" },
+    h(
+      "div",
+      { class: "view-head" },
+      h("h1", { id: "view-title", tabindex: -1, text: "Executions" }),
+      ctx.can("operator") ? startButton : null,
+    ),
+    filterForm,
+    listError,
+    table,
+    h("div", { class: "buttons" }, moreButton, summary),
+    startDialog,
+  );
+
+  function render() {
+    const now = Date.now();
+    renderIfChanged(tbody, { items, second: Math.floor(now / 1000) }, () =>
+      items.length
+        ? items.map((item) =>
+            h(
+              "tr",
+              { dataset: { executionId: item.execution_id, status: item.status } },
+              h(
+                "td",
+                {},
+                h("a", {
+                  href: `#/executions/${encodeURIComponent(item.execution_id)}`,
+                  class: "mono",
+                  dataset: { focusKey: `exec-${item.execution_id}` },
+                  text: item.execution_id,
+                }),
+              ),
+              h(
+                "td",
+                { "data-label": "Flow" },
+                `${item.flow_id} `,
+                h("span", { class: "muted", text: `v${item.flow_version}` }),
+              ),
+              h(
+                "td",
+                { "data-label": "Status" },
+                statusBadge(item.status),
+                item.paused ? h("span", { class: "badge paused", text: "paused" }) : null,
+              ),
+              h("td", {
+                class: "mono",
+                "data-label": "Node",
+                text: item.next_node_id ?? item.last_node_id ?? "—",
+              }),
+              h("td", {
+                "data-label": "Updated",
+                title: formatTime(item.updated_at_ms),
+                text: formatAge(item.updated_at_ms, now),
+              }),
+              h("td", {
+                class: "error-cell",
+                "data-label": "Error",
+                text: item.error ? `${item.error.code}: ${item.error.message}` : "",
+              }),
+            ),
+          )
+        : h(
+            "tr",
+            {},
+            h("td", {
+              colspan: 6,
+              class: "empty",
+              text: "No executions match. Start one with “Start execution”.",
+            }),
+          ),
+    );
+    moreButton.hidden = !nextCursor;
+    const shown = `${items.length} shown${nextCursor ? ", more available" : ""}`;
+    if (summary.textContent !== shown) summary.textContent = shown;
+  }
+
+  async function load({ more = false } = {}) {
+    const mine = ++sequence;
+    const params = {
+      flow_id: filters.flow_id,
+      status: filters.status,
+      limit: more ? PAGE_SIZE : Math.min(MAX_PAGE, Math.max(PAGE_SIZE, items.length)),
+      cursor: more ? nextCursor : undefined,
+    };
+    try {
+      const page = await ctx.api.get("executions", params);
+      if (mine !== sequence) return;
+      items = more ? [...items, ...page.items] : page.items;
+      nextCursor = page.next_cursor ?? null;
+      listError.hidden = true;
+      render();
+    } catch (error) {
+      if (mine !== sequence) return;
+      listError.replaceChildren(h("strong", { text: `${error.error}: ` }), error.message);
+      listError.hidden = false;
+    }
+  }
+  moreButton.addEventListener("click", () => load({ more: true }));
+
+  async function fillFlowFilter() {
+    const flows = await loadFlows();
+    const ids = [...new Set(flows.map((flow) => flow.flow_id))].sort();
+    if (filters.flow_id && !ids.includes(filters.flow_id)) ids.push(filters.flow_id);
+    swap(
+      flowSelect,
+      h("option", { value: "", text: "Any flow" }),
+      ids.map((id) => h("option", { value: id, text: id })),
+    );
+    flowSelect.value = filters.flow_id;
+  }
+
+  fillFlowFilter();
+  return { root, refresh: () => load() };
+}
+
+function startExecutionDialog(ctx, opener) {
+  let flows = [];
+  const flowSelect = h("select", { name: "flow_id", required: true });
+  const input = jsonTextarea("input", "{}");
+  const dedup = h("input", { name: "dedup_key", type: "text", autocomplete: "off" });
+  const executionId = h("input", { name: "execution_id", type: "text", autocomplete: "off" });
+  const tenantNote = h("p", { class: "muted" });
+  const form = h(
+    "form",
+    { novalidate: true },
+    h("h2", { id: "start-title", text: "Start an execution" }),
+    tenantNote,
+    field("Flow", flowSelect),
+    field("Input (JSON object)", input, 'The flow\'s parameters, for example {"amount": 5000}.'),
+    h(
+      "div",
+      { class: "grid-2" },
+      field("Dedup key (optional)", dedup, "A second start with the same key returns the first execution."),
+      field("Execution id (optional)", executionId, "Leave empty for a generated id."),
+    ),
+    errorRegion(),
+    h(
+      "div",
+      { class: "buttons" },
+      h("button", { type: "button", class: "secondary", text: "Cancel", onclick: () => dialog.close() }),
+      h("button", { type: "submit", text: "Start" }),
+    ),
+  );
+  const dialog = h("dialog", { class: "dialog wide", "aria-labelledby": "start-title" }, form);
+  dialog.addEventListener("close", () => opener.focus());
+
+  async function loadFlows() {
+    try {
+      flows = (await ctx.api.get("flows")).items ?? [];
+    } catch (error) {
+      flows = [];
+      showError(form, error);
+    }
+    const current = flowSelect.value;
+    swap(
+      flowSelect,
+      flows.length ? null : h("option", { value: "", text: "No flow is registered" }),
+      flows.map((flow) =>
+        h("option", { value: flowKey(flow), text: `${flowLabel(flow)} (${flow.node_count} nodes)` }),
+      ),
+    );
+    if (flows.some((flow) => flowKey(flow) === current)) flowSelect.value = current;
+    return flows;
+  }
+
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    clearErrors(form);
+    const flow = flows.find((candidate) => flowKey(candidate) === flowSelect.value);
+    if (!flow) setFieldError(flowSelect, "Choose a flow.");
+    const parsed = readJsonObject(input);
+    if (!flow || !parsed.ok) {
+      form.querySelector("[aria-invalid]")?.focus();
+      return;
+    }
+    setBusy(form, true);
+    try {
+      const started = await ctx.api.post("executions", {
+        flow_id: flow.flow_id,
+        version: flow.version,
+        input: parsed.value ?? {},
+        dedup_key: dedup.value.trim() || undefined,
+        execution_id: executionId.value.trim() || undefined,
+      });
+      dialog.close();
+      ctx.flash(
+        started.deduplicated
+          ? `The dedup key matched execution ${started.execution_id}; no new execution was started.`
+          : `Started execution ${started.execution_id} of ${started.flow_id} v${started.version}.`,
+      );
+      ctx.navigate(`#/executions/${encodeURIComponent(started.execution_id)}`);
+    } catch (error) {
+      showError(form, error);
+    } finally {
+      setBusy(form, false);
+    }
+  });
+
+  async function open() {
+    clearErrors(form);
+    tenantNote.textContent = `Tenant: ${ctx.session.tenant}`;
+    dialog.showModal();
+    flowSelect.focus();
+    await loadFlows();
+  }
+  return { dialog, open, loadFlows };
+}

@@ -1,0 +1,162 @@
+"""`plaita dev`: worker, event filter, timers and console in one process (C4).
+
+For a laptop: the memory twin by default (nothing to install, nothing kept), or a real Redis
+with ``--redis-url``. The flows of ``examples/flows`` (or ``--flows DIR``) are registered
+with their handler modules, one admin token for every tenant is created and printed with the
+console's URL, and everything stops on SIGINT/SIGTERM: the console first (no new requests),
+then the worker drains its dispatches (W17) and the event filter finishes its notification.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import socket
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from plaita.domain.reconcile import ReconcileSettings
+from plaita.entrypoints.cli_support import import_handler_modules, load_flow_file
+from plaita.entrypoints.console.app import create_app
+from plaita.entrypoints.container import Container, build_container
+from plaita.entrypoints.event_filter import EventFilterService
+from plaita.entrypoints.settings import Settings
+from plaita.entrypoints.worker import Worker
+
+DEFAULT_PORT = 8700
+#: Short blocking reads: a dev process should feel instant and stop at once.
+DEV_READ_BLOCK_MS = 100
+
+
+def dev_token() -> dict[str, Any]:
+    """The one token of a dev process: admin, every tenant, new on every start."""
+    return {"token": secrets.token_urlsafe(24), "name": "dev", "role": "admin", "tenants": ["*"]}
+
+
+async def run_dev(
+    *,
+    settings: Settings,
+    flows_dir: Path | None,
+    host: str,
+    port: int,
+    echo: Callable[[str], None],
+    stop: asyncio.Event,
+    token: dict[str, Any] | None = None,
+) -> None:
+    """Run every service of a deployment in this process until ``stop`` is set."""
+    container = build_container(settings)
+    try:
+        if settings.backend == "redis":
+            await container.redis_client().ping()
+        import_handler_modules(settings.handler_modules)
+        registered = await _register_flows(container, flows_dir)
+        token = token or dev_token()
+        app = create_app(container, tokens=[token], dev_mode=True)
+        server = _ConsoleServer(
+            uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        )
+        services = _services(container, settings)
+        tasks = [asyncio.create_task(service.run(stop)) for service in services]
+        # Bound here, so a port in use is an OSError naming it, not uvicorn's sys.exit.
+        listening = socket.create_server((host, port))
+        port = int(listening.getsockname()[1])  # the one chosen when --port 0
+        console = asyncio.create_task(server.serve(sockets=[listening]))
+        await _wait_started(server, console)
+        echo(_banner(settings, registered, host, port, token["token"]))
+        await stop.wait()
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await console
+        for task in tasks:
+            await task
+    finally:
+        if settings.backend == "redis":
+            await container.redis_client().aclose()
+
+
+class _ConsoleServer(uvicorn.Server):
+    """uvicorn without its own signal handling: SIGINT/SIGTERM belong to the dev process,
+    which stops the console first and then lets the worker drain."""
+
+    def capture_signals(self) -> contextlib.AbstractContextManager[None]:  # type: ignore[override]
+        return contextlib.nullcontext()
+
+
+async def _register_flows(container: Container, flows_dir: Path | None) -> list[str]:
+    if flows_dir is None:
+        return []
+    names = []
+    for path in sorted(flows_dir.glob("*.json")):
+        flow = await container.flows().register(load_flow_file(path))
+        names.append(f"{flow.flow_id} v{flow.version}")
+    return names
+
+
+def _services(container: Container, settings: Settings) -> Sequence[Worker | EventFilterService]:
+    worker = Worker(
+        queue=container.queue(),
+        process=container.process_task(),
+        delay=container.delay_queue(),
+        clock=container.clock(),
+        consumer=f"dev-worker-{settings.consumer_name}",
+        concurrency=settings.concurrency,
+        read_block_ms=settings.read_block_ms,
+        claim_min_idle_ms=settings.claim_min_idle_ms,
+        max_deliveries=settings.max_deliveries,
+        leases=container.leases(),
+        guard=container.dead_letter_guard(),
+        dlq_length=container.dlq_length(),
+    )
+    event_filter = EventFilterService(
+        events=container.events(),
+        filter_event=container.filter_event(),
+        consumer=f"dev-event-filter-{settings.consumer_name}",
+        read_block_ms=settings.read_block_ms,
+        reconcile=container.reconcile_events(settings=ReconcileSettings()),
+    )
+    return [worker, event_filter]
+
+
+async def _wait_started(server: uvicorn.Server, serving: asyncio.Task[None]) -> None:
+    """Until the console listens; a port already in use ends the task, which is re-raised."""
+    async with asyncio.timeout(10):
+        while not server.started:
+            if serving.done():
+                serving.result()
+                raise OSError("the console stopped while starting")
+            await asyncio.sleep(0.02)
+
+
+def _banner(settings: Settings, registered: Sequence[str], host: str, port: int, token: str) -> str:
+    store = (
+        "the in-memory twin (nothing is kept)"
+        if settings.backend == "memory"
+        else (f"Redis at {settings.redis_url}")
+    )
+    flows = ", ".join(registered) if registered else "none (register some with the API)"
+    return "\n".join(
+        [
+            f"plaita dev: worker, event filter, timers and console on {store}",
+            f"  flows:   {flows}",
+            f"  console: http://{host}:{port}/",
+            f"  token:   {token}   (admin, every tenant; new on every start)",
+            "  stop:    Ctrl-C",
+        ]
+    )
+
+
+def dev_settings(*, redis_url: str | None, handler_modules: Sequence[str]) -> Settings:
+    """The settings of a dev process: memory unless a Redis URL is given; fast reads."""
+    values: dict[str, Any] = {
+        "backend": "redis" if redis_url else "memory",
+        "handler_modules": tuple(handler_modules),
+        "read_block_ms": DEV_READ_BLOCK_MS,
+        "concurrency": 8,
+    }
+    if redis_url:
+        values["redis_url"] = redis_url
+    return Settings(**values)

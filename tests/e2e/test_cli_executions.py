@@ -1,0 +1,373 @@
+"""Operator controls and the catalog through the ``plaita`` CLI on real Redis (W23, C4).
+
+Each test seeds its own namespace through the Redis adapters, then drives ``plaita executions
+list|resume|cancel|pause|unpause|retry|bulk``, ``plaita flows list|show`` and ``plaita
+workers list`` as an operator would, through the top-level command group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+import attrs
+import pytest
+import redis.asyncio as redis
+from click.testing import CliRunner
+
+from plaita.adapters.redis.controls import RedisExecutionControls
+from plaita.adapters.redis.flows import RedisFlowRepository
+from plaita.adapters.redis.keys import RedisKeys
+from plaita.adapters.redis.lease import RedisLeaseManager
+from plaita.adapters.redis.queue import RedisTaskQueue
+from plaita.adapters.redis.registry import RedisWorkerRegistry
+from plaita.adapters.redis.storage import RedisExecutionRepository
+from plaita.application.ports import WorkerInstance
+from plaita.application.tenancy import current_tenant, tenant_scope
+from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus, Suspension
+from plaita.domain.flow import Flow
+from plaita.domain.operator_controls import ControlFlags
+from plaita.entrypoints.cli import main
+
+T = TypeVar("T")
+REDIS_URL = os.environ.get("PLAITA_TEST_REDIS_URL")
+pytestmark = pytest.mark.skipif(
+    not REDIS_URL, reason="PLAITA_TEST_REDIS_URL is unset; CI always sets it"
+)
+FLOW = Flow.from_document(
+    {
+        "flow_id": "waiting",
+        "start": "prepare",
+        "nodes": [
+            {"id": "prepare", "type": "task", "handler": "examples.handlers:ship", "next": "wait"},
+            {"id": "wait", "type": "event", "event_type": "go", "next": "done"},
+            {"id": "done", "type": "end"},
+        ],
+    }
+)
+
+
+@attrs.frozen
+class Namespace:
+    name: str
+    keys: RedisKeys
+
+    def invoke(self, *args: str) -> tuple[int, str]:
+        assert REDIS_URL is not None
+        result = CliRunner().invoke(
+            main,
+            [*args, "--redis-url", REDIS_URL],
+            env={"PLAITA_NAMESPACE": self.name},
+            catch_exceptions=False,
+        )
+        return result.exit_code, result.output
+
+    def invoke_json(self, *args: str) -> tuple[int, Any]:
+        code, out = self.invoke(*args, "--json")
+        return code, json.loads(out)
+
+    def seed(self, body: Callable[[redis.Redis, RedisKeys], Awaitable[T]]) -> T:
+        async def go() -> T:
+            assert REDIS_URL is not None
+            client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+            try:
+                return await body(client, self.keys)
+            finally:
+                await client.aclose()
+
+        return asyncio.run(go())
+
+    def carriers(self) -> list[TaskEnvelope]:
+        """Carriers on the task stream (consumed by a probe)."""
+
+        async def body(client: redis.Redis, keys: RedisKeys) -> list[TaskEnvelope]:
+            queue = RedisTaskQueue(client, keys)
+            await queue.ensure_group()
+            deliveries = await queue.read("probe", count=100, block_ms=10)
+            return [d.envelope for d in deliveries if d.envelope is not None]
+
+        return self.seed(body)
+
+    def flags(self, execution_id: str, tenant_id: str = "default") -> ControlFlags:
+        async def body(client: redis.Redis, keys: RedisKeys) -> ControlFlags:
+            with tenant_scope(tenant_id):
+                return await RedisExecutionControls(client, keys).get(execution_id)
+
+        return self.seed(body)
+
+    def state(self, execution_id: str) -> ExecutionState | None:
+        return self.seed(
+            lambda client, keys: RedisExecutionRepository(client, keys).load(execution_id)
+        )
+
+    def execution(self, execution_id: str, status: ExecutionStatus, *, at_ms: int = 0) -> None:
+        """A stored execution of FLOW: suspended at ``wait``, or failed/cancelled there."""
+
+        async def body(client: redis.Redis, keys: RedisKeys) -> None:
+            await RedisFlowRepository(client, keys).put(FLOW)
+            now = at_ms or int(time.time() * 1000)
+            state = ExecutionState.new(
+                execution_id=execution_id,
+                flow_id=FLOW.flow_id,
+                flow_version=FLOW.version,
+                fingerprint=FLOW.fingerprint,
+                start_node_id="prepare",
+                input={},
+                now_ms=now,
+                tenant_id=current_tenant(),
+            )
+            if status is ExecutionStatus.SUSPENDED:
+                state = state.transition(
+                    status, now_ms=now, next_node_id="wait", suspension=Suspension("wait", "s-1")
+                )
+            elif status is not ExecutionStatus.RUNNING:
+                error = ExecutionError(-500, f"{status.value} at wait", "wait")
+                state = state.transition(status, now_ms=now, next_node_id="wait", error=error)
+            leases = RedisLeaseManager(client, keys)
+            lease = await leases.acquire(execution_id, "seed", ttl_ms=60_000)
+            assert lease is not None
+            await RedisExecutionRepository(client, keys).save(state, fence=lease.generation)
+            await leases.release(lease)
+
+        self.seed(body)
+
+
+@pytest.fixture
+def ns() -> Iterator[Namespace]:
+    name = f"plaita-e2e-{uuid.uuid4().hex[:12]}"
+    namespace = Namespace(name, RedisKeys(name))
+    yield namespace
+
+    async def clean(client: redis.Redis, keys: RedisKeys) -> None:
+        created = [key async for key in client.scan_iter(match=f"{name}:*", count=1000)]
+        if created:
+            await client.delete(*created)
+
+    namespace.seed(clean)
+
+
+# --- single-execution controls -------------------------------------------------------------------
+
+
+def test_pause_and_unpause_set_the_flag_and_give_a_continue_back(ns: Namespace) -> None:
+    ns.execution("x-1", ExecutionStatus.SUSPENDED)
+
+    code, paused = ns.invoke_json("executions", "pause", "x-1")
+    assert code == 0
+    assert (paused["outcome"], paused["paused"], paused["status"]) == ("paused", True, "suspended")
+    assert ns.flags("x-1").paused
+
+    code, out = ns.invoke("executions", "pause", "x-1")
+    assert code == 0 and out.startswith("already_paused: x-1")
+
+    code, unpaused = ns.invoke_json("executions", "unpause", "x-1")
+    assert code == 0 and (unpaused["outcome"], unpaused["paused"]) == ("unpaused", False)
+    [carrier] = ns.carriers()
+    assert (carrier.execution_id, carrier.resume_type) == ("x-1", ResumeType.CONTINUE)
+
+
+def test_cancel_flags_first_and_enqueues_the_cancel_carrier(ns: Namespace) -> None:
+    ns.execution("x-1", ExecutionStatus.SUSPENDED)
+
+    code, out = ns.invoke("executions", "cancel", "x-1")
+
+    assert code == 0 and out.startswith("cancel_requested: x-1 (suspended")
+    assert ns.flags("x-1").cancel_requested
+    [carrier] = ns.carriers()
+    assert carrier.resume_type is ResumeType.CANCEL
+    state = ns.state("x-1")
+    assert state is not None and state.status is ExecutionStatus.SUSPENDED
+
+
+def test_a_refused_action_exits_1_with_the_named_error(ns: Namespace) -> None:
+    ns.execution("x-1", ExecutionStatus.COMPLETED)
+
+    code, out = ns.invoke("executions", "pause", "x-1")
+    assert code == 1
+    assert "OperatorActionRefusedError" in out and "'x-1': it is completed" in out
+
+    code, out = ns.invoke("executions", "resume", "ghost")
+    assert code == 1 and "UnknownExecutionError" in out and "'ghost'" in out
+    assert ns.carriers() == []
+
+
+def test_retry_from_a_node_runs_the_failed_execution_again_under_the_same_id(
+    ns: Namespace,
+) -> None:
+    ns.execution("x-1", ExecutionStatus.ERROR)
+
+    code, retried = ns.invoke_json("executions", "retry", "x-1", "--from-node", "prepare")
+
+    assert code == 0
+    assert (retried["outcome"], retried["node_id"], retried["status"]) == (
+        "restarted",
+        "prepare",
+        "running",
+    )
+    state = ns.state("x-1")
+    assert state is not None
+    assert (state.status, state.next_node_id, state.error) == (
+        ExecutionStatus.RUNNING,
+        "prepare",
+        None,
+    )
+    [carrier] = ns.carriers()
+    assert (carrier.execution_id, carrier.resume_type) == ("x-1", ResumeType.CONTINUE)
+
+
+def test_retry_names_the_unknown_node_and_a_running_conflict(ns: Namespace) -> None:
+    ns.execution("x-1", ExecutionStatus.ERROR)
+    code, out = ns.invoke("executions", "retry", "x-1", "--from-node", "nope")
+    assert code == 1 and "UnknownNodeError" in out and "'nope'" in out
+    assert "prepare" in out  # the nodes it could have named
+
+    ns.execution("x-2", ExecutionStatus.RUNNING)
+    code, out = ns.invoke("executions", "retry", "x-2")
+    assert code == 1 and "ExecutionRunningError" in out
+
+    code, out = ns.invoke("executions", "retry", "x-1", "--from-node", " ")
+    assert code == 2 and "--from-node" in out
+    assert ns.carriers() == []
+
+
+def test_retry_without_a_node_enqueues_the_w7_wake_up(ns: Namespace) -> None:
+    ns.execution("x-1", ExecutionStatus.ERROR)
+    code, out = ns.invoke("executions", "retry", "x-1")
+    assert code == 0 and out.startswith("wake_up_enqueued: x-1")
+    [carrier] = ns.carriers()
+    assert carrier.resume_type is ResumeType.RETRY
+
+
+def test_controls_act_on_the_named_tenant_only(ns: Namespace) -> None:
+    """W24: acme's x-1 is another execution than the default tenant's."""
+    with tenant_scope("acme"):
+        ns.execution("x-1", ExecutionStatus.SUSPENDED)
+
+    code, out = ns.invoke("executions", "pause", "x-1")
+    assert code == 1 and "UnknownExecutionError" in out
+
+    code, paused = ns.invoke_json("executions", "pause", "x-1", "--tenant", "acme")
+    assert code == 0 and paused["paused"] is True
+    assert ns.flags("x-1", "acme").paused and not ns.flags("x-1").paused
+
+
+# --- listing ----------------------------------------------------------------------------------
+
+
+def test_list_pages_newest_first_with_a_cursor_and_filters(ns: Namespace) -> None:
+    base = int(time.time() * 1000)
+    for n in range(3):
+        ns.execution(f"s-{n}", ExecutionStatus.SUSPENDED, at_ms=base + n)
+    ns.execution("e-0", ExecutionStatus.ERROR, at_ms=base + 10)
+    code, _ = ns.invoke("executions", "pause", "s-1")
+    assert code == 0
+
+    code, first = ns.invoke_json("executions", "list", "--status", "suspended", "--limit", "2")
+    assert code == 0
+    assert [i["execution_id"] for i in first["items"]] == ["s-2", "s-1"]
+    assert [i["paused"] for i in first["items"]] == [False, True]
+    code, second = ns.invoke_json(
+        "executions",
+        "list",
+        "--status",
+        "suspended",
+        "--limit",
+        "2",
+        "--cursor",
+        first["next_cursor"],
+    )
+    assert code == 0
+    assert ([i["execution_id"] for i in second["items"]], second["next_cursor"]) == (["s-0"], None)
+
+    code, out = ns.invoke("executions", "list", "--flow", "waiting", "--limit", "1")
+    assert code == 0 and out.startswith("e-0  waiting@1  error")
+    assert "more: --cursor " in out
+
+
+def test_list_refuses_bad_input_naming_the_value(ns: Namespace) -> None:
+    code, out = ns.invoke("executions", "list", "--status", "failed")
+    assert code == 2 and "'failed'" in out
+    code, out = ns.invoke("executions", "list", "--cursor", "garbage!")
+    assert code == 2 and "--cursor" in out and "'garbage!'" in out
+    code, out = ns.invoke("executions", "list", "--limit", "501")
+    assert code == 2 and "501" in out
+
+
+# --- bulk -------------------------------------------------------------------------------------
+
+
+def test_bulk_dry_run_lists_and_changes_nothing(ns: Namespace) -> None:
+    for n in range(2):
+        ns.execution(f"s-{n}", ExecutionStatus.SUSPENDED)
+    code, result = ns.invoke_json(
+        "executions", "bulk", "pause", "--status", "suspended", "--dry-run"
+    )
+    assert code == 0
+    assert (result["dry_run"], result["matched"], result["done"]) == (True, 2, 0)
+    assert not ns.flags("s-0").paused and not ns.flags("s-1").paused
+
+
+def test_bulk_cancel_collects_failures_and_exits_1(ns: Namespace) -> None:
+    ns.execution("s-0", ExecutionStatus.SUSPENDED)
+    ns.execution("c-0", ExecutionStatus.COMPLETED)
+
+    code, out = ns.invoke("executions", "bulk", "cancel", "--flow", "waiting")
+
+    assert code == 1
+    assert "failed c-0: OperatorActionRefusedError" in out
+    assert "cancel: 2 matched, 1 done (1 cancel_requested), 1 failed" in out
+    assert [c.resume_type for c in ns.carriers()] == [ResumeType.CANCEL]
+
+
+def test_bulk_needs_a_filter_or_all(ns: Namespace) -> None:
+    code, out = ns.invoke("executions", "bulk", "pause")
+    assert code == 2 and "--all" in out
+    ns.execution("s-0", ExecutionStatus.SUSPENDED)
+    code, result = ns.invoke_json("executions", "bulk", "pause", "--all")
+    assert code == 0 and result["outcomes"] == {"paused": 1}
+    code, out = ns.invoke("executions", "bulk", "halt", "--all")
+    assert code == 2 and "'halt'" in out
+
+
+# --- catalog ----------------------------------------------------------------------------------
+
+
+def test_flows_list_and_show(ns: Namespace) -> None:
+    ns.execution("x-1", ExecutionStatus.SUSPENDED)  # registers FLOW
+    code, listed = ns.invoke_json("flows", "list")
+    assert code == 0
+    assert listed["items"] == [
+        {"flow_id": "waiting", "version": "1", "fingerprint": FLOW.fingerprint, "node_count": 3}
+    ]
+    code, shown = ns.invoke_json("flows", "show", "waiting", "--version", "1")
+    assert code == 0 and shown["document"]["start"] == "prepare"
+    assert {"from": "prepare", "to": "wait", "label": ""} in shown["graph"]["edges"]
+    code, out = ns.invoke("flows", "show", "nope")
+    assert code == 1 and "UnknownFlowError" in out and "waiting" in out
+
+
+def test_workers_list_shows_status_and_heartbeat_age(ns: Namespace) -> None:
+    now = int(time.time() * 1000)
+
+    async def register(client: redis.Redis, keys: RedisKeys) -> None:
+        instance = WorkerInstance("w-1", "running", now - 1500, now - 60_000, "fam", "gen", "bud")
+        await RedisWorkerRegistry(client, keys).put(instance, ttl_ms=60_000)
+
+    ns.seed(register)
+    code, listed = ns.invoke_json("workers", "list")
+    assert code == 0
+    [worker] = listed["items"]
+    assert (worker["instance_id"], worker["status"], worker["budget_generation"]) == (
+        "w-1",
+        "running",
+        "bud",
+    )
+    assert 1500 <= worker["heartbeat_age_ms"] < 60_000
+    code, out = ns.invoke("workers", "list")
+    assert code == 0 and out.startswith("w-1  running")
