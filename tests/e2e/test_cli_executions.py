@@ -165,6 +165,8 @@ def test_pause_and_unpause_set_the_flag_and_give_a_continue_back(ns: Namespace) 
 
     code, out = ns.invoke("executions", "pause", "x-1")
     assert code == 0 and out.startswith("already_paused: x-1")
+    code, shown = ns.invoke_json("executions", "show", "x-1")
+    assert code == 0 and (shown["paused"], shown["cancel_requested"]) == (True, False)
 
     code, unpaused = ns.invoke_json("executions", "unpause", "x-1")
     assert code == 0 and (unpaused["outcome"], unpaused["paused"]) == ("unpaused", False)
