@@ -217,3 +217,15 @@ class UnknownNodeError(PlaitaError):
 
 class InvalidOperatorRequestError(PlaitaError):
     """A bulk action or a listing was asked with an unknown action, bad limit or cursor (W23)."""
+
+
+# --- SQL storage (S4) ---------------------------------------------------------------------
+
+
+class InvalidDatabaseUrlError(InvalidConfigurationError):
+    """A database URL names no database plaita's SQL storage can use (S4)."""
+
+
+class DatabaseSchemaError(PlaitaError):
+    """The database's schema is missing or not at a revision plaita knows; run
+    ``plaita db upgrade`` (S4)."""

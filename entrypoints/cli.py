@@ -13,11 +13,11 @@ import click
 
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.use_cases.flows import FlowCatalog, validate_flow
-from plaita.domain.execution import ExecutionState
 from plaita.domain.failures import FlowExecutionException
 from plaita.domain.flow import Flow
 from plaita.entrypoints.cli_catalog import flows_list, flows_show, workers
 from plaita.entrypoints.cli_console import console
+from plaita.entrypoints.cli_db import db
 from plaita.entrypoints.cli_dev import dev
 from plaita.entrypoints.cli_events import events_list, events_show
 from plaita.entrypoints.cli_executions import (
@@ -633,10 +633,12 @@ def executions_show(execution_id: str, tenant_id: str, redis_url: str, as_json: 
     """Show an execution's status, position, result and error."""
     settings = settings_from(backend="redis", redis_url=redis_url)
 
-    async def body(container: Container) -> ExecutionState:
-        return await container.get_execution()(execution_id)
+    async def body(container: Container) -> dict[str, Any]:
+        state = await container.get_execution()(execution_id)
+        flags = await container.controls().get(execution_id)  # W23: paused, cancel asked
+        return {**execution_view(state), **flags.to_json()}
 
-    view = execution_view(run_with_container(settings, body, tenant_id=tenant_id))
+    view = run_with_container(settings, body, tenant_id=tenant_id)
     if as_json:
         echo_json(view)
         return
@@ -644,6 +646,8 @@ def executions_show(execution_id: str, tenant_id: str, redis_url: str, as_json: 
         "execution_id",
         "flow_id",
         "status",
+        "paused",
+        "cancel_requested",
         "last_node_id",
         "waiting_for",
         "result",
@@ -702,6 +706,7 @@ events.add_command(events_show)
 
 
 main.add_command(dev)  # `plaita dev`
+main.add_command(db)  # `plaita db upgrade|current`
 main.add_command(console)  # `plaita console`
 
 # W23 operator controls and the catalog (C4): `plaita executions list|resume|cancel|pause|

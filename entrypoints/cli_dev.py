@@ -29,10 +29,22 @@ from plaita.entrypoints.cli_support import named_errors, stop_on_signals
     show_default=True,
     help="Comma-separated modules the flows' handlers may come from.",
 )
+@click.option(
+    "--db",
+    "database_url",
+    default=None,
+    help="Keep state and flow definitions in this database (sqlite:///plaita.db, "
+    "postgresql://…): executions survive restarts; the queue stays in memory.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=8700, show_default=True)
 def dev(
-    redis_url: str | None, flows_dir: Path | None, handler_modules: str, host: str, port: int
+    redis_url: str | None,
+    flows_dir: Path | None,
+    handler_modules: str,
+    database_url: str | None,
+    host: str,
+    port: int,
 ) -> None:
     """Worker, event filter, timers and console in one process; prints the console URL."""
     from plaita.entrypoints.dev import dev_settings, run_dev
@@ -40,7 +52,7 @@ def dev(
     if flows_dir is None and Path("examples/flows").is_dir():
         flows_dir = Path("examples/flows")
     modules = [m.strip() for m in handler_modules.split(",") if m.strip()]
-    settings = dev_settings(redis_url=redis_url, handler_modules=modules)
+    settings = dev_settings(redis_url=redis_url, handler_modules=modules, database_url=database_url)
 
     async def go() -> None:
         stop = asyncio.Event()

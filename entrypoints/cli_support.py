@@ -144,6 +144,8 @@ def run_with_container(
         finally:
             if settings.backend == "redis":
                 await container.redis_client().aclose()
+            if settings.storage == "sql":
+                await container.sql_engine().dispose()
 
     with named_errors(settings.redis_url):
         return asyncio.run(go())

@@ -62,6 +62,7 @@ from plaita.application.use_cases.operator_controls import (
 )
 from plaita.application.use_cases.process_task import ProcessTask
 from plaita.application.use_cases.reconcile_events import ReconcileEvents
+from plaita.application.use_cases.recover import RecoverAfterRestart
 from plaita.application.use_cases.start_execution import StartExecution
 from plaita.domain.config_generations import RuntimeConfig, generations_of
 from plaita.domain.janitor import plan_janitor
@@ -79,6 +80,32 @@ def _redis_client(url: str, concurrency: int) -> redis.Redis:
         timeout=30,
     )
     return redis.Redis(connection_pool=pool)
+
+
+def _sql_engine(database_url: str, concurrency: int) -> Any:
+    from plaita.adapters.sqlalchemy.engine import create_engine
+
+    # Every step's transaction holds a pooled connection: size the pool from the concurrency.
+    return create_engine(database_url, pool_size=5, max_overflow=max(10, concurrency))
+
+
+def _sql_executions(engine: Any, clock: SystemClock, counters: Any) -> Any:
+    from plaita.adapters.sqlalchemy.storage import SqlExecutionRepository
+
+    # The database keeps no budget counters; a delete forgets the memory twin's.
+    return SqlExecutionRepository(engine, clock=clock, counters=counters)
+
+
+def _sql_leases(engine: Any, clock: SystemClock) -> Any:
+    from plaita.adapters.sqlalchemy.lease import SqlLeaseManager
+
+    return SqlLeaseManager(engine, clock)
+
+
+def _sql_flows(engine: Any) -> Any:
+    from plaita.adapters.sqlalchemy.flows import SqlFlowRepository
+
+    return SqlFlowRepository(engine)
 
 
 def _dlq_key(configured: str | None, keys: RedisKeys, queue_name: str) -> str:
@@ -151,15 +178,34 @@ class Container(containers.DeclarativeContainer):
     memory_leases = providers.Singleton(MemoryLeaseManager, clock)
     memory_counters = providers.Singleton(MemoryCounterStore, clock)
 
+    #: S4: with ``storage=sql`` state, leases and flows live in the database; the engine is
+    #: built only then (the SQL adapters are imported lazily, like the Redis client).
+    sql_engine = providers.Singleton(_sql_engine, config.database_url, config.concurrency)
     leases = providers.Selector(
-        config.backend,
-        memory=memory_leases,
-        redis=providers.Singleton(RedisLeaseManager, redis_client, redis_keys),
+        config.storage,
+        auto=providers.Selector(
+            config.backend,
+            memory=memory_leases,
+            redis=providers.Singleton(RedisLeaseManager, redis_client, redis_keys),
+        ),
+        sql=providers.Singleton(_sql_leases, sql_engine, clock),
     )
     executions = providers.Selector(
-        config.backend,
-        memory=providers.Singleton(MemoryExecutionRepository, memory_leases, memory_counters),
-        redis=providers.Singleton(RedisExecutionRepository, redis_client, redis_keys),
+        config.storage,
+        auto=providers.Selector(
+            config.backend,
+            memory=providers.Singleton(MemoryExecutionRepository, memory_leases, memory_counters),
+            redis=providers.Singleton(RedisExecutionRepository, redis_client, redis_keys),
+        ),
+        sql=providers.Singleton(
+            _sql_executions,
+            sql_engine,
+            clock,
+            # Redis counters expire on their own; the memory twin's are forgotten on delete.
+            providers.Selector(
+                config.backend, memory=memory_counters, redis=providers.Object(None)
+            ),
+        ),
     )
     queue = providers.Selector(
         config.backend,
@@ -174,9 +220,13 @@ class Container(containers.DeclarativeContainer):
         ),
     )
     flow_repository = providers.Selector(
-        config.backend,
-        memory=providers.Singleton(MemoryFlowRepository),
-        redis=providers.Singleton(RedisFlowRepository, redis_client, redis_keys),
+        config.storage,
+        auto=providers.Selector(
+            config.backend,
+            memory=providers.Singleton(MemoryFlowRepository),
+            redis=providers.Singleton(RedisFlowRepository, redis_client, redis_keys),
+        ),
+        sql=providers.Singleton(_sql_flows, sql_engine),
     )
     subscriptions = providers.Selector(
         config.backend,
@@ -302,6 +352,16 @@ class Container(containers.DeclarativeContainer):
         ResumeExecution, executions=executions, queue=queue, clock=clock
     )
     get_execution = providers.Factory(GetExecution, executions)
+    #: `plaita dev --db`: carriers, timers and subscriptions back after a restart (S4).
+    recover_after_restart = providers.Factory(
+        RecoverAfterRestart,
+        executions=executions,
+        queue=queue,
+        delay=delay_queue,
+        subscriptions=subscriptions,
+        flows=flows,
+        clock=clock,
+    )
     publish_event = providers.Factory(
         PublishEvent, events=events, clock=clock, ids=ids, inbox=inbox
     )

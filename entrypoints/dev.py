@@ -19,7 +19,10 @@ from typing import Any
 
 import uvicorn
 
+from plaita.application.tenancy import tenant_scope
+from plaita.application.use_cases.recover import RecoveryReport
 from plaita.domain.reconcile import ReconcileSettings
+from plaita.domain.tenancy import DEFAULT_TENANT
 from plaita.entrypoints.cli_support import import_handler_modules, load_flow_file
 from plaita.entrypoints.console.app import create_app
 from plaita.entrypoints.container import Container, build_container
@@ -53,7 +56,10 @@ async def run_dev(
         if settings.backend == "redis":
             await container.redis_client().ping()
         import_handler_modules(settings.handler_modules)
+        if settings.storage == "sql" and settings.database_url:
+            await _migrate(settings.database_url, echo)
         registered = await _register_flows(container, flows_dir)
+        recovered = await _recover(container, settings)
         token = token or dev_token()
         app = create_app(container, tokens=[token], dev_mode=True)
         server = _ConsoleServer(
@@ -67,6 +73,11 @@ async def run_dev(
         console = asyncio.create_task(server.serve(sockets=[listening]))
         await _wait_started(server, console)
         echo(_banner(settings, registered, host, port, token["token"]))
+        if recovered is not None:
+            echo(
+                f"  kept:    {recovered.continued} running executions continued, "
+                f"{recovered.timers} timers and {recovered.subscriptions} event waits restored"
+            )
         await stop.wait()
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
@@ -76,6 +87,25 @@ async def run_dev(
     finally:
         if settings.backend == "redis":
             await container.redis_client().aclose()
+        if settings.storage == "sql":
+            await container.sql_engine().dispose()
+
+
+async def _migrate(database_url: str, echo: Callable[[str], None]) -> None:
+    """A dev database is created or upgraded on start: nothing to run by hand."""
+    from plaita.adapters.sqlalchemy import migrations
+
+    revision = await migrations.upgrade(database_url)
+    echo(f"plaita dev: database {database_url} at schema {revision}")
+
+
+async def _recover(container: Container, settings: Settings) -> RecoveryReport | None:
+    """With durable state but an in-memory queue, a restart lost every carrier (I0)."""
+    if settings.storage != "sql" or settings.backend != "memory":
+        return None
+    with tenant_scope(DEFAULT_TENANT):
+        report: RecoveryReport = await container.recover_after_restart()()
+    return report
 
 
 class _ConsoleServer(uvicorn.Server):
@@ -149,8 +179,11 @@ def _banner(settings: Settings, registered: Sequence[str], host: str, port: int,
     )
 
 
-def dev_settings(*, redis_url: str | None, handler_modules: Sequence[str]) -> Settings:
-    """The settings of a dev process: memory unless a Redis URL is given; fast reads."""
+def dev_settings(
+    *, redis_url: str | None, handler_modules: Sequence[str], database_url: str | None = None
+) -> Settings:
+    """The settings of a dev process: memory unless a Redis URL is given; fast reads; state
+    and definitions in a database with ``database_url`` (S4)."""
     values: dict[str, Any] = {
         "backend": "redis" if redis_url else "memory",
         "handler_modules": tuple(handler_modules),
@@ -159,4 +192,7 @@ def dev_settings(*, redis_url: str | None, handler_modules: Sequence[str]) -> Se
     }
     if redis_url:
         values["redis_url"] = redis_url
+    if database_url:
+        values["storage"] = "sql"
+        values["database_url"] = database_url
     return Settings(**values)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Annotated, Literal
 
 import attrs
-from pydantic import Field, ValidationError, computed_field, field_validator
+from pydantic import Field, ValidationError, computed_field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from plaita.adapters.redis.keys import RedisKeys
@@ -26,6 +26,11 @@ class Settings(BaseSettings):
 
     backend: Literal["memory", "redis"] = "memory"
     redis_url: str = "redis://127.0.0.1:6379/0"
+    #: Where execution state, leases and flow definitions live (S4): ``auto`` = the backend's
+    #: own store; ``sql`` = the database at ``database_url`` (queue, events and counters stay
+    #: on the backend).
+    storage: Literal["auto", "sql"] = "auto"
+    database_url: str | None = Field(default=None, min_length=1)
     namespace: str = Field(default="plaita", min_length=1)
     handler_modules: Annotated[tuple[str, ...], NoDecode] = ()
     queue_name: str = Field(default="default", min_length=1)
@@ -72,6 +77,15 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return tuple(m.strip() for m in value.split(",") if m.strip())
         return value
+
+    @model_validator(mode="after")
+    def _sql_needs_a_database(self) -> Settings:
+        if self.storage == "sql" and not self.database_url:
+            raise ValueError(
+                "storage 'sql' needs a database: set PLAITA_DATABASE_URL (or --database-url), "
+                "e.g. sqlite:///plaita.db or postgresql://user@host:5432/plaita"
+            )
+        return self
 
     @computed_field  # type: ignore[prop-decorator]
     @property

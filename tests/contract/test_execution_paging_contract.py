@@ -8,10 +8,13 @@ refused with a named error when it was not returned by a listing, and bounded wo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 import redis.asyncio as redis
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.storage import MemoryExecutionRepository
@@ -25,6 +28,7 @@ from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.tombstone import Tombstone
 
 from .conftest import FakeClock
+from .sql_fixtures import PostgresEngine, SqliteEngine, SqlStores, StatementLog
 
 NOW_MS = 1_760_000_000_000
 Save = Callable[..., Awaitable[ExecutionState]]
@@ -251,3 +255,92 @@ class TestRedisPaging(RedisPagingContract):
     @pytest.fixture
     def client(self, real_redis: redis.Redis) -> redis.Redis:
         return real_redis
+
+
+class SqlPaging(SqlStores, PagingContract):
+    """On SQL the filters run in the query, on an index that holds the page order."""
+
+    async def test_a_sparse_filter_returns_early_with_a_cursor_to_go_on_from(
+        self, repository: ExecutionRepository, save: Save
+    ) -> None:
+        """Bounded work per call, by the index instead of PAGE_SCAN_BUDGET: the filter's
+        index holds only matching executions (see the next test), so a sparse match comes
+        on the first page and every page but the last is full."""
+        await save("wanted", NOW_MS, flow_id="rare")
+        await save("also", NOW_MS - 1, flow_id="rare")
+        for n in range(9):
+            await save(f"x:{n}", NOW_MS + 1 + n)
+
+        assert await self.walk(repository, limit=5, flow_id="rare") == [["wanted", "also"]]
+        assert await self.walk(repository, limit=1, flow_id="rare") == [["wanted"], ["also"]]
+
+    @pytest.mark.parametrize(
+        ("filters", "index"),
+        [
+            pytest.param({}, "ix_executions_updated", id="all"),
+            pytest.param({"flow_id": "f"}, "ix_executions_flow", id="flow"),
+            pytest.param({"status": ExecutionStatus.RUNNING}, "ix_executions_status", id="status"),
+            pytest.param(
+                {"flow_id": "f", "status": ExecutionStatus.RUNNING},
+                "ix_executions_flow_status",
+                id="flow-and-status",
+            ),
+        ],
+    )
+    async def test_each_listing_filter_reads_its_index_in_page_order(
+        self,
+        repository: ExecutionRepository,
+        save: Save,
+        engine: AsyncEngine,
+        filters: dict[str, object],
+        index: str,
+    ) -> None:
+        """C1: the console's filters are served by an index, in the page's order (no sort),
+        also past a cursor. The table holds enough rows, with statistics, that only the
+        filter's own index is a good plan."""
+        done = ExecutionStatus.COMPLETED
+        for n in range(40):
+            await save(f"x:{n:02}", NOW_MS + n, flow_id="g", status=done)
+        for name, flow_id, status in [
+            ("f1", "f", ExecutionStatus.RUNNING),
+            ("f2", "f", ExecutionStatus.RUNNING),
+            ("r1", "g", ExecutionStatus.RUNNING),
+            ("r2", "g", ExecutionStatus.RUNNING),
+            ("c1", "f", done),
+            ("c2", "f", done),
+        ]:
+            await save(name, NOW_MS + 100, flow_id=flow_id, status=status)
+        async with engine.begin() as connection:
+            await connection.exec_driver_sql("ANALYZE")
+        first = await repository.page(limit=1, **filters)  # type: ignore[arg-type]
+        assert first.next_cursor is not None
+        log = StatementLog(engine)
+
+        await repository.page(limit=1, cursor=first.next_cursor, **filters)  # type: ignore[arg-type]
+
+        statement, parameters = next(
+            (sql, args) for sql, args in log.statements if "FROM executions" in sql
+        )
+        plan = await query_plan(engine, statement, parameters)
+        assert re.search(rf"\b{index}\b", plan), plan
+        assert "TEMP B-TREE" not in plan and "Sort" not in plan, plan
+
+
+async def query_plan(engine: AsyncEngine, statement: str, parameters: Any) -> str:
+    """The database's plan of ``statement``, as text (sequential scans off on PostgreSQL, so
+    a tiny table still shows which index could serve the query)."""
+    async with engine.connect() as connection:
+        if engine.dialect.name == "postgresql":
+            await connection.exec_driver_sql("SET LOCAL enable_seqscan = off")
+            rows = await connection.exec_driver_sql(f"EXPLAIN {statement}", parameters)
+        else:
+            rows = await connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
+        return "\n".join(" ".join(str(part) for part in row) for row in rows)
+
+
+class TestSqlitePaging(SqliteEngine, SqlPaging):
+    pass
+
+
+class TestPostgresPaging(PostgresEngine, SqlPaging):
+    pass

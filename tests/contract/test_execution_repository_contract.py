@@ -11,15 +11,19 @@ import attrs
 import fakeredis
 import pytest
 import redis.asyncio as redis
+import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis.asyncio.connection import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.lease import RedisLeaseManager
 from plaita.adapters.redis.storage import RedisExecutionRepository
+from plaita.adapters.sqlalchemy import schema as sql_schema
+from plaita.adapters.sqlalchemy.storage import SqlExecutionRepository
 from plaita.application.ports import (
     Clock,
     ExecutionRepository,
@@ -37,11 +41,14 @@ from plaita.domain.execution import (
 )
 from plaita.domain.tombstone import Tombstone
 
+from .sql_fixtures import PostgresEngine, SqliteEngine, SqlStores
+
 NOW_MS = 1_760_000_000_000
 DAY_MS = 24 * 60 * 60 * 1000
 Store = Callable[[ExecutionState], Awaitable[None]]
 Elapse = Callable[[int], Awaitable[None]]
 Probe = Callable[[str], Awaitable[Any]]
+Build = Callable[..., ExecutionRepository]
 ConnectionT = TypeVar("ConnectionT", bound=Connection)
 
 
@@ -723,20 +730,41 @@ class FakeCounters:
         self.present.discard(execution_id)
 
 
-class TestMemoryExecutionRepository(ExecutionRepositoryContract):
+class CountersElsewhere:
+    """For stores whose counters live in another store that a delete asks to forget them
+    (memory, SQL): fake counters, and time that passes on the fake clock."""
+
     @pytest.fixture
-    def leases(self, clock: Clock) -> MemoryLeaseManager:
-        return MemoryLeaseManager(clock)
+    def build(self) -> Build:
+        """A repository of the family with these options and no counter store."""
+        raise NotImplementedError
+
+    async def test_without_a_counter_store_delete_still_works(self, build: Build) -> None:
+        repository = build()
+
+        stored = await repository.delete(
+            "x:1", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS
+        )
+
+        assert stored == TOMBSTONE
+        assert await repository.tombstone("x:1") == TOMBSTONE
+
+    async def test_the_heartbeat_expires_after_its_ttl(
+        self, build: Build, leases: LeaseManager, advance_clock: Elapse
+    ) -> None:
+        repository = build(heartbeat_ttl_ms=1_000)
+        lease = await leases.acquire("x:1", "w1", ttl_ms=10_000)
+        assert lease is not None
+        await repository.heartbeat("x:1", fence=lease.generation, node_id="a", now_ms=NOW_MS)
+
+        await advance_clock(999)
+        assert await repository.last_heartbeat("x:1") == NodeHeartbeat("a", NOW_MS)
+        await advance_clock(1)
+        assert await repository.last_heartbeat("x:1") is None
 
     @pytest.fixture
     def counters(self) -> FakeCounters:
         return FakeCounters()
-
-    @pytest.fixture
-    def repository(
-        self, leases: MemoryLeaseManager, counters: FakeCounters
-    ) -> MemoryExecutionRepository:
-        return MemoryExecutionRepository(leases, counters)
 
     @pytest.fixture
     def elapse(self, advance_clock: Elapse) -> Elapse:
@@ -756,6 +784,18 @@ class TestMemoryExecutionRepository(ExecutionRepositoryContract):
 
         return exist
 
+
+class TestMemoryExecutionRepository(CountersElsewhere, ExecutionRepositoryContract):
+    @pytest.fixture
+    def leases(self, clock: Clock) -> MemoryLeaseManager:
+        return MemoryLeaseManager(clock)
+
+    @pytest.fixture
+    def repository(
+        self, leases: MemoryLeaseManager, counters: FakeCounters
+    ) -> MemoryExecutionRepository:
+        return MemoryExecutionRepository(leases, counters)
+
     @pytest.fixture
     def tombstone_ttl(self, repository: MemoryExecutionRepository) -> Probe:
         async def ttl(execution_id: str) -> int | None:
@@ -763,29 +803,9 @@ class TestMemoryExecutionRepository(ExecutionRepositoryContract):
 
         return ttl
 
-    async def test_without_a_counter_store_delete_still_works(
-        self, leases: MemoryLeaseManager
-    ) -> None:
-        repository = MemoryExecutionRepository(leases)
-
-        stored = await repository.delete(
-            "x:1", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS
-        )
-
-        assert stored == TOMBSTONE
-
-    async def test_the_heartbeat_expires_after_its_ttl(
-        self, leases: MemoryLeaseManager, advance_clock: Elapse
-    ) -> None:
-        repository = MemoryExecutionRepository(leases, heartbeat_ttl_ms=1_000)
-        lease = await leases.acquire("x:1", "w1", ttl_ms=10_000)
-        assert lease is not None
-        await repository.heartbeat("x:1", fence=lease.generation, node_id="a", now_ms=NOW_MS)
-
-        await advance_clock(999)
-        assert await repository.last_heartbeat("x:1") == NodeHeartbeat("a", NOW_MS)
-        await advance_clock(1)
-        assert await repository.last_heartbeat("x:1") is None
+    @pytest.fixture
+    def build(self, leases: MemoryLeaseManager) -> Build:
+        return lambda **options: MemoryExecutionRepository(leases, **options)
 
 
 class RedisProbes:
@@ -1049,3 +1069,205 @@ class TestRedisExecutionRepository(RedisProbes, ExecutionRepositoryContract, Red
 
         assert await repository.load("x:1") is None
         assert await repository.tombstone("x:1") == TOMBSTONE
+
+
+# --- SQL (S4): the same contract on SQLite and PostgreSQL ----------------------------------
+
+
+async def sql_rows(engine: AsyncEngine, table: sa.Table) -> list[dict[str, Any]]:
+    """Every row of ``table``, as dicts, in primary key order."""
+    query = sa.select(table).order_by(*table.primary_key.columns)
+    async with engine.connect() as connection:
+        return [dict(row._mapping) for row in await connection.execute(query)]
+
+
+class SqlProbes(SqlStores, CountersElsewhere):
+    """The SQL families: leases and expiries on the fake clock, probes read from the tables.
+
+    The SQL storage keeps no budget counters (they live in the counter store of the queue's
+    backend); a delete asks that store to forget them, as the memory twin does.
+    """
+
+    @pytest.fixture
+    def repository(
+        self, engine: AsyncEngine, clock: Clock, counters: FakeCounters
+    ) -> SqlExecutionRepository:
+        return SqlExecutionRepository(engine, clock=clock, counters=counters)
+
+    @pytest.fixture
+    def tombstone_ttl(self, engine: AsyncEngine, clock: Clock) -> Probe:
+        async def ttl(execution_id: str) -> int | None:
+            for row in await sql_rows(engine, sql_schema.tombstones):
+                left = int(row["expires_at_ms"]) - clock.now_ms()
+                if row["execution_id"] == execution_id and left > 0:
+                    return left
+            return None
+
+        return ttl
+
+    async def test_the_stored_layout_is_a_header_row_entry_rows_and_a_json_tombstone(
+        self, repository: ExecutionRepository, store: Store, engine: AsyncEngine
+    ) -> None:
+        """S3: a header row with typed and JSON columns, one row per node entry and variable;
+        W13: a delete leaves the lease row (generation moved on) and the tombstone only."""
+        saved = attrs.evolve(state(), node_results={"a": {"ok": 1}}, variables={"v": [1]})
+        await store(saved)
+
+        (header,) = await sql_rows(engine, sql_schema.executions)
+        assert (header["tenant_id"], header["execution_id"]) == ("default", "x:1")
+        assert (header["flow_id"], header["status"], header["updated_at_ms"]) == (
+            "orders",
+            "running",
+            NOW_MS,
+        )
+        assert (header["input"], header["result"], header["suspension"]) == (
+            '{"order":7}',
+            "null",
+            "null",
+        )
+        assert header["expires_at_ms"] is None
+        nodes = await sql_rows(engine, sql_schema.execution_nodes)
+        assert [(row["node_id"], row["entry"]) for row in nodes] == [("a", '{"r":{"ok":1}}')]
+        variables = await sql_rows(engine, sql_schema.execution_vars)
+        assert [(row["name"], row["value"]) for row in variables] == [("v", "[1]")]
+
+        await repository.delete("x:1", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=DAY_MS)
+
+        (tombstone,) = await sql_rows(engine, sql_schema.tombstones)
+        assert tombstone["document"] == (
+            '{"tenant_id":"default","deleted_at_ms":1760000000050,"reason":"operator request"}'
+        )
+        (lease,) = await sql_rows(engine, sql_schema.leases)
+        assert (lease["generation"], lease["holder_id"], lease["expires_at_ms"]) == (2, None, None)
+        for table in (
+            sql_schema.executions,
+            sql_schema.execution_nodes,
+            sql_schema.execution_vars,
+            sql_schema.heartbeats,
+        ):
+            assert await sql_rows(engine, table) == [], table.name
+
+    @pytest.fixture
+    def build(self, engine: AsyncEngine, clock: Clock) -> Build:
+        return lambda **options: SqlExecutionRepository(engine, clock=clock, **options)
+
+    @pytest.mark.parametrize("ttl_ms", [0, -1])
+    def test_ttls_must_be_positive(self, engine: AsyncEngine, clock: Clock, ttl_ms: int) -> None:
+        with pytest.raises(ValueError, match="heartbeat ttl"):
+            SqlExecutionRepository(engine, clock=clock, heartbeat_ttl_ms=ttl_ms)
+        with pytest.raises(ValueError, match="state ttl"):
+            SqlExecutionRepository(engine, clock=clock, state_ttl_ms=ttl_ms)
+
+    # --- retention: the state TTL and the sweep -----------------------------------------
+
+    async def test_a_state_past_its_ttl_reads_as_absent_and_a_step_rewrites_it_whole(
+        self, engine: AsyncEngine, clock: Clock, leases: LeaseManager, advance_clock: Elapse
+    ) -> None:
+        """Like a Redis key past its TTL: gone for every read; the next step's delta has
+        nothing under it, so the whole state is written (no stale entries survive)."""
+        repository = SqlExecutionRepository(engine, clock=clock, state_ttl_ms=1_000)
+        lease = await leases.acquire("x:1", "w1", ttl_ms=60_000)
+        assert lease is not None
+        before = attrs.evolve(state(), node_results={"old": 1}, variables={"old": 1})
+        await repository.save(before, fence=lease.generation)
+        await advance_clock(999)
+        assert await repository.load("x:1") == before
+
+        await advance_clock(1)
+
+        assert await repository.load("x:1") is None
+        assert list(await repository.list()) == []
+        assert (await repository.page()).items == ()
+        after = attrs.evolve(before, node_results={"new": 2}, variables={}, steps=1)
+        await repository.save(after, fence=lease.generation, previous=before)
+        assert await repository.load("x:1") == after
+        await advance_clock(999)
+        assert await repository.load("x:1") == after
+
+    async def test_each_save_restarts_the_state_ttl(
+        self, engine: AsyncEngine, clock: Clock, leases: LeaseManager, advance_clock: Elapse
+    ) -> None:
+        repository = SqlExecutionRepository(engine, clock=clock, state_ttl_ms=1_000)
+        lease = await leases.acquire("x:1", "w1", ttl_ms=60_000)
+        assert lease is not None
+        previous = state()
+        await repository.save(previous, fence=lease.generation)
+
+        for step in range(1, 4):
+            await advance_clock(600)
+            current = attrs.evolve(previous, steps=step)
+            await repository.save(current, fence=lease.generation, previous=previous)
+            previous = current
+
+        assert await repository.load("x:1") == previous
+        await advance_clock(1_000)
+        assert await repository.load("x:1") is None
+
+    async def test_the_sweep_removes_what_expired_and_nothing_else(
+        self, engine: AsyncEngine, clock: Clock, leases: LeaseManager, advance_clock: Elapse
+    ) -> None:
+        repository = SqlExecutionRepository(
+            engine, clock=clock, heartbeat_ttl_ms=1_000, state_ttl_ms=1_000
+        )
+        for execution_id in ("x:old", "x:gone"):
+            lease = await leases.acquire(execution_id, "w1", ttl_ms=60_000)
+            assert lease is not None
+            await repository.save(
+                attrs.evolve(state(execution_id), node_results={"a": 1}, variables={"v": 1}),
+                fence=lease.generation,
+            )
+            await repository.heartbeat(
+                execution_id, fence=lease.generation, node_id="a", now_ms=NOW_MS
+            )
+        await repository.delete("x:gone", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=500)
+        await advance_clock(1_000)
+        fresh = await leases.acquire("x:new", "w1", ttl_ms=60_000)
+        assert fresh is not None
+        await repository.save(state("x:new"), fence=fresh.generation)
+        await repository.heartbeat("x:new", fence=fresh.generation, node_id="a", now_ms=NOW_MS)
+
+        # x:old's state and heartbeat, x:gone's tombstone
+        removed = await repository.sweep_expired(now_ms=clock.now_ms(), limit=100)
+
+        assert removed == 3
+        assert [row["execution_id"] for row in await sql_rows(engine, sql_schema.executions)] == [
+            "x:new"
+        ]
+        for table in (sql_schema.execution_nodes, sql_schema.execution_vars):
+            assert {row["execution_id"] for row in await sql_rows(engine, table)} == set()
+        assert [r["execution_id"] for r in await sql_rows(engine, sql_schema.heartbeats)] == [
+            "x:new"
+        ]
+        assert await sql_rows(engine, sql_schema.tombstones) == []
+        assert await leases.current_generation("x:old") == 1  # generations are never reset
+        assert await repository.sweep_expired(now_ms=clock.now_ms(), limit=100) == 0
+        assert await repository.load("x:new") == state("x:new")
+
+    async def test_the_sweep_removes_at_most_limit_records_per_call(
+        self, repository: SqlExecutionRepository, engine: AsyncEngine, clock: Clock
+    ) -> None:
+        for n in range(5):
+            await repository.delete(
+                f"x:{n}", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=100 + n
+            )
+        later = clock.now_ms() + 1_000
+
+        counts = [await repository.sweep_expired(now_ms=later, limit=2) for _ in range(4)]
+
+        assert counts == [2, 2, 1, 0]
+        assert await sql_rows(engine, sql_schema.tombstones) == []
+
+    @pytest.mark.parametrize("limit", [0, -1])
+    async def test_a_sweep_limit_must_be_positive(
+        self, repository: SqlExecutionRepository, limit: int
+    ) -> None:
+        with pytest.raises(ValueError, match=f"sweep limit .* got {limit}"):
+            await repository.sweep_expired(now_ms=NOW_MS, limit=limit)
+
+
+class TestSqliteExecutionRepository(SqliteEngine, SqlProbes, ExecutionRepositoryContract):
+    pass
+
+
+class TestPostgresExecutionRepository(PostgresEngine, SqlProbes, ExecutionRepositoryContract):
+    pass

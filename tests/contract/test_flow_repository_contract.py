@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import pytest
 import redis.asyncio as redis
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from plaita.adapters.memory.flows import MemoryFlowRepository
 from plaita.adapters.redis.flows import RedisFlowRepository
 from plaita.adapters.redis.keys import RedisKeys
+from plaita.adapters.sqlalchemy import schema as sql_schema
+from plaita.adapters.sqlalchemy.flows import SqlFlowRepository
 from plaita.application.ports import FlowRepository
 from plaita.domain.flow import Flow
+
+from .sql_fixtures import PostgresEngine, SqliteEngine
 
 
 def flow(flow_id: str = "orders", version: str = "1", handler: str = "shop:charge") -> Flow:
@@ -103,3 +109,33 @@ class TestRedisFlowRepository(FlowRepositoryContract):
     @pytest.fixture
     def flows(self, real_redis: redis.Redis, keys: RedisKeys) -> FlowRepository:
         return RedisFlowRepository(real_redis, keys)
+
+
+class SqlFlows(FlowRepositoryContract):
+    @pytest.fixture
+    def flows(self, engine: AsyncEngine) -> FlowRepository:
+        return SqlFlowRepository(engine)
+
+    async def test_a_definition_is_stored_with_its_fingerprint_beside_the_latest_pointer(
+        self, flows: FlowRepository, engine: AsyncEngine
+    ) -> None:
+        await flows.put(flow(version="1"))
+        await flows.put(flow(version="2", handler="shop:charge_v2"))
+
+        async with engine.connect() as connection:
+            stored = (await connection.execute(sa.select(sql_schema.flows))).all()
+            latest = (await connection.execute(sa.select(sql_schema.flow_latest))).all()
+        assert sorted((row.version, row.fingerprint) for row in stored) == [
+            ("1", flow(version="1").fingerprint),
+            ("2", flow(version="2", handler="shop:charge_v2").fingerprint),
+        ]
+        assert all(row.created_at is not None for row in stored)
+        assert [(row.flow_id, row.version) for row in latest] == [("orders", "2")]
+
+
+class TestSqliteFlowRepository(SqliteEngine, SqlFlows):
+    pass
+
+
+class TestPostgresFlowRepository(PostgresEngine, SqlFlows):
+    pass

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
 import pytest
 import redis.asyncio as redis
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.lease import RedisLeaseManager
+from plaita.adapters.sqlalchemy import schema as sql_schema
 from plaita.application.ports import Clock, LeaseManager
 from plaita.domain.lease import Lease
+
+from .sql_fixtures import PostgresEngine, SqliteEngine, SqlStores
 
 Elapse = Callable[[int], Awaitable[None]]
 
@@ -158,3 +164,46 @@ class TestRedisLeaseManager(LeaseContract):
         assert await real_redis.get(keys.lease("x:1")) is None
         assert await real_redis.get(keys.fence_generation("x:1")) in (b"1", "1")
         assert await real_redis.pttl(keys.fence_generation("x:1")) == -1
+
+
+class SqlLeases(SqlStores, LeaseContract):
+    """Leases expire on the injected clock's wall time: the fake clock moves, nothing sleeps."""
+
+    @pytest.fixture
+    def elapse(self, advance_clock: Elapse) -> Elapse:
+        return advance_clock
+
+    async def test_the_generation_counter_outlives_release_and_expiry(
+        self, leases: LeaseManager, engine: AsyncEngine, elapse: Elapse
+    ) -> None:
+        """W4: the lease row is never deleted; release and expiry only clear the holder."""
+        released = await leases.acquire("x:1", "w1", ttl_ms=10_000)
+        assert released is not None and await leases.release(released)
+        await leases.acquire("x:1", "w2", ttl_ms=100)
+        await elapse(100)
+
+        async with engine.connect() as connection:
+            rows = (await connection.execute(sa.select(sql_schema.leases))).all()
+        assert [(row.execution_id, row.generation, row.holder_id) for row in rows] == [
+            ("x:1", 2, "w2")
+        ]
+        assert await leases.holder("x:1") is None
+        assert await leases.current_generation("x:1") == 2
+
+    async def test_concurrent_acquires_hand_out_one_lease(self, leases: LeaseManager) -> None:
+        """W3: of many acquires racing on separate connections exactly one wins."""
+        won = await asyncio.gather(
+            *(leases.acquire("x:1", f"w{n}", ttl_ms=10_000) for n in range(8))
+        )
+
+        winners = [lease for lease in won if lease is not None]
+        assert len(winners) == 1 and winners[0].generation == 1
+        assert await leases.holder("x:1") == winners[0]
+
+
+class TestSqliteLeaseManager(SqliteEngine, SqlLeases):
+    pass
+
+
+class TestPostgresLeaseManager(PostgresEngine, SqlLeases):
+    pass

@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable
 import attrs
 import pytest
 import redis.asyncio as redis
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from plaita.adapters.memory.counters import MemoryCounterStore
 from plaita.adapters.memory.lease import MemoryLeaseManager
@@ -20,6 +22,7 @@ from plaita.adapters.redis.counters import RedisCounterStore
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.lease import RedisLeaseManager
 from plaita.adapters.redis.storage import RedisExecutionRepository
+from plaita.adapters.sqlalchemy import schema as sql_schema
 from plaita.application.ports import Clock, CounterStore, ExecutionRepository, LeaseManager
 from plaita.application.tenancy import current_tenant, no_tenant_scope, tenant_scope
 from plaita.domain.budgets import Counter, CounterChange, CounterOp
@@ -30,7 +33,10 @@ from plaita.domain.errors import (
     TenantMismatchError,
 )
 from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.lease import Lease
 from plaita.domain.tombstone import Tombstone
+
+from .sql_fixtures import PostgresEngine, SqliteEngine, SqlStores
 
 NOW_MS = 1_760_000_000_000
 TTL_MS = 60_000
@@ -304,3 +310,83 @@ class TestRedisTenancy(RedisTenancyKeys, TenancyContract):
     @pytest.fixture
     def counters(self, real_redis: redis.Redis, keys: RedisKeys) -> CounterStore:
         return RedisCounterStore(real_redis, keys)
+
+
+class SqlTenancy(SqlStores, TenancyContract):
+    """On SQL the tenant is part of every execution-data primary key (W24)."""
+
+    @pytest.fixture
+    def counters(self, clock: Clock) -> CounterStore:
+        # The SQL storage keeps no counters: `plaita dev --db` pairs it with the memory
+        # counter store, the combination this runs.
+        return MemoryCounterStore(clock)
+
+    async def test_a_tenants_rows_carry_its_id(
+        self, engine: AsyncEngine, repository: ExecutionRepository, leases: LeaseManager
+    ) -> None:
+        with tenant_scope("acme"):
+            await _save_as(repository, leases, _state(), "w1")
+            await repository.delete(
+                "x:1",
+                fence=None,
+                tombstone=Tombstone("acme", NOW_MS, "test"),
+                tombstone_ttl_ms=TTL_MS,
+            )
+        await _save_as(repository, leases, _state(), "w1")
+
+        async with engine.connect() as connection:
+            keys = {
+                table.name: sorted(
+                    (row.tenant_id, row.execution_id)
+                    for row in await connection.execute(sa.select(table))
+                )
+                for table in (sql_schema.executions, sql_schema.leases, sql_schema.tombstones)
+            }
+        assert keys == {
+            "executions": [("default", "x:1")],
+            "leases": [("acme", "x:1"), ("default", "x:1")],
+            "tombstones": [("acme", "x:1")],
+        }
+
+    @pytest.mark.parametrize(
+        "touch",
+        [
+            pytest.param(lambda r, leases: r.page(), id="page"),
+            pytest.param(lambda r, leases: r.last_heartbeat("x:1"), id="last_heartbeat"),
+            pytest.param(
+                lambda r, leases: r.delete(
+                    "x:1",
+                    fence=None,
+                    tombstone=Tombstone("default", NOW_MS, "t"),
+                    tombstone_ttl_ms=1,
+                ),
+                id="delete",
+            ),
+            pytest.param(lambda r, leases: leases.holder("x:1"), id="holder"),
+            pytest.param(
+                lambda r, leases: leases.renew(Lease("x:1", "w1", 1), ttl_ms=TTL_MS), id="renew"
+            ),
+            pytest.param(lambda r, leases: leases.release(Lease("x:1", "w1", 1)), id="release"),
+        ],
+    )
+    async def test_the_other_operations_fail_closed_outside_a_tenant_scope_too(
+        self,
+        repository: ExecutionRepository,
+        leases: LeaseManager,
+        touch: Callable[[ExecutionRepository, LeaseManager], Awaitable[object]],
+    ) -> None:
+        await _save_as(repository, leases, _state(), "w1")
+
+        with no_tenant_scope(), pytest.raises(TenantContextMissingError, match="tenant scope"):
+            await touch(repository, leases)
+
+        assert await repository.load("x:1") is not None
+        assert await repository.tombstone("x:1") is None
+
+
+class TestSqliteTenancy(SqliteEngine, SqlTenancy):
+    pass
+
+
+class TestPostgresTenancy(PostgresEngine, SqlTenancy):
+    pass

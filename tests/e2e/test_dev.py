@@ -35,6 +35,18 @@ def wait_for(check: Any, what: str, timeout: float = 20.0) -> Any:
     raise AssertionError(f"{what} did not happen within {timeout} s; last seen {last!r}")
 
 
+def publish_decision(api: httpx.Client, execution_id: str, *, approved: bool = True) -> None:
+    published = api.post(
+        "/api/v1/events",
+        json={
+            "event_type": "approval_decision",
+            "correlation_id": execution_id,
+            "data": {"approved": approved},
+        },
+    )
+    assert published.status_code == 201, published.text
+
+
 def test_dev_runs_an_approval_from_start_to_finish_over_its_console(tmp_path: Path) -> None:
     port = free_port()
     log = tmp_path / "dev.log"
@@ -66,15 +78,7 @@ def test_dev_runs_an_approval_from_start_to_finish_over_its_console(tmp_path: Pa
             return str(api.get(f"/api/v1/executions/{execution_id}").json()["status"])
 
         wait_for(lambda: status() == "suspended", "the wait for the decision")
-        published = api.post(
-            "/api/v1/events",
-            json={
-                "event_type": "approval_decision",
-                "correlation_id": execution_id,
-                "data": {"approved": True},
-            },
-        )
-        assert published.status_code == 201, published.text
+        publish_decision(api, execution_id)
         wait_for(lambda: status() == "completed", "completion after the decision")
         assert api.get("/", headers={}).status_code == 200  # the page is served
     finally:

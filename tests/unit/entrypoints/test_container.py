@@ -51,3 +51,37 @@ def test_memory_singletons_are_shared_by_worker_and_event_filter() -> None:
     container = build_container(Settings(backend="memory"))
     assert container.queue() is container.queue()
     assert container.executions() is container.executions()
+
+
+def refuse_sql() -> None:
+    raise AssertionError("without storage=sql no database engine may be built")
+
+
+def test_storage_sql_wires_state_leases_and_flows_to_the_database(tmp_path: object) -> None:
+    """S4: PLAITA_STORAGE=sql moves state, leases and flows; the queue stays on the backend."""
+    from plaita.adapters.sqlalchemy.flows import SqlFlowRepository
+    from plaita.adapters.sqlalchemy.lease import SqlLeaseManager
+    from plaita.adapters.sqlalchemy.storage import SqlExecutionRepository
+
+    container = build_container(
+        Settings(backend="memory", storage="sql", database_url=f"sqlite:///{tmp_path}/s.db")
+    )
+    container.redis_client.override(providers.Callable(refuse_redis))
+    assert isinstance(container.executions(), SqlExecutionRepository)
+    assert isinstance(container.leases(), SqlLeaseManager)
+    assert isinstance(container.flow_repository(), SqlFlowRepository)
+    assert isinstance(container.queue(), MemoryTaskQueue)
+    container.process_task()
+
+
+def test_default_storage_never_builds_a_database_engine() -> None:
+    container = build_container(Settings(backend="memory"))
+    container.sql_engine.override(providers.Callable(refuse_sql))
+    container.process_task()
+    container.delete_execution()
+    container.recover_after_restart()
+
+
+def test_storage_sql_without_a_database_url_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="PLAITA_DATABASE_URL"):
+        Settings(storage="sql")

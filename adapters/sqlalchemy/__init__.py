@@ -1,0 +1,1 @@
+"""The SQL storage on SQLAlchemy 2.x (S4): SQLite (aiosqlite) and PostgreSQL (asyncpg)."""

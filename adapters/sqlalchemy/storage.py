@@ -1,0 +1,325 @@
+"""Execution checkpoints on SQL: fenced incremental saves, deletes with tombstones, listings
+(S1, S3, S4, W4, W13, W15, W24).
+
+Same observable behaviour as the Redis repository and the memory twin, on the tables of
+``schema``: every write is fenced by a conditional UPDATE of the lease row (``fencing``) in
+the transaction that writes; a delete removes the state, its heartbeat and the lease holder
+and writes the tombstone in one transaction. Records with a TTL on Redis (tombstones,
+heartbeats, the optional state TTL) carry an expiry read against the injected clock;
+``sweep_expired`` removes them for good.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Protocol
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from plaita.adapters.sqlalchemy.checkpoints import (
+    alive,
+    is_incremental,
+    read_states,
+    write_full,
+    write_step,
+)
+from plaita.adapters.sqlalchemy.engine import reader, transaction, writer
+from plaita.adapters.sqlalchemy.fencing import (
+    claim_fence,
+    ensure_lease_row,
+    key,
+    refuse_if_deleted,
+    revoke,
+    upsert,
+)
+from plaita.adapters.sqlalchemy.schema import executions, heartbeats, tombstones
+from plaita.application.ports import Clock, ExecutionPage, NodeHeartbeat
+from plaita.application.tenancy import current_tenant
+from plaita.domain.checkpoint import checkpoint_delta
+from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.operator_controls import PageCursor, check_page_limit
+from plaita.domain.tenancy import check_same_tenant
+from plaita.domain.tombstone import Tombstone
+
+#: Three lease TTLs of the default 120 s lease: the record outlives the reaper's window.
+DEFAULT_HEARTBEAT_TTL_MS = 360_000
+
+
+class ForgetsCounters(Protocol):
+    """The part of a counter store a delete needs: the counters live in another store."""
+
+    async def forget(self, execution_id: str) -> None: ...
+
+
+class SqlExecutionRepository:
+    """ExecutionRepository and TombstoneStore on SQLite or PostgreSQL."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        clock: Clock,
+        counters: ForgetsCounters | None = None,
+        heartbeat_ttl_ms: int = DEFAULT_HEARTBEAT_TTL_MS,
+        state_ttl_ms: int | None = None,
+    ) -> None:
+        _check_positive("a heartbeat ttl", heartbeat_ttl_ms)
+        if state_ttl_ms is not None:
+            _check_positive("a state ttl", state_ttl_ms)
+        self._writer = writer(engine)
+        self._reader = reader(engine)
+        self._clock = clock
+        self._counters = counters
+        self._heartbeat_ttl_ms = heartbeat_ttl_ms
+        self._state_ttl_ms = state_ttl_ms
+
+    # --- reads --------------------------------------------------------------------------
+
+    async def load(self, execution_id: str) -> ExecutionState | None:
+        tenant_id = current_tenant()
+        query = sa.select(executions).where(
+            key(executions, tenant_id, execution_id), alive(self._clock.now_ms())
+        )
+        async with transaction(self._reader) as connection:
+            header = (await connection.execute(query)).first()
+            if header is None:
+                return None
+            (state,) = await read_states(connection, tenant_id, [header])
+        return state
+
+    async def list(
+        self,
+        *,
+        flow_id: str | None = None,
+        status: ExecutionStatus | None = None,
+        limit: int = 100,
+    ) -> Sequence[ExecutionState]:
+        tenant_id = current_tenant()
+        if limit <= 0:
+            return []
+        query = self._listing(tenant_id, flow_id, status).limit(limit)
+        async with transaction(self._reader) as connection:
+            headers = (await connection.execute(query)).all()
+            return await read_states(connection, tenant_id, headers)
+
+    async def page(
+        self,
+        *,
+        flow_id: str | None = None,
+        status: ExecutionStatus | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> ExecutionPage:
+        """ExecutionRepository.page in the order of the Redis index (C1).
+
+        The filters run in the query, on the index of the filtered columns, so the work of a
+        call is bounded by ``limit`` and every page but the last is full (the Redis scan
+        budget, ``PAGE_SCAN_BUDGET``, has nothing to bound here).
+        """
+        check_page_limit(limit)
+        after = None if cursor is None else PageCursor.decode(cursor)
+        tenant_id = current_tenant()
+        query = self._listing(tenant_id, flow_id, status)
+        if after is not None:
+            # Strictly after the cursor's entry: later writes move to the front, never in.
+            query = query.where(
+                sa.tuple_(executions.c.updated_at_ms, executions.c.execution_id)
+                < sa.tuple_(sa.literal(after.score), sa.literal(after.execution_id))
+            )
+        async with transaction(self._reader) as connection:
+            headers = (await connection.execute(query.limit(limit + 1))).all()
+            states = await read_states(connection, tenant_id, headers[:limit])
+        if len(headers) <= limit:
+            return ExecutionPage(tuple(states))
+        last = headers[limit - 1]
+        return ExecutionPage(
+            tuple(states), PageCursor(last.updated_at_ms, last.execution_id).encode()
+        )
+
+    def _listing(
+        self, tenant_id: str, flow_id: str | None, status: ExecutionStatus | None
+    ) -> sa.Select[tuple[object, ...]]:
+        """Newest first, then id descending: the order of ZREVRANGE on the Redis index."""
+        query = sa.select(executions).where(
+            executions.c.tenant_id == tenant_id, alive(self._clock.now_ms())
+        )
+        if flow_id is not None:
+            query = query.where(executions.c.flow_id == flow_id)
+        if status is not None:
+            query = query.where(executions.c.status == status.value)
+        return query.order_by(executions.c.updated_at_ms.desc(), executions.c.execution_id.desc())
+
+    async def tombstone(self, execution_id: str) -> Tombstone | None:
+        tenant_id = current_tenant()
+        query = sa.select(tombstones.c.document).where(
+            key(tombstones, tenant_id, execution_id),
+            tombstones.c.expires_at_ms > self._clock.now_ms(),
+        )
+        async with transaction(self._reader) as connection:
+            document = await connection.scalar(query)
+        return None if document is None else Tombstone.from_json(json.loads(document))
+
+    async def get(self, execution_id: str) -> Tombstone | None:
+        """TombstoneStore.get: the execution's tombstone, if it was deleted (W13)."""
+        return await self.tombstone(execution_id)
+
+    async def last_heartbeat(self, execution_id: str) -> NodeHeartbeat | None:
+        tenant_id = current_tenant()
+        query = sa.select(heartbeats.c.node_id, heartbeats.c.last_update_ms).where(
+            key(heartbeats, tenant_id, execution_id),
+            heartbeats.c.expires_at_ms > self._clock.now_ms(),
+        )
+        async with transaction(self._reader) as connection:
+            row = (await connection.execute(query)).first()
+        return None if row is None else NodeHeartbeat(row.node_id, row.last_update_ms)
+
+    # --- writes -------------------------------------------------------------------------
+
+    async def save(
+        self, state: ExecutionState, *, fence: int, previous: ExecutionState | None = None
+    ) -> None:
+        execution_id = state.execution_id
+        tenant_id = current_tenant()
+        check_same_tenant(state.tenant_id, tenant_id, f"execution {execution_id!r}")
+        delta = checkpoint_delta(previous, state)
+        now_ms = self._clock.now_ms()
+        expires_at_ms = None if self._state_ttl_ms is None else now_ms + self._state_ttl_ms
+        async with transaction(self._writer) as connection:
+            await claim_fence(connection, tenant_id, execution_id, fence)
+            if is_incremental(delta) and await write_step(
+                connection, tenant_id, delta, now_ms=now_ms, expires_at_ms=expires_at_ms
+            ):
+                return
+            # A full save, or a delta with nothing stored under it: the whole state, as Redis.
+            await refuse_if_deleted(connection, tenant_id, execution_id, fence, now_ms)
+            full = delta if delta.full else checkpoint_delta(None, state)
+            await write_full(connection, tenant_id, full, expires_at_ms=expires_at_ms)
+
+    async def heartbeat(self, execution_id: str, *, fence: int, node_id: str, now_ms: int) -> None:
+        tenant_id = current_tenant()
+        clock_ms = self._clock.now_ms()
+        async with transaction(self._writer) as connection:
+            await claim_fence(connection, tenant_id, execution_id, fence)
+            await refuse_if_deleted(connection, tenant_id, execution_id, fence, clock_ms)
+            row = {
+                "tenant_id": tenant_id,
+                "execution_id": execution_id,
+                "node_id": node_id,
+                "last_update_ms": now_ms,
+                "expires_at_ms": clock_ms + self._heartbeat_ttl_ms,
+            }
+            statement = upsert(connection, heartbeats).values(row)
+            await connection.execute(
+                statement.on_conflict_do_update(
+                    index_elements=[heartbeats.c.tenant_id, heartbeats.c.execution_id],
+                    set_={
+                        name: statement.excluded[name]
+                        for name in ("node_id", "last_update_ms", "expires_at_ms")
+                    },
+                )
+            )
+
+    async def delete(
+        self,
+        execution_id: str,
+        *,
+        fence: int | None,
+        tombstone: Tombstone,
+        tombstone_ttl_ms: int,
+    ) -> Tombstone:
+        _check_positive("a tombstone ttl", tombstone_ttl_ms)
+        tenant_id = current_tenant()
+        now_ms = self._clock.now_ms()
+        async with transaction(self._writer) as connection:
+            # The lease row is the execution's lock: create it (without a generation) so a
+            # start racing this delete waits for it, then sees the tombstone.
+            await ensure_lease_row(connection, tenant_id, execution_id)
+            if fence is None:
+                await revoke(connection, tenant_id, execution_id)
+            else:
+                await claim_fence(connection, tenant_id, execution_id, fence, release_holder=True)
+            # Node and variable rows go with the header row (ON DELETE CASCADE).
+            for table in (executions, heartbeats):
+                await connection.execute(
+                    sa.delete(table).where(key(table, tenant_id, execution_id))
+                )
+            stored = await self._store_tombstone(
+                connection, tenant_id, execution_id, tombstone, now_ms + tombstone_ttl_ms, now_ms
+            )
+        if self._counters is not None:
+            await self._counters.forget(execution_id)
+        return stored
+
+    async def _store_tombstone(
+        self,
+        connection: AsyncConnection,
+        tenant_id: str,
+        execution_id: str,
+        tombstone: Tombstone,
+        expires_at_ms: int,
+        now_ms: int,
+    ) -> Tombstone:
+        where = key(tombstones, tenant_id, execution_id)
+        query = sa.select(tombstones.c.document, tombstones.c.expires_at_ms).where(where)
+        existing = (await connection.execute(query)).first()
+        if existing is not None and existing.expires_at_ms > now_ms:
+            # A second delete keeps the first record and only ever extends its expiry.
+            await connection.execute(
+                sa.update(tombstones)
+                .where(where, tombstones.c.expires_at_ms < expires_at_ms)
+                .values(expires_at_ms=expires_at_ms)
+            )
+            return Tombstone.from_json(json.loads(existing.document))
+        row = {
+            "tenant_id": tenant_id,
+            "execution_id": execution_id,
+            "document": json.dumps(tombstone.to_json(), separators=(",", ":")),
+            "expires_at_ms": expires_at_ms,
+        }
+        statement = upsert(connection, tombstones).values(row)
+        await connection.execute(
+            statement.on_conflict_do_update(
+                index_elements=[tombstones.c.tenant_id, tombstones.c.execution_id],
+                set_={name: statement.excluded[name] for name in ("document", "expires_at_ms")},
+            )
+        )
+        return tombstone
+
+    # --- retention ----------------------------------------------------------------------
+
+    async def sweep_expired(self, *, now_ms: int, limit: int) -> int:
+        """Remove at most ``limit`` records whose expiry passed: states (with their node and
+        variable rows), tombstones and heartbeats; how many were removed.
+
+        Reads already treat these records as absent, so the sweep changes nothing anyone can
+        observe; it only reclaims space. It runs for every tenant at once (an operator job,
+        not a unit of work of one tenant), one short transaction per table. The generation
+        counters stay (W4).
+        """
+        if limit <= 0:
+            raise ValueError(f"a sweep limit must be a positive number of records, got {limit}")
+        removed = 0
+        for table in (executions, tombstones, heartbeats):
+            budget = limit - removed
+            if budget == 0:
+                break
+            expired = table.c.expires_at_ms <= now_ms
+            victims = (
+                sa.select(table.c.tenant_id, table.c.execution_id)
+                .where(expired)
+                .order_by(table.c.expires_at_ms)
+                .limit(budget)
+            )
+            statement = sa.delete(table).where(
+                sa.tuple_(table.c.tenant_id, table.c.execution_id).in_(victims), expired
+            )
+            async with transaction(self._writer) as connection:
+                removed += (await connection.execute(statement)).rowcount
+        return removed
+
+
+def _check_positive(what: str, value: int) -> None:
+    if value <= 0:
+        raise ValueError(f"{what} must be a positive number of milliseconds, got {value}")
