@@ -67,6 +67,9 @@ class Delivery:
 class QueueStats:
     length: int
     pending: int
+    #: The stream-id time (ms) of the oldest carrier no worker has read yet; None when every
+    #: carrier was read. ``now - oldest_unread_ms`` is how far the workers lag behind.
+    oldest_unread_ms: int | None = None
 
 
 @attrs.frozen

@@ -47,7 +47,11 @@ class MemoryTaskQueue:
         return self._stream.touch(consumer, message_ids)
 
     async def stats(self) -> QueueStats:
-        return QueueStats(length=self._stream.length, pending=self._stream.pending)
+        return QueueStats(
+            length=self._stream.length,
+            pending=self._stream.pending,
+            oldest_unread_ms=self._stream.oldest_unread_ms(),
+        )
 
     async def dead_letter(self, delivery: Delivery, reason: str) -> str:
         dlq_id = await self._dead_letters.add(encode_dead_letter(delivery, reason))

@@ -124,6 +124,12 @@ class MemoryGroupStream:
         self._pending[message_id] = _Pending(consumer, delivery_count, self._now_ms())
         return message_id, dict(self._entries[message_id]), delivery_count
 
+    def oldest_unread_ms(self) -> int | None:
+        """The id time of the first entry the group has not delivered yet (None: none)."""
+        if not self._has_new():
+            return None
+        return int(self._order[self._next].split("-", 1)[0])
+
     def _has_new(self) -> bool:
         return self._next < len(self._order)
 

@@ -69,7 +69,8 @@ class RedisTaskQueue:
 
     async def stats(self) -> QueueStats:
         length, pending = await self._stream.length_and_pending()
-        return QueueStats(length=length, pending=pending)
+        oldest = await self._stream.oldest_unread_ms() if length else None
+        return QueueStats(length=length, pending=pending, oldest_unread_ms=oldest)
 
     async def dead_letter(self, delivery: Delivery, reason: str) -> str:
         # Both keys share the queue's hash tag, so one MULTI/EXEC copies and acks together.

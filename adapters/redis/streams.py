@@ -130,6 +130,28 @@ class RedisGroupStream:
             raise summary
         return int(length), int(summary["pending"])
 
+    async def oldest_unread_ms(self) -> int | None:
+        """The id time of the first entry after the group's last-delivered id (None: none).
+
+        Two round trips (XINFO GROUPS, then XRANGE from that id, exclusive); stats only.
+        """
+        try:
+            groups = await self._client.xinfo_groups(self.stream)
+        except ResponseError:
+            return None  # no stream yet
+        last = next(
+            (
+                text(group.get("last-delivered-id", "0-0"))
+                for group in groups
+                if text(group.get("name", "")) == self.group
+            ),
+            "0-0",
+        )
+        entries = await self._client.xrange(self.stream, min=f"({last}", count=1)
+        if not entries:
+            return None
+        return int(text(entries[0][0]).split("-", 1)[0])
+
 
 def _entries_of_read(reply: Any) -> list[StreamEntry]:
     # RESP2: [[stream, [(id, fields), ...]]]; RESP3: {stream: [[(id, fields), ...]]}.

@@ -31,6 +31,8 @@ class ClusterSnapshot:
     delayed: int
     workers: Sequence[WorkerInstance]
     now_ms: int
+    #: How long the oldest carrier no worker has read yet has waited; 0 when none waits.
+    lag_ms: int = 0
 
 
 class ConsoleMetrics:
@@ -49,6 +51,11 @@ class ConsoleMetrics:
         self.delayed = Gauge(
             "plaita_delayed_carriers",
             "Carriers waiting in the delay queue (retries with backoff, timers).",
+            registry=r,
+        )
+        self.lag = Gauge(
+            "plaita_queue_lag_seconds",
+            "How long the oldest carrier no worker has read yet has waited (0: none waits).",
             registry=r,
         )
         self.workers = Gauge(
@@ -72,6 +79,7 @@ class ConsoleMetrics:
         self.stream_pending.set(snapshot.pending)
         self.dlq_length.set(snapshot.dlq_length)
         self.delayed.set(snapshot.delayed)
+        self.lag.set(snapshot.lag_ms / 1000)
         counts = dict.fromkeys(WORKER_STATUSES, 0)
         for worker in snapshot.workers:
             counts[worker.status] = counts.get(worker.status, 0) + 1

@@ -89,13 +89,16 @@ async def metrics(access: ViewerAccess, console: ConsoleDep) -> Response:
 async def cluster_snapshot(console: Console) -> ClusterSnapshot:
     container = console.container
     stats = await container.queue().stats()
+    now_ms = container.clock().now_ms()
+    oldest = stats.oldest_unread_ms
     return ClusterSnapshot(
         stream_length=stats.length,
         pending=stats.pending,
         dlq_length=await container.dlq_length()(),
         delayed=await container.delay_queue().pending(),
         workers=await container.registry().list(),
-        now_ms=container.clock().now_ms(),
+        now_ms=now_ms,
+        lag_ms=0 if oldest is None else max(0, now_ms - oldest),
     )
 
 
@@ -111,8 +114,8 @@ async def queue_stats(access: ViewerAccess, console: ConsoleDep) -> schemas.Queu
         pending=snapshot.pending,
         dlq_length=snapshot.dlq_length,
         delayed=snapshot.delayed,
-        # The TaskQueue port counts entries only; it cannot date the oldest unread one.
-        lag_ms=None,
+        # How long the oldest carrier no worker has read yet has waited (0: none waits).
+        lag_ms=snapshot.lag_ms,
     )
 
 

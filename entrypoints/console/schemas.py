@@ -245,7 +245,8 @@ class QueueView(_Response):
     dlq_length: int
     delayed: int
     lag_ms: int | None = Field(
-        description="Age of the oldest carrier not yet read; null when the backend cannot tell it."
+        description="How long the oldest carrier no worker has read yet has waited (ms); "
+        "0 when every carrier was read."
     )
 
 

@@ -90,7 +90,20 @@ class QueueContract:
 
     async def test_stats_of_an_empty_queue(self, ready: RawTaskQueue) -> None:
         stats = await ready.stats()
-        assert (stats.length, stats.pending) == (0, 0)
+        assert (stats.length, stats.pending, stats.oldest_unread_ms) == (0, 0, None)
+
+    async def test_stats_date_the_oldest_carrier_no_worker_has_read(
+        self, ready: RawTaskQueue
+    ) -> None:
+        """C1 queue lag: the id time of the first carrier after the group's last delivery."""
+        ids = [await ready.enqueue(envelope(f"x-{n}")) for n in range(3)]
+        assert (await ready.stats()).oldest_unread_ms == int(ids[0].split("-")[0])
+
+        await ready.read("worker-a", count=2, block_ms=0)
+        assert (await ready.stats()).oldest_unread_ms == int(ids[2].split("-")[0])
+
+        await ready.read("worker-a", count=5, block_ms=0)
+        assert (await ready.stats()).oldest_unread_ms is None, "read, even if not acked"
 
     async def test_group_starts_at_zero_so_earlier_entries_are_delivered(
         self, queue: RawTaskQueue
