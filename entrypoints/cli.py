@@ -505,10 +505,17 @@ def event_filter(
     )
 
     async def body(container: Container) -> None:
-        from plaita.entrypoints.janitor import run_index_janitor
+        from plaita.entrypoints.janitor import run_index_janitor, run_state_sweeper
 
         async def index_janitor(stop: asyncio.Event) -> None:
             await run_index_janitor(container, stop)
+
+        async def state_sweeper(stop: asyncio.Event) -> None:
+            await run_state_sweeper(container, stop)
+
+        background = {"index_janitor": index_janitor}
+        if settings.storage == "sql":  # Redis expires state itself; a database needs a sweep
+            background["state_sweeper"] = state_sweeper
 
         stop = asyncio.Event()
         with stop_on_signals(stop):
@@ -520,7 +527,7 @@ def event_filter(
                 claim_min_idle_ms=settings.claim_min_idle_ms,
                 reconcile=container.reconcile_events(settings=reconcile_settings),
                 reconcile_interval_ms=milliseconds["--reconcile-interval-seconds"],
-                background={"index_janitor": index_janitor},
+                background=background,
                 closeables=[container.subscriptions(), container.executions()],
             ).run(stop)
 

@@ -26,7 +26,8 @@ from plaita.domain.tenancy import DEFAULT_TENANT
 from plaita.entrypoints.cli_support import import_handler_modules, load_flow_file
 from plaita.entrypoints.console.app import create_app
 from plaita.entrypoints.container import Container, build_container
-from plaita.entrypoints.event_filter import EventFilterService
+from plaita.entrypoints.event_filter import BackgroundJob, EventFilterService
+from plaita.entrypoints.janitor import run_state_sweeper
 from plaita.entrypoints.settings import Settings
 from plaita.entrypoints.worker import Worker
 
@@ -147,8 +148,20 @@ def _services(container: Container, settings: Settings) -> Sequence[Worker | Eve
         consumer=f"dev-event-filter-{settings.consumer_name}",
         read_block_ms=settings.read_block_ms,
         reconcile=container.reconcile_events(settings=ReconcileSettings()),
+        background=_housekeeping(container, settings),
     )
     return [worker, event_filter]
+
+
+def _housekeeping(container: Container, settings: Settings) -> dict[str, BackgroundJob]:
+    """With SQL storage, the sweep of expired state rows runs beside the event filter."""
+    if settings.storage != "sql":
+        return {}
+
+    async def state_sweeper(stop: asyncio.Event) -> None:
+        await run_state_sweeper(container, stop)
+
+    return {"state_sweeper": state_sweeper}
 
 
 async def _wait_started(server: uvicorn.Server, serving: asyncio.Task[None]) -> None:

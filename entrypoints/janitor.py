@@ -1,4 +1,5 @@
-"""The index janitor as a background task of a long-running plaita service (V7).
+"""Housekeeping as background tasks of a long-running plaita service: the index janitor
+(V7) and, with SQL storage, the sweep of expired state rows (S4).
 
 The event-filter service starts it beside its read loop; it stops with the same stop event.
 Its plan (interval, budget, on/off) comes from ``PLAITA_JANITOR_*`` through the container.
@@ -7,6 +8,8 @@ Its plan (interval, budget, on/off) comes from ``PLAITA_JANITOR_*`` through the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 
 from plaita.entrypoints.container import Container
 
@@ -18,3 +21,41 @@ async def run_index_janitor(container: Container, stop: asyncio.Event) -> None:
     and retried at the next one, so the service beside it keeps running.
     """
     await container.index_janitor().run(stop)
+
+
+#: The SQL state sweep: how often, and how many expired records per pass.
+SWEEP_EVERY_SECONDS = 60.0
+SWEEP_LIMIT = 500
+
+log = logging.getLogger("plaita.janitor")
+
+
+async def run_state_sweeper(
+    container: Container,
+    stop: asyncio.Event,
+    *,
+    every_seconds: float = SWEEP_EVERY_SECONDS,
+    limit: int = SWEEP_LIMIT,
+) -> None:
+    """With SQL storage, delete expired states, tombstones and heartbeats until ``stop`` (S4).
+
+    Redis expires these records itself; a database keeps the rows (reads already treat them
+    as absent) until this sweep removes them, at most ``limit`` per pass. Returns at once
+    with any other storage. A failing pass is logged and retried at the next one.
+    """
+    executions = container.executions()
+    sweep = getattr(executions, "sweep_expired", None)
+    if sweep is None:
+        return
+    clock = container.clock()
+    while not stop.is_set():
+        try:
+            removed = await sweep(now_ms=clock.now_ms(), limit=limit)
+        except Exception as exc:
+            log.warning("event=sweep.failed error=%r: retrying at the next pass", exc)
+            removed = 0
+        if removed:
+            log.info("event=sweep.done removed=%d", removed)
+        if removed < limit:  # a full pass means more is due: go again at once
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every_seconds)
