@@ -66,11 +66,12 @@ async def run_dev(
         server = _ConsoleServer(
             uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
         )
-        services = _services(container, settings)
-        tasks = [asyncio.create_task(service.run(stop)) for service in services]
-        # Bound here, so a port in use is an OSError naming it, not uvicorn's sys.exit.
+        # Bound first, so a port in use is an OSError naming it (not uvicorn's sys.exit) and
+        # no service has started yet.
         listening = socket.create_server((host, port))
         port = int(listening.getsockname()[1])  # the one chosen when --port 0
+        services = _services(container, settings)
+        tasks = [asyncio.create_task(service.run(stop)) for service in services]
         console = asyncio.create_task(server.serve(sockets=[listening]))
         await _wait_started(server, console)
         echo(_banner(settings, registered, host, port, token["token"]))
