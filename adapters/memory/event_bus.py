@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict, defaultdict, deque
-from collections.abc import Iterable, Sequence
-from types import ModuleType
+from collections.abc import Sequence
 
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.event_bus import (
-    DEFAULT_RETRY_POLICY,
     DISPATCH_DRAIN_TIMEOUT_S,
     PUBLISH_SYNC_TIMEOUT_S,
+    BusRegistrations,
     BusShutdown,
-    EventHandler,
     HandledMarks,
     HandlerDispatcher,
     HandlerResult,
@@ -32,7 +30,7 @@ from plaita.application.event_bus import (
 )
 from plaita.application.ports import SubscriptionStore
 from plaita.domain.errors import EventBusClosedError, UnboundedWaitError
-from plaita.domain.events import Event, EventSubscription, RetryPolicy, subscription_matches
+from plaita.domain.events import Event, EventSubscription, subscription_matches
 
 #: Events kept per correlation id for waits that have not begun yet.
 INBOX_LIMIT = 1000
@@ -58,7 +56,7 @@ class MemoryHandledMarks:
             self._marks.popitem(last=False)
 
 
-class MemoryEventBus:
+class MemoryEventBus(BusRegistrations):
     """EventBus and EventWaiter in one process.
 
     ``closed=True`` is not ``close()``: it describes a bus nothing will publish to once the
@@ -138,30 +136,6 @@ class MemoryEventBus:
         publish_from_sync_code(
             home, publish_and_settle, event_id=event.event_id, timeout_s=timeout_s
         )
-
-    async def register_subscription(self, subscription: EventSubscription) -> None:
-        self._shutdown.check_open(f"register_subscription {subscription.subscription_id!r}")
-        await self._subscriptions.add(subscription)
-
-    async def unregister_subscription(self, subscription_id: str) -> bool:
-        self._shutdown.check_open(f"unregister_subscription {subscription_id!r}")
-        return await self._subscriptions.remove(subscription_id)
-
-    def register_handler(
-        self,
-        pattern: str,
-        handler: EventHandler,
-        *,
-        handler_id: str | None = None,
-        retry: RetryPolicy = DEFAULT_RETRY_POLICY,
-    ) -> str:
-        return self._dispatcher.register(pattern, handler, handler_id=handler_id, retry=retry)
-
-    def unregister_handler(self, handler_id: str) -> bool:
-        return self._dispatcher.unregister(handler_id)
-
-    def register_handlers_from(self, source: ModuleType | Iterable[object]) -> list[str]:
-        return self._dispatcher.register_declared(source)
 
     async def get_event(self, event_id: str) -> Event | None:
         self._shutdown.check_open(f"get_event {event_id!r}")

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping, Sequence
-from types import ModuleType
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -23,11 +22,10 @@ import redis.asyncio as redis
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.streams import text, text_fields
 from plaita.application.event_bus import (
-    DEFAULT_RETRY_POLICY,
     DISPATCH_DRAIN_TIMEOUT_S,
     PUBLISH_SYNC_TIMEOUT_S,
+    BusRegistrations,
     BusShutdown,
-    EventHandler,
     HandledMarks,
     HandlerDispatcher,
     OwnedResource,
@@ -41,7 +39,6 @@ from plaita.domain.errors import EventBusClosedError
 from plaita.domain.events import (
     Event,
     EventSubscription,
-    RetryPolicy,
     pick_inbox_event,
     subscription_matches,
 )
@@ -97,7 +94,7 @@ class _Wait:
     exited: asyncio.Event = attrs.field(factory=asyncio.Event)
 
 
-class RedisEventBus:
+class RedisEventBus(BusRegistrations):
     """EventBus on Redis, composed of the event ports it is given and its own listener.
 
     ``client`` serves the listener and the handled marks; ``owns_client=True`` hands it to the
@@ -211,30 +208,6 @@ class RedisEventBus:
             timeout_s=timeout_s,
             after_private_loop=self._drop_private_loop_connections,
         )
-
-    async def register_subscription(self, subscription: EventSubscription) -> None:
-        self._shutdown.check_open(f"register_subscription {subscription.subscription_id!r}")
-        await self._subscriptions.add(subscription)
-
-    async def unregister_subscription(self, subscription_id: str) -> bool:
-        self._shutdown.check_open(f"unregister_subscription {subscription_id!r}")
-        return await self._subscriptions.remove(subscription_id)
-
-    def register_handler(
-        self,
-        pattern: str,
-        handler: EventHandler,
-        *,
-        handler_id: str | None = None,
-        retry: RetryPolicy = DEFAULT_RETRY_POLICY,
-    ) -> str:
-        return self._dispatcher.register(pattern, handler, handler_id=handler_id, retry=retry)
-
-    def unregister_handler(self, handler_id: str) -> bool:
-        return self._dispatcher.unregister(handler_id)
-
-    def register_handlers_from(self, source: ModuleType | Iterable[object]) -> list[str]:
-        return self._dispatcher.register_declared(source)
 
     async def get_event(self, event_id: str) -> Event | None:
         self._shutdown.check_open(f"get_event {event_id!r}")
