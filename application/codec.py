@@ -141,8 +141,16 @@ def decode_dead_letter(dlq_id: str, fields: Mapping[str, str]) -> DeadLetter:
     )
 
 
-#: Counter hash fields (W7, W8): ``noderetry:<node id>`` per node, the others by name.
+#: Counter hash fields (W2, W7, W8): ``noderetry:<node id>`` and ``nodecrash:<node id>`` per
+#: node, ``attempt`` for the open dispatch's lease generation, the others by name.
 NODE_RETRY_PREFIX = f"{Counter.NODE_RETRIES.value}:"
+NODE_CRASH_PREFIX = f"{Counter.NODE_CRASHES.value}:"
+OPEN_ATTEMPT_FIELD = "attempt"
+_NODE_PREFIXES = {Counter.NODE_RETRIES: NODE_RETRY_PREFIX, Counter.NODE_CRASHES: NODE_CRASH_PREFIX}
+_EVERY_NODE = {
+    Counter.ALL_NODE_RETRIES: NODE_RETRY_PREFIX,
+    Counter.ALL_NODE_CRASHES: NODE_CRASH_PREFIX,
+}
 
 
 def counter_op(change: CounterChange) -> tuple[str, str]:
@@ -151,28 +159,33 @@ def counter_op(change: CounterChange) -> tuple[str, str]:
     Every change is checked before any is written, by both counter adapters.
     """
     counter, op, node_id = change.counter, change.op, change.node_id
-    if node_id is not None and counter is not Counter.NODE_RETRIES:
+    if node_id is not None and counter not in _NODE_PREFIXES:
         raise ValueError(f"counter {counter.value!r} is per execution, not per node")
-    if counter is Counter.ALL_NODE_RETRIES:
+    if counter in _EVERY_NODE:
         if op is not CounterOp.RESET:
             raise ValueError("every node counter at once can only be reset")
-        return "delprefix", NODE_RETRY_PREFIX
-    if counter is Counter.NODE_RETRIES:
-        field = f"{NODE_RETRY_PREFIX}{node_id or ''}"
-    else:
-        field = counter.value
+        return "delprefix", _EVERY_NODE[counter]
+    prefix = _NODE_PREFIXES.get(counter)
+    field = counter.value if prefix is None else f"{prefix}{node_id or ''}"
     return ("incr" if op is CounterOp.INCREMENT else "del"), field
 
 
 def counters_from_fields(fields: Mapping[str, int | str]) -> Counters:
     """The stored counter fields as ``Counters``; the node id None reads back as ``""``."""
+    attempt = fields.get(OPEN_ATTEMPT_FIELD)
     return Counters(
-        node_retries={
-            name.removeprefix(NODE_RETRY_PREFIX): int(value)
-            for name, value in fields.items()
-            if name.startswith(NODE_RETRY_PREFIX)
-        },
+        node_retries=_per_node(fields, NODE_RETRY_PREFIX),
+        node_crashes=_per_node(fields, NODE_CRASH_PREFIX),
         total_retries=int(fields.get(Counter.TOTAL_RETRIES.value, 0)),
         wakeups=int(fields.get(Counter.WAKEUPS.value, 0)),
         no_fail=int(fields.get(Counter.NO_FAIL.value, 0)),
+        open_attempt=None if attempt is None else int(attempt),
     )
+
+
+def _per_node(fields: Mapping[str, int | str], prefix: str) -> dict[str, int]:
+    return {
+        name.removeprefix(prefix): int(value)
+        for name, value in fields.items()
+        if name.startswith(prefix)
+    }

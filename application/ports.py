@@ -12,7 +12,7 @@ from typing import Protocol
 
 import attrs
 
-from plaita.domain.budgets import CounterChange
+from plaita.domain.budgets import CounterChange, attempt_number
 from plaita.domain.envelope import TaskEnvelope
 from plaita.domain.events import (
     Event,
@@ -270,17 +270,43 @@ class DelayQueue(Protocol):
 
 @attrs.frozen
 class Counters:
-    """An execution's budget counters (W8, W7); absent counters read as 0."""
+    """An execution's budget counters (W2, W7, W8); absent counters read as 0."""
 
     node_retries: dict[str, int] = attrs.field(factory=dict)
     total_retries: int = 0
     wakeups: int = 0
     no_fail: int = 0
+    #: Attempts of each node that crashed their worker (W2).
+    node_crashes: dict[str, int] = attrs.field(factory=dict)
+    #: The lease generation of a dispatch that began and has not ended, if any (W2).
+    open_attempt: int | None = None
+
+    def attempt(self, node_id: str | None) -> int:
+        """The attempt number of ``node_id``'s next attempt, across deliveries (E15)."""
+        key = node_id or ""
+        return attempt_number(
+            node_retries=self.node_retries.get(key, 0),
+            node_crashes=self.node_crashes.get(key, 0),
+        )
+
+    def attempts(self) -> dict[str, int]:
+        """The next attempt's number of every node that has had a failed or crashed one."""
+        return {node: self.attempt(node) for node in {*self.node_retries, *self.node_crashes}}
 
 
 class CounterStore(Protocol):
     async def read(self, execution_id: str) -> Counters:
         """The execution's counters (0 for those never written)."""
+        ...
+
+    async def begin_attempt(self, execution_id: str, generation: int, *, ttl_ms: int) -> Counters:
+        """Record that a dispatch under lease ``generation`` began, atomically with reading the
+        counters as they were before (W2): their ``open_attempt`` names an earlier dispatch
+        that began and never ended. Refreshes the TTL like ``apply``."""
+        ...
+
+    async def end_attempt(self, execution_id: str, generation: int) -> bool:
+        """Clear the open attempt if it is still ``generation``'s; False when it was not."""
         ...
 
     async def apply(
@@ -325,15 +351,32 @@ class WorkerRegistry(Protocol):
         ...
 
 
+@attrs.frozen
+class DedupClaim:
+    """The execution a start dedup key already names, and what is known of its start (W6)."""
+
+    execution_id: str
+    #: How long ago the key was claimed (from its remaining TTL), None when unknown.
+    age_ms: int | None
+    #: The claimer confirmed that the start carrier was enqueued (``confirm``).
+    carrier_enqueued: bool
+
+
 class DedupStore(Protocol):
     async def claim(
         self, key: str, execution_id: str, *, tenant_id: str, ttl_ms: int
-    ) -> str | None:
-        """Claim ``key`` for ``execution_id`` (SET NX); the id that already holds it, or None."""
+    ) -> DedupClaim | None:
+        """Claim ``key`` for ``execution_id`` (SET NX); None when claimed now, else who holds
+        it. ``age_ms`` is measured against ``ttl_ms``: every claim of a key uses one TTL."""
+        ...
+
+    async def confirm(self, key: str, execution_id: str, *, tenant_id: str) -> bool:
+        """Record that ``execution_id``'s start carrier exists (after its enqueue); False when
+        the key no longer names it. An unconfirmed claim is an orphan once it is old (W6)."""
         ...
 
     async def release(self, key: str, execution_id: str, *, tenant_id: str) -> bool:
-        """Drop the claim if ``execution_id`` still holds it (a deleted execution, W13)."""
+        """Drop the claim if ``execution_id`` still holds it (an orphan, a deleted execution)."""
         ...
 
 

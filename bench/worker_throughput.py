@@ -208,7 +208,6 @@ async def one_run(args: argparse.Namespace, profiler: cProfile.Profile | None = 
             concurrency=settings.concurrency,
             read_block_ms=settings.read_block_ms,
             claim_min_idle_ms=settings.claim_min_idle_ms,
-            max_deliveries=settings.max_deliveries,
             leases=container.leases(),
             guard=container.dead_letter_guard(),
             presence=presence,

@@ -1,9 +1,18 @@
-"""Retry budgets across deliveries: what a failed step does next (E3, W7, W8).
+"""Retry budgets: what a failed or crashed attempt does next (E3, E15, W2, W7, W8).
 
-In-process retries (``retryTimes``) live in the NodeRunner; this is the outer loop. A step
-that still fails is retried by a delayed copy of its carrier, bounded by a per-node budget,
-a per-execution total and, for manual wake-ups, two more caps (seed plaita#91, #123, #73).
-Counters are read before the decision and changed as the decision says, under the lease.
+One retry policy per node (E15): ``retryTimes`` (absent: the deployment's default retries)
+is the only count of a node's retries, decided by ``decide_retry`` — in process for
+``plaita run`` (the runner sleeps the backoff), durably on a worker (a delayed copy of the
+carrier per retry, never multiplied by a second layer). The attempt number counts every
+attempt of the node across deliveries: retries already scheduled plus attempts that
+crashed their worker (``attempt_number``).
+
+A crashed attempt — a dispatch that started under the lease and never returned — is
+counted against ``--max-deliveries`` (W2), apart from the node's retries: a worker killed
+under an innocent step must not spend that step's retries, and a skipped redelivery
+(the lease was live) costs nothing at all. A per-execution total and, for manual wake-ups,
+two more caps bound everything (seed plaita#91, #123, #73). Counters are read before the
+decision and changed as the decision says, under the lease.
 """
 
 from __future__ import annotations
@@ -89,9 +98,16 @@ def failed_node_of(error: BaseException) -> str | None:
     return next((x.node_id for x in ranked if x.node_id), None)
 
 
+#: A node without ``retryTimes`` is retried this many times (``--default-retries``, E15).
+DEFAULT_RETRIES = 5
+
+
 class Counter(enum.StrEnum):
     NODE_RETRIES = "noderetry"  # per (execution, node); node_id None = per execution
     ALL_NODE_RETRIES = "noderetry:*"  # every node counter of the execution
+    #: Attempts of a node that crashed their worker (W2), per (execution, node).
+    NODE_CRASHES = "nodecrash"
+    ALL_NODE_CRASHES = "nodecrash:*"
     TOTAL_RETRIES = "noderefetch"
     WAKEUPS = "g1wakeups"
     NO_FAIL = "nofail"  # consecutive deterministic failures
@@ -109,15 +125,54 @@ class CounterChange:
     node_id: str | None = None
 
 
+#: Counters that hold one value per node.
+PER_NODE_COUNTERS = frozenset({Counter.NODE_RETRIES, Counter.NODE_CRASHES})
+
+
 def on_node_success(node_id: str | None) -> tuple[CounterChange, ...]:
-    """Success clears only that node's counter, never a sibling's (seed #123), and the streak.
+    """Success clears only that node's counters, never a sibling's (seed #123), and the streak.
 
     The total is never cleared: it is the last bound when node keys drift.
     """
     return (
         CounterChange(Counter.NODE_RETRIES, CounterOp.RESET, node_id),
+        CounterChange(Counter.NODE_CRASHES, CounterOp.RESET, node_id),
         CounterChange(Counter.NO_FAIL, CounterOp.RESET),
     )
+
+
+def attempt_number(*, node_retries: int, node_crashes: int) -> int:
+    """The node's attempt about to run, counting every earlier one across deliveries (E15).
+
+    ``ctx.attempt`` is this number: it never restarts on a redelivery.
+    """
+    return 1 + node_retries + node_crashes
+
+
+def resolve_retry_times(retry_times: int | None, default_retries: int) -> int:
+    """A node's retry count: its own ``retryTimes``, else the deployment default (E15)."""
+    return default_retries if retry_times is None else retry_times
+
+
+@attrs.frozen
+class RetryVerdict:
+    """Whether a failed attempt is tried again, and after how long."""
+
+    retry: bool
+    delay_ms: int | None = None
+
+
+def decide_retry(kind: FailureKind, *, attempt: int, retry_times: int) -> RetryVerdict:
+    """The one retry rule (E3, E15): a transient failure of attempt ``attempt`` is retried
+    while ``attempt <= retry_times``, after ``min(30 s, 2^(attempt-1) s)``; anything else,
+    or a spent budget, goes to the node's errorHandler.
+
+    The runner asks it in process and on a worker alike; on a worker the retry is a delayed
+    copy of the carrier, so both count exactly ``1 + retry_times`` attempts.
+    """
+    if kind is not FailureKind.TRANSIENT or attempt > retry_times:
+        return RetryVerdict(retry=False)
+    return RetryVerdict(retry=True, delay_ms=int(backoff_seconds(attempt) * 1000))
 
 
 class FailureAction(enum.StrEnum):
@@ -166,15 +221,19 @@ def decide_node_failure(
     kind: FailureKind,
     *,
     failed_node: str | None,
+    attempt: int,
+    retry_times: int,
     node_retries: int,
     total_retries: int,
-    max_deliveries: int,
 ) -> FailureDecision:
-    """Retry a transient failure within budget = max_deliveries and total 100; else terminal.
+    """What a worker does with a step that failed at ``attempt`` of ``failed_node`` (E15, W8).
 
-    ``node_retries``/``total_retries`` are the counters as read: retries already scheduled.
-    Timeouts, deadlines and cancels are terminal without retry (E5, W8); they and
-    deterministic failures lengthen the no-fail streak that bounds wake-ups (seed #73).
+    A transient failure the retry rule retries becomes a delayed copy (bounded by the
+    execution's total of 100); one it does not retry spent the node's budget: terminal, and
+    the carrier goes to the dead-letter queue. ``node_retries``/``total_retries`` are the
+    counters as read: retries already scheduled. Timeouts, deadlines and cancels are terminal
+    without retry (E5, W8); they and deterministic failures lengthen the no-fail streak that
+    bounds wake-ups (seed #73).
     """
     if kind is not FailureKind.TRANSIENT:
         reason = (
@@ -184,19 +243,60 @@ def decide_node_failure(
         )
         streak = (CounterChange(Counter.NO_FAIL, CounterOp.INCREMENT),)
         return FailureDecision(_FAILED, failed_node, node_retries, None, reason, streak)
-    if node_retries >= max_deliveries or total_retries >= NODE_RETRY_TOTAL_MAX:
+    verdict = decide_retry(kind, attempt=attempt, retry_times=retry_times)
+    if not verdict.retry or total_retries >= NODE_RETRY_TOTAL_MAX:
         spent = (
-            TerminalReason.NODE_BUDGET_EXHAUSTED
-            if node_retries >= max_deliveries
-            else TerminalReason.TOTAL_BUDGET_EXHAUSTED
+            TerminalReason.TOTAL_BUDGET_EXHAUSTED
+            if verdict.retry
+            else TerminalReason.NODE_BUDGET_EXHAUSTED
         )
         return FailureDecision(_EXHAUSTED, failed_node, node_retries, None, spent)
-    delay_ms = int(backoff_seconds(node_retries + 1) * 1000)
     changes = (
         CounterChange(Counter.NODE_RETRIES, CounterOp.INCREMENT, failed_node),
         CounterChange(Counter.TOTAL_RETRIES, CounterOp.INCREMENT),
     )
-    return FailureDecision(_RETRY, failed_node, node_retries, delay_ms, None, changes)
+    return FailureDecision(_RETRY, failed_node, node_retries, verdict.delay_ms, None, changes)
+
+
+# --- crashed attempts (W2) ------------------------------------------------------------
+
+
+def crash_budget_spent(node_crashes: int, max_deliveries: int) -> bool:
+    """Attempts that crashed their worker have used ``--max-deliveries`` up (W2)."""
+    return node_crashes >= max_deliveries
+
+
+@attrs.frozen
+class CrashDecision:
+    """What a dispatch does about the attempts before it that never returned."""
+
+    counter_changes: tuple[CounterChange, ...]
+    #: Crashed attempts of the node, this one's predecessor included.
+    crashes: int
+    budget_spent: bool
+
+
+def decide_crashed_attempts(
+    *, node_id: str | None, node_crashes: int, previous_unfinished: bool, max_deliveries: int
+) -> CrashDecision:
+    """Count an unfinished earlier attempt against the node at the checkpoint (W2).
+
+    ``previous_unfinished``: a dispatch under an earlier lease generation started and never
+    returned (its worker died, or it lost its lease); its step was the checkpoint's next node,
+    the only one that can have been running. Once ``max_deliveries`` attempts crashed, the
+    carrier is given up (dead-letter guard: terminal, then one DLQ entry); the spent budget is
+    read again by every later dispatch, so a crash while giving up still gives up.
+    A first delivery always runs: it has no predecessor.
+    """
+    changes: tuple[CounterChange, ...] = ()
+    crashes = node_crashes
+    if previous_unfinished:
+        crashes += 1
+        changes = (
+            CounterChange(Counter.NODE_CRASHES, CounterOp.INCREMENT, node_id),
+            CounterChange(Counter.TOTAL_RETRIES, CounterOp.INCREMENT),
+        )
+    return CrashDecision(changes, crashes, crash_budget_spent(crashes, max_deliveries))
 
 
 class WakeupRefusal(enum.StrEnum):
@@ -239,5 +339,6 @@ def decide_wakeup(
         (
             CounterChange(Counter.WAKEUPS, CounterOp.INCREMENT),
             CounterChange(Counter.ALL_NODE_RETRIES, CounterOp.RESET),
+            CounterChange(Counter.ALL_NODE_CRASHES, CounterOp.RESET),
         ),
     )

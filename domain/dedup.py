@@ -39,10 +39,10 @@ from plaita.domain.execution import ExecutionStatus
 
 #: How long a dedup key keeps pointing at its execution (W6).
 DEDUP_TTL_MS = 7 * 24 * 60 * 60 * 1000
-#: A mapping without a row this old is an orphan even when nobody can tell whether its start
-#: carrier still exists: when the worker claims at dispatch (as in the seed), a dead claimer's
-#: carrier is reclaimed after claim_min_idle (60 s) and its lease ends after one TTL (120 s).
-#: A claim taken at enqueue time must pass carrier evidence or a grace above the queue backlog.
+#: An unconfirmed mapping without a row this old is an orphan. A claim is taken before its start
+#: carrier is enqueued and confirmed right after (carrier PRESENT), so an unconfirmed one is a
+#: start call that has not finished — or never will: its caller got no answer. The grace is far
+#: above any call's duration; a confirmed claim is never an orphan, however long the backlog.
 DEDUP_ORPHAN_GRACE_MS = 60_000 + 120_000
 
 

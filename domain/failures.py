@@ -41,6 +41,19 @@ class NodeExecutionError(FlowExecutionException):
     """A node's handler failed and its errorHandler said abort."""
 
 
+class NodeRetryRequested(NodeExecutionError):
+    """A node's attempt failed transiently with retries left, on a worker (E15).
+
+    Raised instead of applying the errorHandler: the worker retries it durably, with a
+    delayed copy of its carrier after ``delay_ms``. Its ``__cause__`` is the failure.
+    """
+
+    def __init__(self, message: str, *, node_id: str, attempt: int, delay_ms: int) -> None:
+        super().__init__(message, node_id=node_id)
+        self.attempt = attempt
+        self.delay_ms = delay_ms
+
+
 class BranchMissError(FlowExecutionException):
     """An if/switch node matched no branch and has no default (E7)."""
 

@@ -48,7 +48,8 @@ class BaseNode(_Document):
     id: str = Field(min_length=1)
     type: str
     timeout: Duration | None = None
-    retry_times: StrictInt = Field(default=0, ge=0, le=100, alias="retryTimes")
+    #: Retries after the first attempt; None = the deployment's default retries (E15).
+    retry_times: StrictInt | None = Field(default=None, ge=0, le=100, alias="retryTimes")
     error_handler: FailureStrategy = Field(default_factory=FailureStrategy, alias="errorHandler")
     timeout_handler: FailureStrategy = Field(
         default_factory=FailureStrategy, alias="timeoutHandler"

@@ -67,6 +67,7 @@ def holder_status(registry_status: str | None) -> HolderStatus:
 
 class ConflictReason(enum.StrEnum):
     RECLAIMED_CARRIER = "reclaimed_carrier"
+    HOLDER_IS_THIS_WORKER = "holder_is_this_worker"
     LIVENESS_CHECK_DISABLED = "liveness_check_disabled"
     DECISION_CARRIER = "decision_carrier"
     REGISTRY_DISABLED = "registry_disabled"
@@ -111,13 +112,24 @@ def decide_conflict(
     lease_ttl_seconds: float,
     registry_enabled: bool,
     holder_liveness_disabled: bool,
+    holder_is_self: bool = False,
 ) -> ConflictDecision:
-    """Ack or leave pending a carrier whose lease is held by another holder (W5, I0)."""
+    """Ack or leave pending a carrier whose lease is held by another holder (W5, I0).
+
+    ``holder_is_self``: the lease names this very worker, which runs no dispatch of the
+    execution (one process serialises them).
+    """
     if reclaimed:
         # It was pending on another consumer, possibly a dead holder's only carrier (#50).
         # A live holder refreshes its own carriers at every renewal, so this one was not
         # refreshed; it waits for the lease to expire. Not even the legacy switch acks it.
         return _leave(ConflictReason.RECLAIMED_CARRIER)
+    if holder_is_self:
+        # This worker holds the lease but runs nothing of the execution: a release that
+        # failed, or an acquire the client retried after it had succeeded (a killed
+        # connection). Nobody renews it and it lapses within one TTL; "the holder is alive"
+        # would ack what may be the execution's only carrier.
+        return _leave(ConflictReason.HOLDER_IS_THIS_WORKER)
     if holder_liveness_disabled:
         # PLAITA_DISABLE_HOLDER_LIVENESS=1: the operator's way back to the old ack-always.
         return _ack(carrier, ConflictReason.LIVENESS_CHECK_DISABLED)

@@ -31,6 +31,7 @@ from plaita.entrypoints.cli_executions import (
 )
 from plaita.entrypoints.cli_ops import delete_execution, dlq, reap
 from plaita.entrypoints.cli_support import (
+    default_retries_option,
     echo_json,
     execution_view,
     import_handler_modules,
@@ -130,12 +131,14 @@ def _parse_events(values: tuple[str, ...]) -> list[tuple[str, dict[str, JSON]]]:
     metavar="TYPE=JSON",
     help="An event the run's event nodes can receive; repeat for several.",
 )
+@default_retries_option
 def run_command(
     flow_file: Path,
     input_json: str | None,
     handler_modules: str | None,
     stream: bool,
     event_values: tuple[str, ...],
+    default_retries: int,
 ) -> None:
     """Run FLOW_FILE in this process and print its result (no Redis needed)."""
     flow = load_flow_file(flow_file)
@@ -149,7 +152,9 @@ def run_command(
                 "(restrict with --handler-modules)",
                 err=True,
             )
-    settings = settings_from(backend="memory", handler_modules=handler_modules)
+    settings = settings_from(
+        backend="memory", handler_modules=handler_modules, default_retries=default_retries
+    )
     container = build_container(settings)
     with named_errors():
         try:
@@ -196,9 +201,11 @@ def run_command(
     envvar="PLAITA_MAX_DELIVERIES",
     default=5,
     show_default=True,
-    help="Processing attempts of a carrier; a reclaimed one past it goes to the dead-letter "
-    "guard, and it is each node's retry budget.",
+    help="Attempts of a step that crash their worker before it is given up: its execution "
+    "ends in error and the carrier goes to the dead-letter queue. Skipped redeliveries never "
+    "count; a handler's own failures count against its node's retryTimes.",
 )
+@default_retries_option
 @click.option(
     "--dlq-key",
     envvar="PLAITA_DLQ_KEY",
@@ -262,6 +269,7 @@ def worker(
     claim_min_idle_ms: int,
     lease_ttl_seconds: float,
     max_deliveries: int,
+    default_retries: int,
     dlq_key: str | None,
     min_free_disk_gib: float,
     disk_guard_path: str,
@@ -301,6 +309,7 @@ def worker(
                 "claim_min_idle_ms": claim_min_idle_ms,
                 "lease_ttl_seconds": lease_ttl_seconds,
                 "max_deliveries": max_deliveries,
+                "default_retries": default_retries,
                 "dlq_key": dlq_key,
                 "min_free_disk_gib": min_free_disk_gib,
                 "disk_guard_path": disk_guard_path,
@@ -380,7 +389,6 @@ def worker(
                     concurrency=settings.concurrency,
                     read_block_ms=settings.read_block_ms,
                     claim_min_idle_ms=settings.claim_min_idle_ms,
-                    max_deliveries=settings.max_deliveries,
                     leases=container.leases(),
                     guard=container.dead_letter_guard(),
                     presence=presence,

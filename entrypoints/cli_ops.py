@@ -242,7 +242,12 @@ def reap(
     redis_url: str,
     as_json: bool,
 ) -> None:
-    """Re-enqueue one tenant's running executions that have no lease and no carrier (W19)."""
+    """Give one tenant's stuck executions their way forward again (W19).
+
+    Running executions with no lease and no step for 3 lease TTLs get a resume-continue
+    carrier (or end in error when their flow is gone); running or suspended executions whose
+    lease no dispatch holds have it revoked.
+    """
     settings = _settings(
         redis_url=redis_url, queue_name=queue_name, lease_ttl_seconds=lease_ttl_seconds
     )
@@ -253,6 +258,7 @@ def reap(
             leases=container.leases(),
             queue=container.queue(),
             flows=container.flow_repository(),
+            counters=container.counters(),
             clock=container.clock(),
             holder_id=f"reaper:{settings.consumer_name}",
             lease_ttl_ms=settings.lease_ttl_ms,
@@ -271,4 +277,4 @@ def reap(
             f"idle={item.idle_ms // 1000}s"
         )
     counts = ", ".join(f"{n} {action}" for action, n in report.counts().items() if n)
-    click.echo(f"{len(report.items)} running executions looked at: {counts or 'none'}")
+    click.echo(f"{len(report.items)} executions looked at: {counts or 'none'}")

@@ -18,6 +18,7 @@ import redis.exceptions
 from pydantic import ValidationError
 
 from plaita.application.tenancy import tenant_scope
+from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.errors import PlaitaError, UnknownHandlerError
 from plaita.domain.execution import ExecutionState
 from plaita.domain.flow import Flow
@@ -93,6 +94,17 @@ tenant_option = click.option(
     default=DEFAULT_TENANT,
     show_default=True,
     help="The tenant whose executions the command acts on (env PLAITA_TENANT).",
+)
+
+#: E15: a node without ``retryTimes`` is retried this often (env PLAITA_DEFAULT_RETRIES).
+default_retries_option = click.option(
+    "--default-retries",
+    type=click.IntRange(0, 100),
+    envvar="PLAITA_DEFAULT_RETRIES",
+    default=DEFAULT_RETRIES,
+    show_default=True,
+    help="Retries of a node that sets no retryTimes (transient failures only, with backoff "
+    "min(30 s, 2^(n-1) s)).",
 )
 
 

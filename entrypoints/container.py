@@ -44,6 +44,7 @@ from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
+from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.delete_execution import DeleteExecution
 from plaita.application.use_cases.dispatch import StepSettings
 from plaita.application.use_cases.dlq import ListDeadLetters, ReplayDeadLetter, ShowDeadLetter
@@ -310,6 +311,7 @@ class Container(containers.DeclarativeContainer):
         holder_id=config.consumer_name,
         lease_ttl_ms=config.lease_ttl_ms,
         default_deadline_ms=config.execution_deadline_ms,
+        default_retries=config.default_retries,
         max_deliveries=config.max_deliveries,
         max_carrier_age_ms=config.max_carrier_age_ms,
         holder_liveness_disabled=config.disable_holder_liveness,
@@ -345,8 +347,9 @@ class Container(containers.DeclarativeContainer):
         counters=counters,
         max_deliveries=config.max_deliveries,
     )
+    dedup_claims = providers.Factory(DedupClaims, dedup=dedup, executions=executions)
     start_execution = providers.Factory(
-        StartExecution, flows=flows, queue=queue, dedup=dedup, clock=clock, ids=ids
+        StartExecution, flows=flows, queue=queue, claims=dedup_claims, clock=clock, ids=ids
     )
     resume_execution = providers.Factory(
         ResumeExecution, executions=executions, queue=queue, clock=clock

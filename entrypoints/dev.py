@@ -138,7 +138,6 @@ def _services(container: Container, settings: Settings) -> Sequence[Worker | Eve
         concurrency=settings.concurrency,
         read_block_ms=settings.read_block_ms,
         claim_min_idle_ms=settings.claim_min_idle_ms,
-        max_deliveries=settings.max_deliveries,
         leases=container.leases(),
         guard=container.dead_letter_guard(),
         dlq_length=container.dlq_length(),

@@ -59,6 +59,7 @@ def run_flow(
         options=RunOptions(
             mode="generator" if stream else "normal",
             default_deadline_ms=container.config.execution_deadline_ms(),
+            default_retries=container.config.default_retries(),
         ),
         event_waiter=bus,
     )

@@ -13,6 +13,7 @@ from pydantic import Field, ValidationError, computed_field, field_validator, mo
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from plaita.adapters.redis.keys import RedisKeys
+from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.startup import ConfigProblem, StartupCheck, validate_startup_settings
 
 
@@ -42,6 +43,8 @@ class Settings(BaseSettings):
     lease_ttl_seconds: float = Field(default=120.0, gt=0)
     execution_deadline_seconds: float = Field(default=1800.0, ge=0)
     max_deliveries: int = Field(default=5, ge=1, le=1000)
+    #: E15: the retries of a node without ``retryTimes``.
+    default_retries: int = Field(default=DEFAULT_RETRIES, ge=0, le=100)
     max_carrier_age_days: float = Field(default=30.0, ge=0)
     disable_holder_liveness: bool = False
     #: The dead-letter stream; None is the queue's own (``{ns}:q:{<queue>}:dlq``).

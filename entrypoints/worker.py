@@ -61,7 +61,6 @@ class Worker:
         concurrency: int = 16,
         read_block_ms: int = 1000,
         claim_min_idle_ms: int = 60_000,
-        max_deliveries: int = 5,
         leases: LeaseManager | None = None,
         guard: GuardDeadLetter | None = None,
         presence: Presence | None = None,
@@ -85,12 +84,7 @@ class Worker:
         self._dead_letters = DeadLetterRoute(
             queue, guard, self._metrics, alerts=alerts, clock=clock
         )
-        self._reclaim = ReclaimGate(
-            leases=leases,
-            max_deliveries=max_deliveries,
-            dead_letters=self._dead_letters,
-            metrics=self._metrics,
-        )
+        self._reclaim = ReclaimGate(leases=leases, metrics=self._metrics)
         self._disk_guard = disk_guard
         self._dlq_length = dlq_length
         self._gauges_every_seconds = gauges_every_seconds
@@ -273,7 +267,7 @@ class Worker:
             await self._queue.ack(delivery.message_id)
         elif result.disposition is Disposition.DEAD_LETTER:
             await self._dead_letters.send(
-                delivery, f"{result.outcome}: {result.detail}", refused=True
+                delivery, f"{result.outcome}: {result.detail}", refused=result.refused
             )
         self._metrics.dispatched(result.outcome, result.disposition.value)
         level = logging.INFO if result.disposition is Disposition.ACK else logging.WARNING

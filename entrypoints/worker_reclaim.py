@@ -1,10 +1,10 @@
 """Redelivery: when the worker reclaims idle pending carriers, which reclaimed ones it runs,
 and the one route every carrier takes to the dead-letter queue (W2, W5, W9).
 
-A reclaimed carrier is skipped, not counted, while its execution's lease is live (#50,
-docs/semantics.md "Lease conflicts"); past ``--max-deliveries`` it is dead-lettered; and
-every dead letter, whatever sent it, goes through the guard. These rules change together
-when the redelivery or poison policy does, never with the read loop's concurrency or drain.
+A reclaimed carrier is skipped while its execution's lease is live (#50, docs/semantics.md
+"Lease conflicts"), and a skip costs it nothing: ``--max-deliveries`` counts processing
+attempts that crashed, which the worker step records with the execution (W2), never Redis's
+delivery counter. Every dead letter, whatever sent it, goes through the guard.
 """
 
 from __future__ import annotations
@@ -121,43 +121,25 @@ class DeadLetterRoute:
 
 class ReclaimGate:
     """Whether a reclaimed carrier may run: not while a live lease holder works on its
-    execution, and not after more than ``max_deliveries`` deliveries (then it is dead-lettered).
-    """
+    execution (it stays pending, uncounted, until the lease is free)."""
 
-    def __init__(
-        self,
-        *,
-        leases: LeaseManager | None,
-        max_deliveries: int,
-        dead_letters: DeadLetterRoute,
-        metrics: WorkerMetrics,
-    ) -> None:
+    def __init__(self, *, leases: LeaseManager | None, metrics: WorkerMetrics) -> None:
         self._leases = leases
-        self._max_deliveries = max_deliveries
-        self._dead_letters = dead_letters
         self._metrics = metrics
 
     async def admits(self, delivery: Delivery, envelope: TaskEnvelope) -> bool:
-        if await self._lease_is_live(envelope):
-            # A live holder's carrier: running it would only meet the lease, and counting
-            # it towards the DLQ would burn the carrier while its execution runs (#50).
-            self._metrics.reclaim_skipped()
-            log.info(
-                "event=reclaim.skipped_live_lease message_id=%s execution_id=%s "
-                "deliveries=%d: left pending while the lease holder works",
-                delivery.message_id,
-                envelope.execution_id,
-                delivery.delivery_count,
-            )
-            return False
-        if delivery.delivery_count > self._max_deliveries:
-            await self._dead_letters.send(
-                delivery,
-                f"delivered {delivery.delivery_count} times, more than --max-deliveries "
-                f"{self._max_deliveries}",
-            )
-            return False
-        return True
+        if not await self._lease_is_live(envelope):
+            return True
+        # A live holder's carrier: running it would only meet the lease (#50).
+        self._metrics.reclaim_skipped()
+        log.info(
+            "event=reclaim.skipped_live_lease message_id=%s execution_id=%s deliveries=%d: "
+            "left pending while the lease holder works",
+            delivery.message_id,
+            envelope.execution_id,
+            delivery.delivery_count,
+        )
+        return False
 
     async def _lease_is_live(self, envelope: TaskEnvelope) -> bool:
         if self._leases is None:

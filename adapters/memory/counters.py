@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from plaita.adapters.memory.tenancy import ScopedId, scoped
-from plaita.application.codec import counter_op, counters_from_fields
+from plaita.application.codec import OPEN_ATTEMPT_FIELD, counter_op, counters_from_fields
 from plaita.application.ports import Clock, Counters
 from plaita.domain.budgets import CounterChange
 
@@ -25,11 +25,25 @@ class MemoryCounterStore:
     async def read(self, execution_id: str) -> Counters:
         return counters_from_fields(self._live(execution_id))
 
+    async def begin_attempt(self, execution_id: str, generation: int, *, ttl_ms: int) -> Counters:
+        _check_ttl(ttl_ms)
+        before = dict(self._live(execution_id))
+        self._keep(execution_id, {**before, OPEN_ATTEMPT_FIELD: generation}, ttl_ms)
+        return counters_from_fields(before)
+
+    async def end_attempt(self, execution_id: str, generation: int) -> bool:
+        fields = dict(self._live(execution_id))
+        if fields.get(OPEN_ATTEMPT_FIELD) != generation:
+            return False
+        del fields[OPEN_ATTEMPT_FIELD]
+        held = self._hashes[scoped(execution_id)]
+        self._store(execution_id, fields, held[1])
+        return True
+
     async def apply(
         self, execution_id: str, changes: Sequence[CounterChange], *, ttl_ms: int
     ) -> Counters:
-        if ttl_ms <= 0:
-            raise ValueError(f"a counter ttl must be a positive number of ms, got {ttl_ms}")
+        _check_ttl(ttl_ms)
         ops = [counter_op(change) for change in changes]  # every change is checked before any write
         fields = dict(self._live(execution_id))
         for op, field in ops:
@@ -39,11 +53,17 @@ class MemoryCounterStore:
                 fields.pop(field, None)
             else:
                 fields = {name: n for name, n in fields.items() if not name.startswith(field)}
+        self._keep(execution_id, fields, ttl_ms)
+        return counters_from_fields(fields)
+
+    def _keep(self, execution_id: str, fields: dict[str, int], ttl_ms: int) -> None:
+        self._store(execution_id, fields, self._now_ms() + ttl_ms)
+
+    def _store(self, execution_id: str, fields: dict[str, int], expires_at_ms: int) -> None:
         if fields:
-            self._hashes[scoped(execution_id)] = (fields, self._now_ms() + ttl_ms)
+            self._hashes[scoped(execution_id)] = (fields, expires_at_ms)
         else:
             self._hashes.pop(scoped(execution_id), None)  # like Redis: an emptied hash is deleted
-        return counters_from_fields(fields)
 
     async def forget(self, execution_id: str) -> None:
         """Drop the execution's counters, as the Redis delete script does (W13)."""
@@ -61,3 +81,8 @@ class MemoryCounterStore:
 
     def _now_ms(self) -> int:
         return round(self._clock.monotonic() * 1000)
+
+
+def _check_ttl(ttl_ms: int) -> None:
+    if ttl_ms <= 0:
+        raise ValueError(f"a counter ttl must be a positive number of ms, got {ttl_ms}")

@@ -19,8 +19,9 @@ class RedisCounterStore:
     """CounterStore on ``{ns}:x:{<execution_id>}:counters``, a hash with the fields
 
     ``noderetry:<node_id>`` (``noderetry:`` for the per-execution counter of node id None),
-    ``noderefetch`` (total retries), ``g1wakeups`` and ``nofail``. Absent fields read 0; a
-    reset deletes the field. Every ``apply`` refreshes the hash's TTL (sliding). In
+    ``nodecrash:<node_id>``, ``noderefetch`` (total retries), ``g1wakeups``, ``nofail`` and
+    ``attempt`` (the open dispatch's lease generation). Absent fields read 0; a reset deletes
+    the field. Every ``apply`` and ``begin_attempt`` refreshes the hash's TTL (sliding). In
     ``Counters.node_retries`` the counter of node id None is keyed ``""``.
     """
 
@@ -28,6 +29,8 @@ class RedisCounterStore:
         self._client = client
         self._keys = keys
         self._apply = client.register_script(read_script("counters_apply"))
+        self._begin = client.register_script(read_script("counters_begin_attempt"))
+        self._end = client.register_script(read_script("counters_end_attempt"))
 
     async def read(self, execution_id: str) -> Counters:
         fields = await self._client.hgetall(self._keys.counters(execution_id))
@@ -35,14 +38,31 @@ class RedisCounterStore:
             {text(name): text(value) for name, value in (fields or {}).items()}
         )
 
+    async def begin_attempt(self, execution_id: str, generation: int, *, ttl_ms: int) -> Counters:
+        _check_ttl(ttl_ms)
+        reply = await self._begin(
+            keys=[self._keys.counters(execution_id)], args=[generation, ttl_ms]
+        )
+        return _counters_of(reply)
+
+    async def end_attempt(self, execution_id: str, generation: int) -> bool:
+        return bool(await self._end(keys=[self._keys.counters(execution_id)], args=[generation]))
+
     async def apply(
         self, execution_id: str, changes: Sequence[CounterChange], *, ttl_ms: int
     ) -> Counters:
-        if ttl_ms <= 0:
-            raise ValueError(f"a counter ttl must be a positive number of ms, got {ttl_ms}")
+        _check_ttl(ttl_ms)
         args: list[Any] = [ttl_ms]
         for change in changes:
             args.extend(counter_op(change))
-        reply = await self._apply(keys=[self._keys.counters(execution_id)], args=args)
-        flat = [text(part) for part in reply]
-        return counters_from_fields(dict(zip(flat[::2], flat[1::2], strict=True)))
+        return _counters_of(await self._apply(keys=[self._keys.counters(execution_id)], args=args))
+
+
+def _counters_of(reply: Sequence[Any]) -> Counters:
+    flat = [text(part) for part in reply]
+    return counters_from_fields(dict(zip(flat[::2], flat[1::2], strict=True)))
+
+
+def _check_ttl(ttl_ms: int) -> None:
+    if ttl_ms <= 0:
+        raise ValueError(f"a counter ttl must be a positive number of ms, got {ttl_ms}")

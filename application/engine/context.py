@@ -30,6 +30,7 @@ class ExecutionContext:
         node_results: Mapping[str, JSON] | None = None,
         last_node_id: str | None = None,
         last_branch: str | None = None,
+        attempts: Mapping[str, int] | None = None,
     ) -> None:
         self.execution_id = execution_id
         self.flow_id = flow_id
@@ -40,6 +41,12 @@ class ExecutionContext:
         self.last_node_id = last_node_id
         self.last_branch = last_branch
         self.cancel_event = threading.Event()
+        #: The attempt number of each node's next attempt where it is not 1: attempts made in
+        #: earlier deliveries count (E15, ``ctx.attempt``).
+        self.attempts: dict[str, int] = dict(attempts or {})
+
+    def attempt_of(self, node_id: str) -> int:
+        return self.attempts.get(node_id, 1)
 
     @classmethod
     def from_state(cls, state: ExecutionState) -> ExecutionContext:
@@ -64,6 +71,8 @@ class ExecutionContext:
         )
 
     def record_node(self, node_id: str, result: JSON, branch: str | None) -> None:
+        # A success clears the node's attempts, as it clears its counters (W8).
+        self.attempts.pop(node_id, None)
         self.node_results[node_id] = result
         self.last_node_id = node_id
         self.last_branch = branch

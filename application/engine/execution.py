@@ -36,7 +36,12 @@ from plaita.application.engine.strategies import (
 )
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.ports import Clock, EventWaiter
-from plaita.domain.failures import FlowErrorException, FlowExecutionException
+from plaita.domain.budgets import DEFAULT_RETRIES
+from plaita.domain.failures import (
+    FlowErrorException,
+    FlowExecutionException,
+    NodeRetryRequested,
+)
 from plaita.domain.flow import Flow
 from plaita.domain.timeouts import DEFAULT_EXECUTION_DEADLINE_MS, execution_budget_ms
 
@@ -45,11 +50,13 @@ JSON = Any
 
 @attrs.frozen
 class RunOptions:
-    """Per-run options: the mode ``arun`` uses, the caller's timeout, the default deadline."""
+    """Per-run options: the mode ``arun`` uses, the caller's timeout, the default deadline,
+    the retries of a node without ``retryTimes`` (E15)."""
 
     mode: Literal["normal", "generator", "distributed"] = "normal"
     timeout_ms: int | None = None
     default_deadline_ms: int = DEFAULT_EXECUTION_DEADLINE_MS
+    default_retries: int = DEFAULT_RETRIES
 
 
 def effective_budget_ms(flow: Flow, options: RunOptions) -> int:
@@ -86,7 +93,13 @@ class FlowExecution:
         self._clock = clock
         self._options = options or RunOptions()
         self._callbacks = callbacks or CallbackManager()
-        self._runner = NodeRunner(handlers, self._callbacks, clock, sleep)
+        self._runner = NodeRunner(
+            handlers,
+            self._callbacks,
+            clock,
+            sleep,
+            default_retries=self._options.default_retries,
+        )
         walk: dict[str, Any] = {
             "event_waiter": event_waiter,
             "new_id": new_id,
@@ -193,8 +206,14 @@ class FlowExecution:
         resume: ResumeInput | None,
         registrar: SuspensionRegistrar,
     ) -> StepOutput:
-        """Advance one node from ``node_id``; every error becomes FlowErrorException (E8)."""
-        if node_id == self._flow.start_node.id and self._context.last_node_id is None:
+        """Advance one node from ``node_id``; every error becomes FlowErrorException (E8).
+
+        A node that asks for a durable retry (``NodeRetryRequested``, E15) has not ended the
+        flow: ``on_flow_end`` waits for the attempt that does, and a retried start node does
+        not start the flow again.
+        """
+        starts = node_id == self._flow.start_node.id and self._context.last_node_id is None
+        if starts and self._context.attempt_of(node_id) == 1:
             self._callbacks.on_flow_start(self.execution_id, self._flow.flow_id)
         position = Position(node_id=node_id, registrar=registrar, resume=resume)
         try:
@@ -203,7 +222,8 @@ class FlowExecution:
         except Exception as exc:
             node = getattr(exc, "node_id", None) or node_id
             flattened = FlowErrorException(f"{type(exc).__name__}: {exc}", node_id=node)
-            self._callbacks.on_flow_end(self.execution_id, None, flattened)
+            if not isinstance(exc, NodeRetryRequested):
+                self._callbacks.on_flow_end(self.execution_id, None, flattened)
             raise flattened from exc
         if output.is_end:
             self._callbacks.on_flow_end(self.execution_id, output.result, None)

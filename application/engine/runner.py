@@ -30,16 +30,16 @@ from plaita.domain.branching import (
     decide_switch,
     resolve_branch_miss,
 )
+from plaita.domain.budgets import DEFAULT_RETRIES, decide_retry, resolve_retry_times
 from plaita.domain.durations import parse_duration_ms
 from plaita.domain.failures import (
     DeterministicNodeError,
     ExecutionCancelledError,
     ExecutionDeadlineError,
-    FailureKind,
     FlowExecutionException,
     NodeExecutionError,
+    NodeRetryRequested,
     NodeTimeoutError,
-    backoff_seconds,
     classify_failure,
 )
 from plaita.domain.flow import BaseNode, EndNode, FailureStrategy, IfNode, SwitchNode, TaskNode
@@ -83,25 +83,38 @@ class Budget:
 
 
 class NodeRunner:
+    """Runs one node at a time. ``default_retries`` is the retry count of a node without
+    ``retryTimes`` (E15)."""
+
     def __init__(
         self,
         handlers: HandlerRegistry,
         callbacks: CallbackManager,
         clock: Clock,
         sleep: Sleep = asyncio.sleep,
+        *,
+        default_retries: int = DEFAULT_RETRIES,
     ) -> None:
         self._handlers = handlers
         self._callbacks = callbacks
         self._clock = clock
         self._sleep = sleep
+        self._default_retries = default_retries
 
     async def run_node(
-        self, node: BaseNode, context: ExecutionContext, budget: Budget
+        self, node: BaseNode, context: ExecutionContext, budget: Budget, *, durable: bool = False
     ) -> NodeOutcome:
-        """Run a task, if, switch or end node; record its result on success (E3)."""
-        self._callbacks.on_node_start(context.execution_id, node.id, node.type)
+        """Run a task, if, switch or end node; record its result on success (E3).
+
+        ``durable``: a transient failure with retries left raises ``NodeRetryRequested`` for
+        the caller to retry later (a worker's delayed carrier) instead of sleeping here (E15).
+        ``on_node_start`` fires once per run of a node, not again for its later attempts.
+        """
+        if context.attempt_of(node.id) == 1:
+            self._callbacks.on_node_start(context.execution_id, node.id, node.type)
         if isinstance(node, TaskNode):
-            outcome = NodeOutcome(await self._run_task(node, context, budget), None, node.next)
+            result = await self._run_task(node, context, budget, durable=durable)
+            outcome = NodeOutcome(result, None, node.next)
         elif isinstance(node, IfNode | SwitchNode):
             outcome = self._run_branch(node, context)
         elif isinstance(node, EndNode):
@@ -114,14 +127,17 @@ class NodeRunner:
 
     # --- task nodes ------------------------------------------------------------------
 
-    async def _run_task(self, node: TaskNode, context: ExecutionContext, budget: Budget) -> JSON:
+    async def _run_task(
+        self, node: TaskNode, context: ExecutionContext, budget: Budget, *, durable: bool
+    ) -> JSON:
         node_timeout_ms = (
             None
             if node.timeout is None
             else parse_duration_ms(node.timeout, field=f"node {node.id!r} timeout")
         )
-        attempts = 1 + node.retry_times
-        for attempt in range(1, attempts + 1):
+        retry_times = resolve_retry_times(node.retry_times, self._default_retries)
+        attempt = context.attempt_of(node.id)
+        while True:
             _check_cancel(context, node.id)
             limit = budget.attempt_limit(node_timeout_ms)
             if limit.deadline_spent:
@@ -147,11 +163,15 @@ class NodeRunner:
             except ExpressionEvaluationError as exc:
                 return _apply_strategy(node.error_handler, _node_failed(node.id, exc))
             except Exception as exc:
-                kind = classify_failure(exc)
-                if kind is not FailureKind.TRANSIENT or attempt == attempts:
+                verdict = decide_retry(
+                    classify_failure(exc), attempt=attempt, retry_times=retry_times
+                )
+                if not verdict.retry or verdict.delay_ms is None:
                     return _apply_strategy(node.error_handler, _node_failed(node.id, exc))
-                await self._backoff(attempt, context, node.id, budget)
-        raise AssertionError("unreachable: the last attempt returns or raises")
+                if durable:
+                    raise _retry_requested(node.id, exc, attempt, verdict.delay_ms) from exc
+                await self._backoff(verdict.delay_ms / 1000, context, node.id, budget)
+                attempt += 1
 
     async def _invoke(
         self,
@@ -180,9 +200,9 @@ class NodeRunner:
             raise
 
     async def _backoff(
-        self, attempt: int, context: ExecutionContext, node_id: str, budget: Budget
+        self, seconds: float, context: ExecutionContext, node_id: str, budget: Budget
     ) -> None:
-        delay = backoff_within_budget(backoff_seconds(attempt), budget.remaining_ms())
+        delay = backoff_within_budget(seconds, budget.remaining_ms())
         while delay > 0:
             _check_cancel(context, node_id)
             step = min(BACKOFF_SLICE_SECONDS, delay)
@@ -282,6 +302,20 @@ def _node_failed(node_id: str, cause: BaseException) -> NodeExecutionError:
         code=getattr(cause, "code", None)
         if isinstance(getattr(cause, "code", None), int)
         else None,
+    )
+    error.__cause__ = cause
+    return error
+
+
+def _retry_requested(
+    node_id: str, cause: BaseException, attempt: int, delay_ms: int
+) -> NodeRetryRequested:
+    error = NodeRetryRequested(
+        f"node {node_id!r} failed (attempt {attempt}): {type(cause).__name__}: {cause}; "
+        f"retrying in {delay_ms} ms",
+        node_id=node_id,
+        attempt=attempt,
+        delay_ms=delay_ms,
     )
     error.__cause__ = cause
     return error

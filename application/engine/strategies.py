@@ -266,7 +266,8 @@ class DistributedStrategy:
             return self._resume(node, context, resume)
         if isinstance(node, EventNode | SleepNode):
             return await self._suspend(node, context, registrar)
-        outcome = await self._runner.run_node(node, context, budget)
+        # E15: one attempt per step; a retry is the caller's delayed carrier, never a sleep here.
+        outcome = await self._runner.run_node(node, context, budget, durable=True)
         return StepOutput(
             node_id=node.id,
             node_type=node.type,

@@ -158,6 +158,7 @@ class CarrierGates:
             lease_ttl_seconds=self._settings.lease_ttl_ms / 1000,
             registry_enabled=self._registry is not None,
             holder_liveness_disabled=self._settings.holder_liveness_disabled,
+            holder_is_self=holder is not None and holder.holder_id == self._settings.holder_id,
         )
         holder_name = holder.holder_id if holder else "nobody (expired just now)"
         if decision.warn_no_effect:

@@ -23,13 +23,7 @@ from plaita.application.ports import (
     TaskQueue,
 )
 from plaita.application.tenancy import no_tenant_scope, tenant_scope
-from plaita.domain.budgets import (
-    COUNTER_TTL_SECONDS,
-    NODE_RETRY_TOTAL_MAX,
-    Counter,
-    CounterChange,
-    CounterOp,
-)
+from plaita.domain.budgets import crash_budget_spent
 from plaita.domain.dead_letter import (
     ExecutionLookup,
     GuardAction,
@@ -64,16 +58,17 @@ class _Facts:
     execution: ExecutionLookup
     lease: LeaseLookup
     state: ExecutionState | None = None
-    node_retries: int = 0
+    crashes: int = 0
     budget_spent: bool = False
 
 
 class GuardDeadLetter:
     """Decide and perform one carrier's way to the DLQ.
 
-    ``counters`` tells whether the failed node's retry budget (``max_deliveries``) is spent;
-    without it the budget never counts as spent. ``holder_id`` names this worker when it takes
-    the lease to write a terminal state.
+    ``counters`` tells whether the open node's attempts (``max_deliveries`` crashed attempts,
+    W2) are spent; the worker step counts them, the guard only reads. Without it the budget
+    never counts as spent. ``holder_id`` names this worker when it takes the lease to write a
+    terminal state.
     """
 
     def __init__(
@@ -118,7 +113,7 @@ class GuardDeadLetter:
     async def _guard(
         self, delivery: Delivery, reason: str, execution_id: str | None, schema_rejected: bool
     ) -> GuardOutcome:
-        facts = await self._facts(execution_id, count_attempt=not schema_rejected)
+        facts = await self._facts(execution_id)
         envelope = delivery.envelope
         decision = guard_dead_letter(
             execution=facts.execution,
@@ -157,7 +152,7 @@ class GuardDeadLetter:
 
     # --- facts ------------------------------------------------------------------------
 
-    async def _facts(self, execution_id: str | None, *, count_attempt: bool) -> _Facts:
+    async def _facts(self, execution_id: str | None) -> _Facts:
         if execution_id is None:
             # Nothing names an execution: there is nothing to recover or to keep it for.
             return _Facts(ExecutionLookup.MISSING, LeaseLookup.FREE)
@@ -186,23 +181,14 @@ class GuardDeadLetter:
             return _Facts(ExecutionLookup.NON_TERMINAL, lease, state)
         try:
             counters = await self._counters.read(execution_id)
-            if count_attempt and lease is LeaseLookup.FREE:
-                # W2: a carrier over max deliveries crashed or lost every attempt; that counts
-                # against the open node's budget, so a step that always kills its worker ends
-                # terminal instead of being copied for ever.
-                counters = await self._counters.apply(
-                    execution_id,
-                    _crashed_attempt(state.next_node_id),
-                    ttl_ms=COUNTER_TTL_SECONDS * 1000,
-                )
         except Exception as exc:
             log.warning(
                 "event=dlq_guard.counter_lookup_failed execution_id=%s error=%r", execution_id, exc
             )
             return _Facts(ExecutionLookup.FAILED, lease, state)
-        retries = counters.node_retries.get(state.next_node_id or "", 0)
-        spent = retries >= self._max_deliveries or counters.total_retries >= NODE_RETRY_TOTAL_MAX
-        return _Facts(ExecutionLookup.NON_TERMINAL, lease, state, retries, spent)
+        crashes = counters.node_crashes.get(state.next_node_id or "", 0)
+        spent = crash_budget_spent(crashes, self._max_deliveries)
+        return _Facts(ExecutionLookup.NON_TERMINAL, lease, state, crashes, spent)
 
     # --- actions ----------------------------------------------------------------------
 
@@ -218,7 +204,7 @@ class GuardDeadLetter:
                 return GuardOutcome(action, refused, released=False)
         elif action is GuardAction.TERMINALISE_THEN_RELEASE:
             assert facts.state is not None
-            refused = await self._terminalise(facts.state, facts.node_retries, delivery)
+            refused = await self._terminalise(facts.state, facts.crashes, delivery)
             if refused is not None:
                 return GuardOutcome(action, refused, released=False)
         copy_id, label = None, decision.reason
@@ -229,7 +215,7 @@ class GuardDeadLetter:
         return GuardOutcome(action, label, released=True, dlq_id=dlq_id, copy_id=copy_id)
 
     async def _terminalise(
-        self, state: ExecutionState, node_retries: int, delivery: Delivery
+        self, state: ExecutionState, crashes: int, delivery: Delivery
     ) -> str | None:
         """Write the error state under a lease of its own; why not, or None once written.
 
@@ -251,9 +237,10 @@ class GuardDeadLetter:
                 error=ExecutionError(
                     code=CODE_FLOW_ERROR,
                     message=(
-                        f"node {failed_node!r} exhausted its retry budget after {node_retries} "
-                        f"retries; carrier {delivery.message_id} was delivered "
-                        f"{delivery.delivery_count} times and dead-lettered"
+                        f"node {failed_node!r}: {crashes} attempts crashed their worker "
+                        f"(--max-deliveries {self._max_deliveries}); carrier "
+                        f"{delivery.message_id} was dead-lettered. Fix the cause (a handler "
+                        "that kills or hangs its process?), then retry the execution"
                     ),
                     node_id=failed_node,
                     kind=NODE_BUDGET_EXHAUSTED_KIND,
@@ -294,8 +281,8 @@ class GuardDeadLetter:
                 error=ExecutionError(
                     code=CODE_FLOW_ERROR,
                     message=(
-                        f"the start carrier {delivery.message_id} was delivered "
-                        f"{delivery.delivery_count} times and no attempt reached the first "
+                        f"the start carrier {delivery.message_id} was given up after "
+                        f"{self._max_deliveries} attempts that never reached the first "
                         "checkpoint (a handler crashing its worker?); fix the cause, then retry"
                     ),
                     kind=NODE_BUDGET_EXHAUSTED_KIND,
@@ -361,10 +348,3 @@ def _raw_document(delivery: Delivery) -> dict[str, Any]:
     except ValueError:
         return {}
     return document if isinstance(document, dict) else {}
-
-
-def _crashed_attempt(node_id: str | None) -> tuple[CounterChange, ...]:
-    return (
-        CounterChange(Counter.NODE_RETRIES, CounterOp.INCREMENT, node_id),
-        CounterChange(Counter.TOTAL_RETRIES, CounterOp.INCREMENT),
-    )

@@ -6,6 +6,7 @@ import enum
 
 import attrs
 
+from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.envelope import CarrierGenerations, TaskEnvelope
 from plaita.domain.tombstone import DEFAULT_CARRIER_MAX_AGE_MS
 
@@ -24,6 +25,13 @@ class DispatchResult:
     #: Carriers to put on the delay queue after the lease is released and before the ack
     #: (W8: persist → release → schedule the copy → ack the original).
     schedule: tuple[tuple[TaskEnvelope, int], ...] = ()
+    #: Carriers to enqueue after the lease is released and before the ack (a hand-over to a
+    #: fresh carrier): enqueued earlier, one could meet its own holder's lease and, as a
+    #: first-delivery continue with a live holder, be acked without effect (W5, I0).
+    enqueue: tuple[TaskEnvelope, ...] = ()
+    #: A dead letter refused for what the carrier is (W9: released once, never copied); False
+    #: when the carrier is given up on, so the guard may terminalise its execution first.
+    refused: bool = True
 
 
 def ack(outcome: str, detail: str = "") -> DispatchResult:
@@ -35,6 +43,8 @@ class StepSettings:
     holder_id: str
     lease_ttl_ms: int = 120_000
     default_deadline_ms: int = 1_800_000
+    #: Retries of a node without ``retryTimes`` (E15, ``--default-retries``).
+    default_retries: int = DEFAULT_RETRIES
     #: A dispatch that ran this many nodes hands over to a fresh carrier (loops stay fair).
     max_steps_per_dispatch: int = 1000
     max_deliveries: int = 5

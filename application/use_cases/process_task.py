@@ -42,6 +42,7 @@ from plaita.application.ports import (
 )
 from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.carrier_gates import CarrierGates
+from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.dispatch import (
     DispatchResult,
     Disposition,
@@ -57,10 +58,12 @@ from plaita.domain.budgets import (
     COUNTER_TTL_SECONDS,
     FailureAction,
     classify_step_failure,
+    decide_crashed_attempts,
     decide_node_failure,
     decide_wakeup,
     failed_node_of,
     on_node_success,
+    resolve_retry_times,
 )
 from plaita.domain.dedup import StartKind, StartRequest, StoredExecution, decide_start
 from plaita.domain.envelope import (
@@ -161,6 +164,7 @@ class ProcessTask:
         self._waits = WaitRegistrar(
             subscriptions=subscriptions, delay=delay, clock=clock, ids=ids, inbox=inbox
         )
+        self._claims = None if dedup is None else DedupClaims(dedup=dedup, executions=executions)
 
     async def __call__(
         self, envelope: TaskEnvelope, *, message_id: str | None = None, reclaimed: bool = False
@@ -186,37 +190,89 @@ class ProcessTask:
         # Set when the lease is lost: the running handler sees ctx.cancelled, and no further
         # checkpoint is written by this holder (it fences itself off).
         dispatch = Dispatch(envelope, lease, threading.Event(), message_id)
-        watchdog = asyncio.create_task(self._keeper.keep(dispatch))
+        keeper = self._keeper.start(dispatch)
         try:
             result = await self._dispatch(dispatch, flags)
         except ExecutionLeaseError as exc:
             # W4: a fenced-off writer must not ack; the new holder owns the carrier's fate.
             outcome = "lease_lost" if isinstance(exc, LeaseLostError) else "fenced"
-            return DispatchResult(Disposition.LEAVE_PENDING, outcome, str(exc))
-        finally:
-            watchdog.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watchdog
-            await self._leases.release(lease)
-        # W8: the copy is scheduled only once the lease is released, so it can never meet its
-        # own holder's lease; a crash before this leaves the original pending.
+            result = DispatchResult(Disposition.LEAVE_PENDING, outcome, str(exc))
+        except Exception:
+            # Not a crash (the dispatch returned, with an error): its attempt is ended, and the
+            # carrier stays pending for a redelivery that meets the checkpoint.
+            await keeper.stop(envelope.execution_id)
+            with contextlib.suppress(Exception):
+                await self._let_go(dispatch)
+            raise
+        except BaseException:
+            # Cut short (the worker abandons it at exit): its step did not finish, so its
+            # attempt stays open and counts like a crash; the lease need not wait for its TTL.
+            await keeper.stop(envelope.execution_id)
+            with contextlib.suppress(Exception):
+                await self._leases.release(lease)
+            raise
+        await keeper.stop(envelope.execution_id)
+        try:
+            await self._let_go(dispatch)
+        except Exception as exc:
+            # The lease may still be ours until its TTL: a follow-up carrier enqueued now could
+            # meet it and be acked without effect, so nothing follows and nothing is acked.
+            log.warning(
+                "event=lease.release_failed execution_id=%s generation=%s outcome=%s error=%r: "
+                "the carrier stays pending and is redelivered once the lease expired",
+                envelope.execution_id,
+                lease.generation,
+                result.outcome,
+                exc,
+            )
+            return DispatchResult(Disposition.LEAVE_PENDING, "release_failed", repr(exc))
+        # W8: copies and hand-overs go out only once the lease is released, so they can never
+        # meet their own holder's lease; a crash before this leaves the original pending.
         for copy, due_ms in result.schedule:
             await self._delay.schedule(copy, due_ms=due_ms)
+        for carrier in result.enqueue:
+            await self._queue.enqueue(carrier)
         return result
+
+    async def _let_go(self, dispatch: Dispatch) -> None:
+        """End the dispatch's attempt (W2), then give its lease up (W3)."""
+        lease = dispatch.lease
+        if dispatch.attempt_begun:
+            await self._counters.end_attempt(lease.execution_id, lease.generation)
+        await self._leases.release(lease)
 
     # --- start and resume (W6, W7) -------------------------------------------------------
 
     async def _dispatch(self, dispatch: Dispatch, flags: ControlFlags) -> DispatchResult:
         envelope = dispatch.envelope
         state = await self._executions.load(envelope.execution_id)
-        dispatch.counters = await self._counters.read(envelope.execution_id)
+        new_flow = None
+        if envelope.kind is CarrierKind.START and state is None:
+            try:
+                new_flow = await self._flows.get(envelope.flow_id, envelope.version)
+            except UnknownFlowError as exc:
+                return DispatchResult(Disposition.DEAD_LETTER, "unknown_flow", str(exc))
+        # The node this attempt runs first: the checkpoint's, or a new execution's start node.
+        if new_flow is not None:
+            first_node: str | None = new_flow.start_node.id
+        else:
+            first_node = None if state is None else state.next_node_id
+        exhausted = await self._begin_attempt(dispatch, state, first_node)
+        if exhausted is not None:
+            return exhausted
         if envelope.kind is CarrierKind.START:
             stored = None if state is None else StoredExecution(state.flow_id, state.status)
-            start = decide_start(StartRequest(envelope.execution_id, envelope.flow_id), stored)
+            request = StartRequest(envelope.execution_id, envelope.flow_id, envelope.dedup_key)
+            start = decide_start(request, stored)
             if start.kind is StartKind.ID_CONFLICT:
                 return DispatchResult(Disposition.DEAD_LETTER, start.kind.value, start.detail)
+            if start.kind is StartKind.CLAIM_DEDUP_KEY:
+                deduplicated = await self._claim_dedup_key(request, envelope.tenant_id)
+                if deduplicated is not None:
+                    return deduplicated
             if state is None:
-                return await self._start(dispatch)
+                assert new_flow is not None
+                return await self._start(dispatch, new_flow)
             # W6: a redelivered start continues from the checkpoint, never from the first node.
             return await self._resume(dispatch, state, ResumeType.CONTINUE, flags)
         if state is None:
@@ -228,12 +284,93 @@ class ProcessTask:
         assert envelope.resume_type is not None
         return await self._resume(dispatch, state, envelope.resume_type, flags)
 
-    async def _start(self, dispatch: Dispatch) -> DispatchResult:
+    async def _begin_attempt(
+        self, dispatch: Dispatch, state: ExecutionState | None, node_id: str | None
+    ) -> DispatchResult | None:
+        """Record this attempt and count an earlier one that never returned (W2).
+
+        A dispatch whose worker died (or that lost its lease) leaves its attempt open; it is
+        counted against ``node_id``, the checkpoint's next node (a new execution's start
+        node), the only one it can have been running.
+        Redis's delivery count is not used: a redelivery skipped while a lease was live costs
+        nothing. Once ``max_deliveries`` attempts crashed the carrier is given up: the
+        dead-letter guard makes the execution terminal, then files one DLQ entry.
+        """
+        lease = dispatch.lease
+        counters = await self._counters.begin_attempt(
+            lease.execution_id, lease.generation, ttl_ms=COUNTER_TTL_MS
+        )
+        dispatch.attempt_begun = True
+        crash = decide_crashed_attempts(
+            node_id=node_id,
+            node_crashes=counters.node_crashes.get(node_id or "", 0),
+            previous_unfinished=counters.open_attempt is not None,
+            max_deliveries=self._settings.max_deliveries,
+        )
+        if crash.counter_changes:
+            log.warning(
+                "event=attempt.crashed execution_id=%s node_id=%s crashes=%d max_deliveries=%d: "
+                "an earlier dispatch began under lease generation %s and never returned (its "
+                "worker died or lost the lease)",
+                lease.execution_id,
+                node_id,
+                crash.crashes,
+                self._settings.max_deliveries,
+                counters.open_attempt,
+            )
+            counters = await self._counters.apply(
+                lease.execution_id, crash.counter_changes, ttl_ms=COUNTER_TTL_MS
+            )
+        dispatch.counters = counters
+        if not crash.budget_spent or (state is not None and state.is_terminal):
+            return None
+        return DispatchResult(
+            Disposition.DEAD_LETTER,
+            "attempts_exhausted",
+            f"{crash.crashes} attempts at node {node_id!r} crashed their worker "
+            f"(--max-deliveries {self._settings.max_deliveries})",
+            refused=False,
+        )
+
+    async def _claim_dedup_key(
+        self, request: StartRequest, tenant_id: str
+    ) -> DispatchResult | None:
+        """W6 at the worker: start only while the key names this execution (or nobody).
+
+        The key was claimed when the start was accepted; it can name another execution now
+        only if this claim was released as an orphan and claimed again by a later start of
+        the same request — that one runs, this one does not.
+        """
+        if self._claims is None:
+            return None
+        claimed = await self._claims.claim(request, tenant_id=tenant_id)
+        decision = claimed.decision
+        if decision.kind is StartKind.NEW_START:
+            return None
+        log.info(
+            "event=start.deduplicated execution_id=%s dedup_key=%r holder=%s decision=%s: %s; "
+            "this start is not run",
+            request.execution_id,
+            request.dedup_key,
+            decision.execution_id,
+            decision.kind.value,
+            decision.detail,
+        )
+        follow_ups: tuple[TaskEnvelope, ...] = ()
+        if decision.kind is StartKind.ENQUEUE_CONTINUE:
+            follow_ups = (
+                TaskEnvelope.resume(
+                    execution_id=decision.execution_id,
+                    flow_id=claimed.holder_flow_id or request.flow_id,
+                    resume_type=ResumeType.CONTINUE,
+                    now_ms=self._clock.now_ms(),
+                    tenant_id=tenant_id,
+                ),
+            )
+        return DispatchResult(Disposition.ACK, "deduplicated", decision.detail, enqueue=follow_ups)
+
+    async def _start(self, dispatch: Dispatch, flow: Flow) -> DispatchResult:
         envelope = dispatch.envelope
-        try:
-            flow = await self._flows.get(envelope.flow_id, envelope.version)
-        except UnknownFlowError as exc:
-            return DispatchResult(Disposition.DEAD_LETTER, "unknown_flow", str(exc))
         state = ExecutionState.new(
             execution_id=envelope.execution_id,
             flow_id=flow.flow_id,
@@ -368,6 +505,7 @@ class ProcessTask:
             return await self._fail(dispatch, state, exc, previous=stored)
         context = ExecutionContext.from_state(state)
         context.cancel_event = dispatch.lost
+        context.attempts = dispatch.counters.attempts()  # E15: ctx.attempt across deliveries
         execution = FlowExecution(
             flow,
             context,
@@ -375,7 +513,9 @@ class ProcessTask:
             clock=self._clock,
             new_id=self._ids.new_id,
             options=RunOptions(
-                mode="distributed", default_deadline_ms=self._settings.default_deadline_ms
+                mode="distributed",
+                default_deadline_ms=self._settings.default_deadline_ms,
+                default_retries=self._settings.default_retries,
             ),
             callbacks=CallbackManager(self._listeners()),
         )
@@ -403,7 +543,8 @@ class ProcessTask:
                     )
             except FlowErrorException as exc:
                 dispatch.open_node = None  # closed before the failure is handled, not after
-                return await self._node_failed(dispatch, context.apply_to(state), exc, previous)
+                failed_at = context.apply_to(state)
+                return await self._node_failed(dispatch, failed_at, flow, exc, previous)
             finally:
                 dispatch.open_node = None
             resume = None
@@ -418,33 +559,39 @@ class ProcessTask:
                 return _ack("suspended")
             if state.status is ExecutionStatus.COMPLETED:
                 return _ack("completed")
-        # Hand over to a fresh carrier before acking this one: the execution is never carrier-less.
-        await self._queue.enqueue(
-            TaskEnvelope.resume(
-                execution_id=state.execution_id,
-                flow_id=state.flow_id,
-                resume_type=ResumeType.CONTINUE,
-                now_ms=self._clock.now_ms(),
-                tenant_id=state.tenant_id,
-            )
+        # Hand over to a fresh carrier (enqueued once the lease is released) before acking this
+        # one: the execution is never carrier-less.
+        hand_over = TaskEnvelope.resume(
+            execution_id=state.execution_id,
+            flow_id=state.flow_id,
+            resume_type=ResumeType.CONTINUE,
+            now_ms=self._clock.now_ms(),
+            tenant_id=state.tenant_id,
         )
-        return _ack("yielded")
+        return DispatchResult(Disposition.ACK, "yielded", enqueue=(hand_over,))
 
     async def _node_failed(
         self,
         dispatch: Dispatch,
         state: ExecutionState,
+        flow: Flow,
         error: FlowErrorException,
         previous: ExecutionState | None,
     ) -> DispatchResult:
         failed_node = failed_node_of(error) or state.next_node_id
         counters = dispatch.counters
+        own_retries = (
+            flow.node(failed_node).retry_times
+            if failed_node is not None and flow.has_node(failed_node)
+            else None
+        )
         decision = decide_node_failure(
             classify_step_failure(error),
             failed_node=failed_node,
+            attempt=counters.attempt(failed_node),
+            retry_times=resolve_retry_times(own_retries, self._settings.default_retries),
             node_retries=counters.node_retries.get(failed_node or "", 0),
             total_retries=counters.total_retries,
-            max_deliveries=self._settings.max_deliveries,
         )
         if decision.counter_changes and not dispatch.lost.is_set():
             # Counted before the checkpoint: a crash in between over-counts, never under-counts.
@@ -464,13 +611,14 @@ class ProcessTask:
             )
             due = self._clock.now_ms() + (decision.delay_ms or 0)
             log.warning(
-                "event=node.retry_scheduled execution_id=%s node_id=%s retry=%d delay_ms=%s "
-                "error=%r",
+                "event=node.retry_scheduled execution_id=%s node_id=%s attempt=%d retry=%d "
+                "delay_ms=%s error=%r",
                 state.execution_id,
                 failed_node,
+                counters.attempt(failed_node),
                 decision.node_retries + 1,
                 decision.delay_ms,
-                str(error.__cause__ or error),
+                str(_original(error)),
             )
             return DispatchResult(
                 Disposition.ACK, "retry_scheduled", str(error), schedule=((copy, due),)
@@ -489,7 +637,11 @@ class ProcessTask:
     async def _on_success(self, dispatch: Dispatch, node_id: str) -> None:
         counters = dispatch.counters
         # Skipped when there is nothing to clear: a steady-state step stays within P2.
-        if counters.node_retries.get(node_id) or counters.no_fail:
+        if (
+            counters.node_retries.get(node_id)
+            or counters.node_crashes.get(node_id)
+            or counters.no_fail
+        ):
             dispatch.counters = await self._counters.apply(
                 dispatch.envelope.execution_id, on_node_success(node_id), ttl_ms=COUNTER_TTL_MS
             )
@@ -552,6 +704,15 @@ class ProcessTask:
 def _event_id(envelope: TaskEnvelope) -> str | None:
     event = envelope.event
     return None if event is None else event.get("event_id")
+
+
+def _original(exc: BaseException) -> BaseException:
+    """The handler's own exception under the engine's wrappers (for logs)."""
+    seen: list[BaseException] = []
+    while exc.__cause__ is not None and len(seen) < 32:
+        seen.append(exc)
+        exc = exc.__cause__
+    return exc
 
 
 def _error_of(exc: FlowErrorException, node_retries: int) -> ExecutionError:

@@ -14,18 +14,30 @@ second continue either meets the lease or finds the step already done.
 An execution whose holder recorded a node heartbeat within the last three heartbeat intervals
 (W15) is alive, like one with a live lease, and is skipped. So is a paused one (W23): its
 carriers are parked on purpose, and unpause gives them back.
+
+A lease can also outlive its dispatch: a watchdog that kept renewing after the dispatch it
+belonged to had ended (a store client that swallowed the cancellation) holds a running or
+suspended execution's lease with nobody advancing it, and every carrier of the execution
+meets that "live" lease for ever. Every dispatch records its attempt under its lease
+generation before it runs and clears it when it returns (W2), so a held lease whose
+generation has no open attempt has no live dispatch. The reaper looks twice, a moment apart
+(an attempt is recorded within milliseconds of the acquisition), and then revokes the lease
+— only if it is still the one it saw — so the execution's own carriers run again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
 
 from plaita.application.ports import (
     Clock,
+    CounterStore,
     ExecutionControls,
     ExecutionRepository,
     FlowRepository,
@@ -36,6 +48,7 @@ from plaita.domain.envelope import ResumeType, TaskEnvelope
 from plaita.domain.errors import ExecutionLeaseError
 from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus
 from plaita.domain.failures import CODE_FLOW_ERROR
+from plaita.domain.lease import Lease
 
 JSON = Any
 log = logging.getLogger("plaita.reaper")
@@ -44,12 +57,18 @@ STALE_AFTER_LEASE_TTLS = 3
 #: W19: "alive" = an open node whose last update is within this many heartbeats.
 ALIVE_WITHIN_HEARTBEATS = 3
 DEFAULT_LIMIT = 1000
+#: Between the two looks at a lease without an open attempt: far above the time from an
+#: acquisition to the attempt's record (one round trip), far below a dispatch's life.
+LEAK_CONFIRM_SECONDS = 2.0
 
 
 class ReapAction(enum.StrEnum):
     REQUEUE = "requeue"
     #: The flow definition is gone: no carrier could ever advance it (W19).
     TERMINALISE = "terminalise"
+    #: A lease no dispatch holds (its attempt is not open): revoked so the execution's own
+    #: carriers run again; a running one also gets a resume-continue carrier.
+    REVOKE_LEASE = "revoke_lease"
     SKIP_LEASE_HELD = "skip_lease_held"
     #: A node heartbeat fresher than three heartbeat intervals: its holder is alive (W19).
     SKIP_NODE_ALIVE = "skip_node_alive"
@@ -71,7 +90,7 @@ class ReapItem:
 
     @property
     def orphan(self) -> bool:
-        return self.action in (ReapAction.REQUEUE, ReapAction.TERMINALISE)
+        return self.action in (ReapAction.REQUEUE, ReapAction.TERMINALISE, ReapAction.REVOKE_LEASE)
 
     def to_json(self) -> dict[str, JSON]:
         return {**attrs.asdict(self), "action": self.action.value}
@@ -107,19 +126,23 @@ class ReapZombies:
         leases: LeaseManager,
         queue: TaskQueue,
         flows: FlowRepository,
+        counters: CounterStore,
         clock: Clock,
         holder_id: str,
         lease_ttl_ms: int,
         stale_after_ms: int | None = None,
         heartbeat_interval_ms: int | None = None,
         controls: ExecutionControls | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._controls = controls
         self._executions = executions
         self._leases = leases
         self._queue = queue
         self._flows = flows
+        self._counters = counters
         self._clock = clock
+        self._sleep = sleep
         self._holder_id = holder_id
         self._lease_ttl_ms = lease_ttl_ms
         self._stale_after_ms = (
@@ -131,15 +154,24 @@ class ReapZombies:
 
     async def __call__(self, *, dry_run: bool = False, limit: int = DEFAULT_LIMIT) -> ReapReport:
         running = await self._executions.list(status=ExecutionStatus.RUNNING, limit=limit)
+        suspended = await self._executions.list(status=ExecutionStatus.SUSPENDED, limit=limit)
         flows_present: dict[tuple[str, str], bool] = {}
-        items = []
+        items: list[ReapItem] = []
+        suspects: list[tuple[ExecutionState, Lease]] = []
+        for state in suspended:
+            holder = await self._leases.holder(state.execution_id)
+            if holder is not None and await self._no_open_attempt(holder):
+                suspects.append((state, holder))
         for state in running:
             idle_ms = max(0, self._clock.now_ms() - state.updated_at_ms)
             item = _item(state, idle_ms, ReapAction.SKIP_RECENT)
+            holder = await self._leases.holder(state.execution_id)
+            if holder is not None and await self._no_open_attempt(holder):
+                suspects.append((state, holder))
+                continue
             if idle_ms < self._stale_after_ms:
                 items.append(item)
                 continue
-            holder = await self._leases.holder(state.execution_id)
             if holder is not None:
                 items.append(attrs.evolve(item, action=ReapAction.SKIP_LEASE_HELD))
                 continue
@@ -165,20 +197,61 @@ class ReapZombies:
             if not dry_run:
                 item = await self._act(item, state)
             items.append(item)
+        items.extend(await self._leaked(suspects, dry_run=dry_run))
         return ReapReport(tuple(items), dry_run, self._stale_after_ms)
+
+    # --- leases no dispatch holds -------------------------------------------------------
+
+    async def _no_open_attempt(self, lease: Lease) -> bool:
+        counters = await self._counters.read(lease.execution_id)
+        return counters.open_attempt != lease.generation
+
+    async def _leaked(
+        self, suspects: list[tuple[ExecutionState, Lease]], *, dry_run: bool
+    ) -> list[ReapItem]:
+        """Look again after a moment; revoke the leases that still have no dispatch."""
+        if not suspects:
+            return []
+        await self._sleep(LEAK_CONFIRM_SECONDS)
+        items = []
+        for state, seen in suspects:
+            idle_ms = max(0, self._clock.now_ms() - state.updated_at_ms)
+            item = _item(state, idle_ms, ReapAction.SKIP_LEASE_HELD)
+            now_held = await self._leases.holder(state.execution_id)
+            if now_held != seen or not await self._no_open_attempt(seen):
+                items.append(attrs.evolve(item, detail="a dispatch holds the lease"))
+                continue
+            detail = (
+                f"lease generation {seen.generation} of {seen.holder_id!r} is held but no "
+                "dispatch of it is open"
+            )
+            item = attrs.evolve(item, action=ReapAction.REVOKE_LEASE, detail=detail)
+            if not dry_run:
+                item = await self._revoke(item, state, seen)
+            items.append(item)
+        return items
+
+    async def _revoke(self, item: ReapItem, state: ExecutionState, lease: Lease) -> ReapItem:
+        if not await self._leases.release(lease):
+            return attrs.evolve(item, action=ReapAction.SKIP_CHANGED, detail="the lease moved on")
+        log.warning(
+            "event=reap.lease_revoked execution_id=%s status=%s holder=%s generation=%s: the "
+            "lease was held with no dispatch open under it (a watchdog that outlived its "
+            "dispatch?); revoked so the execution's carriers run again. Check that worker's "
+            "log for event=lease.keeper_slow_to_stop",
+            state.execution_id,
+            state.status.value,
+            lease.holder_id,
+            lease.generation,
+        )
+        if state.status is ExecutionStatus.RUNNING:
+            await self._queue.enqueue(_continue_carrier(state, self._clock.now_ms()))
+        return item
 
     async def _act(self, item: ReapItem, state: ExecutionState) -> ReapItem:
         if item.action is ReapAction.TERMINALISE:
             return await self._terminalise(item, state)
-        await self._queue.enqueue(
-            TaskEnvelope.resume(
-                execution_id=state.execution_id,
-                flow_id=state.flow_id,
-                resume_type=ResumeType.CONTINUE,
-                now_ms=self._clock.now_ms(),
-                tenant_id=state.tenant_id,
-            )
-        )
+        await self._queue.enqueue(_continue_carrier(state, self._clock.now_ms()))
         log.warning(
             "event=reap.requeued execution_id=%s flow_id=%s idle_ms=%d: running with no lease "
             "and no step for %d ms; a resume-continue carrier was enqueued. A carrier was lost: "
@@ -226,6 +299,16 @@ class ReapZombies:
             state.flow_version,
         )
         return attrs.evolve(item, detail=detail)
+
+
+def _continue_carrier(state: ExecutionState, now_ms: int) -> TaskEnvelope:
+    return TaskEnvelope.resume(
+        execution_id=state.execution_id,
+        flow_id=state.flow_id,
+        resume_type=ResumeType.CONTINUE,
+        now_ms=now_ms,
+        tenant_id=state.tenant_id,
+    )
 
 
 def _item(state: ExecutionState, idle_ms: int, action: ReapAction) -> ReapItem:

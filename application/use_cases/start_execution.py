@@ -7,14 +7,13 @@ from typing import Any
 
 import attrs
 
-from plaita.application.ports import Clock, DedupStore, IdGenerator, TaskQueue
+from plaita.application.ports import Clock, IdGenerator, TaskQueue
+from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.flows import FlowCatalog
-from plaita.domain.envelope import TaskEnvelope
+from plaita.domain.dedup import StartKind, StartRequest
+from plaita.domain.envelope import ResumeType, TaskEnvelope
 
 JSON = Any
-
-#: How long a dedup key keeps pointing at its execution (W6).
-DEDUP_TTL_MS = 7 * 24 * 60 * 60 * 1000
 
 
 @attrs.frozen
@@ -31,13 +30,13 @@ class StartExecution:
         *,
         flows: FlowCatalog,
         queue: TaskQueue,
-        dedup: DedupStore,
+        claims: DedupClaims,
         clock: Clock,
         ids: IdGenerator,
     ) -> None:
         self._flows = flows
         self._queue = queue
-        self._dedup = dedup
+        self._claims = claims
         self._clock = clock
         self._ids = ids
 
@@ -53,13 +52,30 @@ class StartExecution:
     ) -> StartedExecution:
         flow = await self._flows.get(flow_id, version)
         execution_id = execution_id or self._ids.new_id()
+        request = StartRequest(execution_id, flow.flow_id, dedup_key)
         if dedup_key is not None:
-            # The key is claimed before any carrier exists, so a retried start never runs twice.
-            holder = await self._dedup.claim(
-                dedup_key, execution_id, tenant_id=tenant_id, ttl_ms=DEDUP_TTL_MS
-            )
-            if holder is not None:
-                return StartedExecution(holder, flow.flow_id, flow.version, deduplicated=True)
+            # W6: claimed before any carrier exists, so a retried start never runs twice.
+            claimed = await self._claims.claim(request, tenant_id=tenant_id)
+            decision = claimed.decision
+            if decision.kind is StartKind.ID_CONFLICT:
+                assert decision.error is not None
+                raise decision.error
+            if decision.kind is StartKind.ENQUEUE_CONTINUE:
+                # The key's execution runs but may have lost its carrier (D5): a continue is
+                # harmless if it did not, and moves it on if it did.
+                await self._queue.enqueue(
+                    TaskEnvelope.resume(
+                        execution_id=decision.execution_id,
+                        flow_id=claimed.holder_flow_id or flow.flow_id,
+                        resume_type=ResumeType.CONTINUE,
+                        now_ms=self._clock.now_ms(),
+                        tenant_id=tenant_id,
+                    )
+                )
+            if decision.kind is not StartKind.NEW_START:
+                return StartedExecution(
+                    decision.execution_id, flow.flow_id, flow.version, deduplicated=True
+                )
         await self._queue.enqueue(
             TaskEnvelope.start(
                 execution_id=execution_id,
@@ -71,4 +87,6 @@ class StartExecution:
                 dedup_key=dedup_key,
             )
         )
+        if dedup_key is not None:
+            await self._claims.confirm(request, tenant_id=tenant_id)
         return StartedExecution(execution_id, flow.flow_id, flow.version)

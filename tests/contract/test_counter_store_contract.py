@@ -1,7 +1,7 @@
-"""CounterStore contract (W7, W8), run against every adapter family.
+"""CounterStore contract (W2, W7, W8), run against every adapter family.
 
 Each ``CounterChange`` op on each counter, applied in order and atomically, with a sliding TTL
-refreshed by every ``apply``.
+refreshed by every ``apply``; and the open-attempt record a dispatch begins and ends (W2).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from plaita.domain.budgets import (
     CounterChange,
     CounterOp,
     FailureKind,
+    decide_crashed_attempts,
     decide_node_failure,
     decide_wakeup,
     on_node_success,
@@ -171,17 +172,19 @@ class CounterStoreContract:
             decision = decide_node_failure(
                 FailureKind.TRANSIENT,
                 failed_node="fetch",
+                attempt=read.attempt("fetch"),
+                retry_times=5,
                 node_retries=read.node_retries.get("fetch", 0),
                 total_retries=read.total_retries,
-                max_deliveries=5,
             )
             await counters.apply("x-1", decision.counter_changes, ttl_ms=TTL_MS)
         deterministic = decide_node_failure(
             FailureKind.DETERMINISTIC,
             failed_node="send",
+            attempt=1,
+            retry_times=5,
             node_retries=0,
             total_retries=2,
-            max_deliveries=5,
         )
         after = await counters.apply("x-1", deterministic.counter_changes, ttl_ms=TTL_MS)
         assert after == Counters(node_retries={"fetch": 2}, total_retries=2, no_fail=1)
@@ -194,14 +197,83 @@ class CounterStoreContract:
         after = await counters.apply("x-1", wakeup.counter_changes, ttl_ms=TTL_MS)
         assert after == Counters(total_retries=2, wakeups=1)
 
+        crashed = decide_crashed_attempts(
+            node_id="send", node_crashes=0, previous_unfinished=True, max_deliveries=5
+        )
+        after = await counters.apply("x-1", crashed.counter_changes, ttl_ms=TTL_MS)
+        assert after == Counters(total_retries=3, wakeups=1, node_crashes={"send": 1})
+        after = await counters.apply("x-1", on_node_success("send"), ttl_ms=TTL_MS)
+        assert after == Counters(total_retries=3, wakeups=1)
+
+    async def test_crashes_are_counted_per_node_apart_from_retries(
+        self, counters: CounterStore
+    ) -> None:
+        """W2: a crashed attempt spends --max-deliveries, never the node's retryTimes."""
+        crash = decide_crashed_attempts(
+            node_id="fetch", node_crashes=0, previous_unfinished=True, max_deliveries=5
+        )
+        await counters.apply("x-1", [node_retry("fetch")], ttl_ms=TTL_MS)
+        after = await counters.apply("x-1", crash.counter_changes, ttl_ms=TTL_MS)
+
+        assert after.node_crashes == {"fetch": 1}
+        assert after.node_retries == {"fetch": 1}
+        assert after.attempt("fetch") == 3
+        cleared = await counters.apply(
+            "x-1", [CounterChange(Counter.ALL_NODE_CRASHES, RESET)], ttl_ms=TTL_MS
+        )
+        assert cleared.node_crashes == {}
+        assert cleared.node_retries == {"fetch": 1}
+
+    async def test_a_begun_attempt_is_seen_by_the_next_dispatch_until_it_ends(
+        self, counters: CounterStore
+    ) -> None:
+        """W2: the record of a dispatch that never returned is what counts a crash."""
+        first = await counters.begin_attempt("x-1", 7, ttl_ms=TTL_MS)
+        assert first.open_attempt is None
+
+        second = await counters.begin_attempt("x-1", 8, ttl_ms=TTL_MS)
+        assert second.open_attempt == 7
+        assert not await counters.end_attempt("x-1", 7)  # 8's record is never cleared by 7
+        assert (await counters.read("x-1")).open_attempt == 8
+
+        assert await counters.end_attempt("x-1", 8)
+        assert (await counters.read("x-1")).open_attempt is None
+        assert not await counters.end_attempt("x-1", 8)
+
+    async def test_beginning_an_attempt_keeps_the_counters_and_reads_them(
+        self, counters: CounterStore
+    ) -> None:
+        await counters.apply("x-1", [node_retry("fetch")], ttl_ms=TTL_MS)
+
+        read = await counters.begin_attempt("x-1", 3, ttl_ms=TTL_MS)
+        assert read == Counters(node_retries={"fetch": 1})
+        after = await counters.apply("x-1", [node_retry("fetch")], ttl_ms=TTL_MS)
+        assert after == Counters(node_retries={"fetch": 2}, open_attempt=3)
+        await counters.end_attempt("x-1", 3)
+        assert await counters.read("x-1") == Counters(node_retries={"fetch": 2})
+
+    async def test_an_open_attempt_expires_with_the_counters(
+        self, counters: CounterStore, elapse: Elapse
+    ) -> None:
+        await counters.begin_attempt("x-1", 1, ttl_ms=100)
+        await elapse(250)
+
+        assert await counters.read("x-1") == Counters()
+
     @pytest.mark.parametrize(
         "bad",
         [
             CounterChange(Counter.ALL_NODE_RETRIES, INC),
+            CounterChange(Counter.ALL_NODE_CRASHES, INC),
             CounterChange(Counter.TOTAL_RETRIES, INC, "fetch"),
             CounterChange(Counter.WAKEUPS, RESET, "fetch"),
         ],
-        ids=["increment-all-nodes", "total-with-node", "wakeups-with-node"],
+        ids=[
+            "increment-all-nodes",
+            "increment-all-crashes",
+            "total-with-node",
+            "wakeups-with-node",
+        ],
     )
     async def test_a_meaningless_change_is_refused_and_nothing_is_written(
         self, counters: CounterStore, bad: CounterChange

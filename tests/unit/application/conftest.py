@@ -56,3 +56,11 @@ def clock() -> FakeClock:
 @pytest.fixture
 def ids() -> SequentialIds:
     return SequentialIds()
+
+
+@pytest.fixture
+async def twin(clock: FakeClock, ids: SequentialIds) -> Any:
+    """The worker step on the memory twin (``tests/unit/application/twin.py``)."""
+    from .twin import make_twin
+
+    return await make_twin(clock, ids)

@@ -26,7 +26,7 @@ from plaita.domain.tombstone import Tombstone
 from .conftest import FakeClock
 
 TTL_MS = 60_000
-OVER_THE_LIMIT = "delivered 6 times, more than --max-deliveries 5"
+OVER_THE_LIMIT = "attempts_exhausted: 5 attempts at node 'b' crashed their worker"
 
 
 @attrs.define
@@ -168,7 +168,7 @@ async def test_a_spent_node_budget_is_terminalised_under_a_lease_then_released(
     world: World,
 ) -> None:
     await world.store(state(world.clock))
-    spent = [CounterChange(Counter.NODE_RETRIES, CounterOp.INCREMENT, "b")] * 5
+    spent = [CounterChange(Counter.NODE_CRASHES, CounterOp.INCREMENT, "b")] * 5
     await world.counters.apply("x-1", spent, ttl_ms=TTL_MS)
     delivery = await world.reclaimed(carrier(world.clock))
 
@@ -179,8 +179,9 @@ async def test_a_spent_node_budget_is_terminalised_under_a_lease_then_released(
     assert failed is not None and failed.status is ExecutionStatus.ERROR
     assert failed.error is not None
     assert (failed.error.node_id, failed.error.kind) == ("b", NODE_BUDGET_EXHAUSTED_KIND)
-    # The over-delivered carrier's own crashed attempt counts too (W2): 5 + 1.
-    assert "after 6 retries" in failed.error.message
+    assert "5 attempts crashed their worker (--max-deliveries 5)" in failed.error.message
+    # The guard reads the crash count; the worker step alone counts attempts (W2).
+    assert (await world.counters.read("x-1")).node_crashes == {"b": 5}
     assert await world.leases.holder("x-1") is None, "the guard's lease is released"
     assert len(await world.queue.dead_letters()) == 1
     assert await world.stream() == [], "a recovery copy would spend the budget again"
@@ -190,7 +191,7 @@ async def test_terminalising_keeps_the_carrier_pending_when_the_lease_is_taken_f
     world: World,
 ) -> None:
     await world.store(state(world.clock))
-    spent = [CounterChange(Counter.NODE_RETRIES, CounterOp.INCREMENT, "b")] * 5
+    spent = [CounterChange(Counter.NODE_CRASHES, CounterOp.INCREMENT, "b")] * 5
     await world.counters.apply("x-1", spent, ttl_ms=TTL_MS)
     delivery = await world.reclaimed(carrier(world.clock))
 
@@ -358,24 +359,32 @@ async def test_a_start_that_never_reached_a_checkpoint_becomes_a_visible_error(
     failed = await world.executions.load("x-1")
     assert failed is not None and failed.status is ExecutionStatus.ERROR
     assert failed.input == {"n": 1} and failed.error is not None
-    assert "no attempt reached the first checkpoint" in failed.error.message
+    assert "never reached the first checkpoint" in failed.error.message
     assert len(await world.queue.dead_letters()) == 1
 
 
-async def test_each_guarded_crash_counts_against_the_open_node_budget(world: World) -> None:
-    """W2: a step that kills every worker is not copied for ever: each guard round counts
-    one attempt, and once the budget is spent the execution ends in error."""
+async def test_a_node_retry_count_never_spends_the_crash_budget(world: World) -> None:
+    """W2, E15: retries of a handler's own failures are the node's retryTimes; only crashed
+    attempts spend --max-deliveries, so a node with many retries is not given up for them."""
     await world.store(state(world.clock))
-    actions = []
-    for _ in range(8):
+    retries = [CounterChange(Counter.NODE_RETRIES, CounterOp.INCREMENT, "b")] * 9
+    await world.counters.apply("x-1", retries, ttl_ms=TTL_MS)
+    delivery = await world.reclaimed(carrier(world.clock))
+
+    outcome = await world.guard()(delivery, OVER_THE_LIMIT)
+
+    assert outcome.action is GuardAction.ENQUEUE_COPY_THEN_RELEASE
+
+
+async def test_the_guard_never_counts_an_attempt_itself(world: World) -> None:
+    """W2, one DLQ entry per dead carrier: counting lives in the worker step, so a copy and
+    its original never spend the budget twice."""
+    await world.store(state(world.clock))
+    for _ in range(3):
         delivery = await world.reclaimed(carrier(world.clock))
-        outcome = await world.guard()(delivery, OVER_THE_LIMIT)
-        actions.append(outcome.action)
-        if outcome.action is GuardAction.TERMINALISE_THEN_RELEASE:
-            break
-    assert actions[-1] is GuardAction.TERMINALISE_THEN_RELEASE
-    assert set(actions[:-1]) == {GuardAction.ENQUEUE_COPY_THEN_RELEASE}
-    assert len(actions) <= 6
+        await world.guard()(delivery, OVER_THE_LIMIT)
+
+    assert await world.counters.read("x-1") == (await world.counters.read("nobody"))
 
 
 async def test_the_guard_acts_in_the_carriers_tenant(world: World) -> None:

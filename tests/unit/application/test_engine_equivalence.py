@@ -7,7 +7,9 @@ One generated flow, one input, one script of handler outcomes, three drivers:
 - Distributed: ``arun_distributed`` one node per call, from ``flow.start_node`` following
   ``next_node_id``, with the context checkpointed between every step
   (``to_json`` → ``json.dumps`` → ``json.loads`` → ``from_json``) and a NEW ``FlowExecution``
-  built on the restored context each time.
+  built on the restored context each time; a node that asks for a durable retry
+  (``NodeRetryRequested``, E15) is run again from the same checkpoint after its delay, with
+  the attempt number a worker's counters would give it — as a worker's delayed carrier does.
 
 They must visit the same nodes in the same order with the same results and branches, call the
 handlers for the same (node, attempt) pairs, back off on the same fake-clock schedule, end with
@@ -40,6 +42,7 @@ from plaita.application.engine.callbacks import CallbackManager
 from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.execution import FlowExecution, RunOptions
 from plaita.application.engine.expressions import compile_flow_expressions
+from plaita.application.engine.runner import BACKOFF_SLICE_SECONDS
 from plaita.application.engine.strategies import StepOutput
 from plaita.application.handlers import HandlerRegistry
 from plaita.domain.execution import Suspension
@@ -49,6 +52,7 @@ from plaita.domain.failures import (
     FlowErrorException,
     FlowExecutionException,
     NodeExecutionError,
+    NodeRetryRequested,
     TransientNodeError,
 )
 from plaita.domain.flow import Flow
@@ -240,16 +244,29 @@ async def run_distributed(scenario: Scenario) -> Run:
     flow = scenario.flow()
     context = fresh_context(scenario)
     node_id = flow.start_node.id
-    for _ in range(len(scenario.document["nodes"])):
+    attempts: dict[str, int] = {}
+    nodes = scenario.document["nodes"]
+    for _ in range(len(nodes) * (2 + max(n.get("retryTimes", 5) for n in nodes))):
         context = checkpoint(context)
+        context.attempts = dict(attempts)  # what the worker's counters say (E15)
         execution = new_execution(flow, context, run, "distributed")
         try:
             output = await execution.arun_distributed(
                 node_id=node_id, resume=None, registrar=NoWaits()
             )
         except Exception as exc:
+            retry = exc.__cause__
+            if isinstance(retry, NodeRetryRequested):
+                # The worker's delayed carrier, on the runner's backoff slices.
+                attempts[node_id] = retry.attempt + 1
+                delay = retry.delay_ms / 1000
+                while delay > 0:
+                    await run.clock.sleep(min(BACKOFF_SLICE_SECONDS, delay))
+                    delay -= BACKOFF_SLICE_SECONDS
+                continue
             run.error = exc
             break
+        attempts.pop(node_id, None)
         run.outputs.append(output)
         assert not output.is_suspend
         if output.is_end:

@@ -569,6 +569,7 @@ async def test_the_reaper_skips_a_paused_execution(world: World) -> None:
         leases=world.container.leases(),
         queue=world.container.queue(),
         flows=world.container.flow_repository(),
+        counters=world.container.counters(),
         clock=world.clock,
         holder_id="reaper",
         lease_ttl_ms=1000,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -63,6 +64,7 @@ class Ops:
     subscriptions: MemorySubscriptionStore
     flows: MemoryFlowRepository
     markers: MemoryReplayMarkerStore
+    counters: MemoryCounterStore
 
     def replay(self, queue: Any = None) -> ReplayDeadLetter:
         return ReplayDeadLetter(
@@ -88,20 +90,22 @@ class Ops:
             dedup=dedup,
         )
 
-    def reaper(self) -> ReapZombies:
+    def reaper(self, sleep: Callable[[float], Awaitable[None]] | None = None) -> ReapZombies:
         return ReapZombies(
             executions=self.executions,
             leases=self.leases,
             queue=self.queue,
             flows=self.flows,
+            counters=self.counters,
             clock=self.clock,
             holder_id="reaper",
             lease_ttl_ms=LEASE_TTL_MS,
+            sleep=sleep or self.clock.sleep,
         )
 
     def process(self) -> ProcessTask:
         """The worker step with its tombstone gate wired to this repository."""
-        counters = MemoryCounterStore(self.clock)
+        counters = self.counters
         handlers = handler_registry(prepare=lambda params, ctx: "prepared")
         return ProcessTask(
             executions=self.executions,
@@ -175,6 +179,7 @@ async def ops(clock: FakeClock, ids: SequentialIds) -> Ops:
         MemorySubscriptionStore(),
         flows,
         MemoryReplayMarkerStore(clock),
+        MemoryCounterStore(clock),
     )
 
 
@@ -405,7 +410,10 @@ async def test_reap_requeues_only_running_executions_that_lost_their_carrier(ops
     await ops.running("orphan", idle_ms=stale)
     await ops.running("recent", idle_ms=1000)
     await ops.running("held", idle_ms=stale)
-    assert await ops.leases.acquire("held", "worker-b", ttl_ms=LEASE_TTL_MS)
+    lease = await ops.leases.acquire("held", "worker-b", ttl_ms=LEASE_TTL_MS)
+    assert lease is not None
+    # worker-b's dispatch is live: it recorded its attempt under the lease (W2).
+    await ops.counters.begin_attempt("held", lease.generation, ttl_ms=LEASE_TTL_MS)
     await ops.process()(ops.start("suspended"))
     report = await ops.reaper()()
     actions = {item.execution_id: item.action for item in report.items}
@@ -416,6 +424,58 @@ async def test_reap_requeues_only_running_executions_that_lost_their_carrier(ops
     }
     [carrier] = await ops.carriers()
     assert (carrier.execution_id, carrier.resume_type) == ("orphan", ResumeType.CONTINUE)
+
+
+async def test_reap_revokes_a_lease_no_dispatch_holds_and_the_execution_moves_again(
+    ops: Ops,
+) -> None:
+    """A watchdog that outlived its dispatch renews a suspended execution's lease for ever;
+    its timer carrier meets the "live" lease at every redelivery. The reaper sees the lease
+    has no open attempt (twice, a moment apart), revokes it, and the timer runs."""
+    await ops.process()(ops.start("asleep"))
+    leaked = await ops.leases.acquire("asleep", "worker-b", ttl_ms=LEASE_TTL_MS)
+    assert leaked is not None
+    await ops.running("stuck", idle_ms=1000)
+    stuck = await ops.leases.acquire("stuck", "worker-b", ttl_ms=LEASE_TTL_MS)
+    assert stuck is not None
+
+    report = await ops.reaper()()
+
+    actions = {item.execution_id: item.action for item in report.items}
+    assert actions == {"asleep": ReapAction.REVOKE_LEASE, "stuck": ReapAction.REVOKE_LEASE}
+    assert await ops.leases.holder("asleep") is None
+    assert await ops.leases.holder("stuck") is None
+    # The running one gets a carrier; the suspended one keeps waiting for its own.
+    [carrier] = await ops.carriers()
+    assert (carrier.execution_id, carrier.resume_type) == ("stuck", ResumeType.CONTINUE)
+
+
+async def test_reap_leaves_a_lease_whose_dispatch_begins_while_it_looks(ops: Ops) -> None:
+    """The acquire-then-record window: a dispatch seen without its attempt at the first look
+    has recorded it by the second; its lease is left alone."""
+    await ops.running("starting", idle_ms=1000)
+    lease = await ops.leases.acquire("starting", "worker-b", ttl_ms=LEASE_TTL_MS)
+    assert lease is not None
+
+    async def the_dispatch_records_its_attempt(seconds: float) -> None:
+        await ops.counters.begin_attempt("starting", lease.generation, ttl_ms=LEASE_TTL_MS)
+
+    report = await ops.reaper(sleep=the_dispatch_records_its_attempt)()
+
+    [item] = report.items
+    assert item.action is ReapAction.SKIP_LEASE_HELD
+    assert await ops.leases.holder("starting") == lease
+
+
+async def test_reap_dry_run_only_names_a_leaked_lease(ops: Ops) -> None:
+    await ops.running("stuck", idle_ms=1000)
+    lease = await ops.leases.acquire("stuck", "worker-b", ttl_ms=LEASE_TTL_MS)
+
+    report = await ops.reaper()(dry_run=True)
+
+    assert [item.action for item in report.orphans] == [ReapAction.REVOKE_LEASE]
+    assert await ops.leases.holder("stuck") == lease
+    assert await ops.carriers() == []
 
 
 async def test_a_requeued_orphan_is_advanced_by_the_worker(ops: Ops) -> None:
@@ -490,4 +550,5 @@ async def test_delete_leaves_a_dedup_key_that_moved_on_alone(ops: Ops) -> None:
     deleted = await ops.delete_with(dedup)("x-1")
 
     assert deleted.released_dedup_key is None
-    assert await dedup.claim("order-7", "x-2", tenant_id="default", ttl_ms=60_000) == "x-9"
+    holder = await dedup.claim("order-7", "x-2", tenant_id="default", ttl_ms=60_000)
+    assert holder is not None and holder.execution_id == "x-9"

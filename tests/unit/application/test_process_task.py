@@ -3,31 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
 import pytest
 
-from plaita.adapters.memory.counters import MemoryCounterStore
 from plaita.adapters.memory.dedup import MemoryDedupStore
-from plaita.adapters.memory.delay_queue import MemoryDelayQueue
-from plaita.adapters.memory.events import MemoryEventLog
-from plaita.adapters.memory.flows import MemoryFlowRepository
 from plaita.adapters.memory.lease import MemoryLeaseManager
-from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.storage import MemoryExecutionRepository
-from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
-from plaita.application.handlers import HandlerRegistry
 from plaita.application.ports import NodeHeartbeat
 from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.dispatch import Disposition, StepSettings
-from plaita.application.use_cases.events import FilterEvent, PublishEvent
+from plaita.application.use_cases.events import PublishEvent
 from plaita.application.use_cases.executions import ResumeExecution
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.process_task import ProcessTask
-from plaita.application.use_cases.start_execution import StartExecution
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import ResumeType
 from plaita.domain.errors import (
     ExecutionLeaseError,
     HandlerNotAllowedError,
@@ -38,158 +29,8 @@ from plaita.domain.execution import ExecutionStatus
 from plaita.domain.flow import Flow
 from plaita.domain.tombstone import Tombstone
 
-from .conftest import FakeClock, SequentialIds, handler_registry
-
-APPROVAL = {
-    "flow_id": "approval",
-    "start": "request",
-    "nodes": [
-        {"id": "request", "type": "task", "handler": "t:request", "next": "check"},
-        {"id": "check", "type": "if", "condition": "amount > 1000", "then": "wait", "else": "auto"},
-        {"id": "wait", "type": "event", "event_type": "approval_decision", "next": "decide"},
-        {
-            "id": "decide",
-            "type": "if",
-            "condition": "$NODE['wait']['data']['approved']",
-            "then": "ship",
-            "else": "reject",
-        },
-        {"id": "auto", "type": "task", "handler": "t:ship", "next": "done"},
-        {"id": "ship", "type": "task", "handler": "t:ship", "next": "done"},
-        {"id": "reject", "type": "task", "handler": "t:reject", "next": "done"},
-        {"id": "done", "type": "end", "output": "$LAST_NODE"},
-    ],
-}
-
-
-class Calls:
-    def __init__(self) -> None:
-        self.log: list[str] = []
-
-    def handlers(self) -> HandlerRegistry:
-        def record(name: str, result: Any) -> Any:
-            def handler(params: Any, ctx: Any) -> Any:
-                self.log.append(name)
-                return result
-
-            return handler
-
-        return handler_registry(
-            request=record("request", {"id": 1}),
-            ship=record("ship", "shipped"),
-            reject=record("reject", "rejected"),
-        )
-
-
-@attrs.define
-class Twin:
-    clock: FakeClock
-    ids: SequentialIds
-    calls: Calls
-    leases: MemoryLeaseManager
-    executions: MemoryExecutionRepository
-    queue: MemoryTaskQueue
-    subscriptions: MemorySubscriptionStore
-    events: MemoryEventLog
-    flows: MemoryFlowRepository
-    handlers: HandlerRegistry
-    counters: MemoryCounterStore
-    delay: MemoryDelayQueue
-    settings: StepSettings = attrs.field(factory=lambda: StepSettings(holder_id="worker-a"))
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-
-    @property
-    def catalog(self) -> FlowCatalog:
-        return FlowCatalog(self.flows, self.handlers)
-
-    @property
-    def process(self) -> ProcessTask:
-        """The worker step wired to this twin's adapters, handlers and settings."""
-        return ProcessTask(
-            executions=self.executions,
-            leases=self.leases,
-            flows=self.catalog,
-            queue=self.queue,
-            subscriptions=self.subscriptions,
-            handlers=self.handlers,
-            clock=self.clock,
-            ids=self.ids,
-            settings=self.settings,
-            counters=self.counters,
-            delay=self.delay,
-            sleep=self.sleep,
-        )
-
-    @property
-    def filter_event(self) -> FilterEvent:
-        return FilterEvent(
-            events=self.events,
-            subscriptions=self.subscriptions,
-            executions=self.executions,
-            queue=self.queue,
-            clock=self.clock,
-        )
-
-    def envelope_start(self, amount: int, execution_id: str = "x-1") -> TaskEnvelope:
-        return TaskEnvelope.start(
-            execution_id=execution_id,
-            flow_id="approval",
-            version="1",
-            params={"amount": amount},
-            now_ms=self.clock.now_ms(),
-        )
-
-    def resume(self, kind: ResumeType, execution_id: str = "x-1", **extra: Any) -> TaskEnvelope:
-        return TaskEnvelope.resume(
-            execution_id=execution_id,
-            flow_id="approval",
-            resume_type=kind,
-            now_ms=self.clock.now_ms(),
-            **extra,
-        )
-
-    async def tick(self, seconds: float) -> None:
-        """The watchdog's sleep: fake time passes, and the loop lets the step run."""
-        self.clock.advance(seconds)
-        await asyncio.sleep(0)
-
-    async def drain_queue(self) -> list[Any]:
-        """Process every carrier waiting in the queue, acking as the worker would."""
-        outcomes = []
-        for delivery in await self.queue.read("test", count=100, block_ms=1):
-            assert delivery.envelope is not None
-            result = await self.process(delivery.envelope)
-            outcomes.append(result)
-            if result.disposition is Disposition.ACK:
-                await self.queue.ack(delivery.message_id)
-        return outcomes
-
-
-@pytest.fixture
-async def twin(clock: FakeClock, ids: SequentialIds) -> Twin:
-    calls = Calls()
-    leases = MemoryLeaseManager(clock)
-    executions = MemoryExecutionRepository(leases)
-    queue = MemoryTaskQueue(clock)
-    subscriptions = MemorySubscriptionStore()
-    events = MemoryEventLog(clock)
-    twin = Twin(
-        clock,
-        ids,
-        calls,
-        leases,
-        executions,
-        queue,
-        subscriptions,
-        events,
-        MemoryFlowRepository(),
-        calls.handlers(),
-        MemoryCounterStore(clock),
-        MemoryDelayQueue(clock, queue),
-    )
-    await twin.catalog.register(Flow.from_document(APPROVAL))
-    await queue.ensure_group()
-    return twin
+from .conftest import handler_registry
+from .twin import APPROVAL, Twin
 
 
 async def test_small_amount_runs_to_completion_in_one_dispatch(twin: Twin) -> None:
@@ -367,26 +208,13 @@ async def test_a_long_dispatch_hands_over_to_a_fresh_carrier_before_acking(twin:
 
 
 async def test_start_execution_refuses_an_unknown_flow_with_a_named_error(twin: Twin) -> None:
-    start = StartExecution(
-        flows=twin.catalog,
-        queue=twin.queue,
-        dedup=MemoryDedupStore(twin.clock),
-        clock=twin.clock,
-        ids=twin.ids,
-    )
     with pytest.raises(UnknownFlowError, match="approval"):
-        await start("missing")
+        await twin.start_execution("missing")
 
 
 async def test_start_with_a_dedup_key_starts_once(twin: Twin) -> None:
     """W6: the second start with the same key returns the first execution's id."""
-    start = StartExecution(
-        flows=twin.catalog,
-        queue=twin.queue,
-        dedup=MemoryDedupStore(twin.clock),
-        clock=twin.clock,
-        ids=twin.ids,
-    )
+    start = twin.start_execution
     first = await start("approval", params={"amount": 1}, dedup_key="order-7")
     second = await start("approval", params={"amount": 1}, dedup_key="order-7")
     assert second.execution_id == first.execution_id and second.deduplicated
@@ -511,13 +339,14 @@ async def test_a_transient_node_failure_is_retried_through_the_delay_queue(twin:
 async def test_a_node_out_of_retry_budget_ends_in_error_and_the_dead_letter_queue(
     twin: Twin,
 ) -> None:
-    """W8: after max_deliveries retries the execution fails naming the node and its retries."""
+    """E15, W8: after the node's retries (here the deployment default, 2) the execution fails
+    naming the node and its retries."""
 
     def flaky(params: Any, ctx: Any) -> Any:
         raise ConnectionError("database unavailable")
 
     twin.handlers = handler_registry(request=flaky)
-    twin.settings = StepSettings(holder_id="worker-a", max_deliveries=2)
+    twin.settings = StepSettings(holder_id="worker-a", default_retries=2)
     outcomes = []
     envelope = twin.envelope_start(10)
     for _ in range(5):

@@ -1,4 +1,5 @@
-"""Retry budgets across deliveries (E3, W7, W8; seed "节点级有界重试")."""
+"""Retry budgets across deliveries: one retry policy per node, crashed attempts apart
+(E3, E15, W2, W7, W8)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from plaita.domain import failures
 from plaita.domain.budgets import (
     COUNTER_TTL_SECONDS,
+    DEFAULT_RETRIES,
     DETERMINISTIC_FAILURE_MAX,
     G1_MAX_WAKEUPS,
     NODE_RETRY_TOTAL_MAX,
@@ -23,14 +25,19 @@ from plaita.domain.budgets import (
     FailureKind,
     TerminalReason,
     WakeupRefusal,
+    attempt_number,
     backoff_seconds,
     classify_error_code,
     classify_failure,
     classify_step_failure,
+    crash_budget_spent,
+    decide_crashed_attempts,
     decide_node_failure,
+    decide_retry,
     decide_wakeup,
     failed_node_of,
     on_node_success,
+    resolve_retry_times,
 )
 from plaita.domain.failures import (
     BranchMissError,
@@ -69,12 +76,20 @@ def wrapped(error: BaseException) -> FlowErrorException:
 
 
 def retry(node_retries: int, *, total: int = 0, budget: int = 5) -> FailureDecision:
+    """A transient failure of node charge's attempt after ``node_retries`` retries."""
     return decide_node_failure(
         FailureKind.TRANSIENT,
         failed_node="charge",
+        attempt=attempt_number(node_retries=node_retries, node_crashes=0),
+        retry_times=budget,
         node_retries=node_retries,
         total_retries=total,
-        max_deliveries=budget,
+    )
+
+
+def fails(kind: FailureKind, *, node: str | None = "charge") -> FailureDecision:
+    return decide_node_failure(
+        kind, failed_node=node, attempt=1, retry_times=5, node_retries=0, total_retries=0
     )
 
 
@@ -225,13 +240,7 @@ def test_the_execution_total_of_100_retries_is_terminal_even_with_node_budget_le
 
 def test_a_deterministic_failure_is_terminal_at_once_and_lengthens_the_streak() -> None:
     """E3/W8, seed A50-03 and #73: no retry burned; the no-fail streak grows."""
-    decision = decide_node_failure(
-        FailureKind.DETERMINISTIC,
-        failed_node="charge",
-        node_retries=0,
-        total_retries=0,
-        max_deliveries=5,
-    )
+    decision = fails(FailureKind.DETERMINISTIC)
 
     assert decision.terminal_reason is TerminalReason.DETERMINISTIC
     assert decision.actions == (
@@ -244,13 +253,7 @@ def test_a_deterministic_failure_is_terminal_at_once_and_lengthens_the_streak() 
 
 def test_a_timeout_cancel_or_deadline_is_terminal_without_retry() -> None:
     """W8/E5, seed #267: a timeout retried burns the whole budget again for the same result."""
-    decision = decide_node_failure(
-        FailureKind.TERMINAL,
-        failed_node="charge",
-        node_retries=0,
-        total_retries=0,
-        max_deliveries=5,
-    )
+    decision = fails(FailureKind.TERMINAL)
 
     assert decision.terminal_reason is TerminalReason.TERMINAL
     assert FailureAction.SCHEDULE_COPY not in decision.actions
@@ -258,19 +261,109 @@ def test_a_timeout_cancel_or_deadline_is_terminal_without_retry() -> None:
 
 def test_a_failure_without_a_node_is_counted_per_execution() -> None:
     """W8, seed plaita#123: the fallback key is no worse than before the fix."""
-    decision = decide_node_failure(
-        FailureKind.TRANSIENT, failed_node=None, node_retries=0, total_retries=0, max_deliveries=5
-    )
+    decision = fails(FailureKind.TRANSIENT, node=None)
 
     assert decision.counter_changes[0] == CounterChange(
         Counter.NODE_RETRIES, CounterOp.INCREMENT, None
     )
 
 
-def test_max_deliveries_of_one_allows_exactly_one_retry() -> None:
-    """W2/W8: the budget is max_deliveries retries."""
+def test_retry_times_of_one_allows_exactly_one_retry() -> None:
+    """E15: the budget is the node's retryTimes, nothing else."""
     assert retry(0, budget=1).retries
     assert not retry(1, budget=1).retries
+
+
+def test_retry_times_of_zero_gives_up_after_the_first_attempt() -> None:
+    decision = retry(0, budget=0)
+
+    assert decision.terminal_reason is TerminalReason.NODE_BUDGET_EXHAUSTED
+
+
+def test_a_node_without_retry_times_takes_the_deployment_default() -> None:
+    """E15: absent → the deployment's default retries (5 unless --default-retries)."""
+    assert resolve_retry_times(None, DEFAULT_RETRIES) == 5
+    assert resolve_retry_times(None, 2) == 2
+    assert resolve_retry_times(0, 7) == 0
+    assert resolve_retry_times(3, 7) == 3
+
+
+@pytest.mark.parametrize(
+    ("kind", "attempt", "retry_times", "retries", "delay_ms"),
+    [
+        (FailureKind.TRANSIENT, 1, 2, True, 1_000),
+        (FailureKind.TRANSIENT, 2, 2, True, 2_000),
+        (FailureKind.TRANSIENT, 3, 2, False, None),
+        (FailureKind.TRANSIENT, 6, 10, True, 30_000),
+        (FailureKind.TRANSIENT, 1, 0, False, None),
+        (FailureKind.DETERMINISTIC, 1, 5, False, None),
+        (FailureKind.TERMINAL, 1, 5, False, None),
+    ],
+)
+def test_the_one_retry_rule(
+    kind: FailureKind, attempt: int, retry_times: int, retries: bool, delay_ms: int | None
+) -> None:
+    """E3/E15: transient and within retryTimes → retry after min(30 s, 2^(n-1) s)."""
+    verdict = decide_retry(kind, attempt=attempt, retry_times=retry_times)
+
+    assert (verdict.retry, verdict.delay_ms) == (retries, delay_ms)
+
+
+@given(kind=kinds, attempt=st.integers(1, 200), retry_times=st.integers(0, 100))
+def test_a_node_gets_exactly_one_plus_retry_times_attempts(
+    kind: FailureKind, attempt: int, retry_times: int
+) -> None:
+    verdict = decide_retry(kind, attempt=attempt, retry_times=retry_times)
+
+    assert verdict.retry == (kind is FailureKind.TRANSIENT and attempt <= retry_times)
+
+
+def test_the_attempt_number_counts_retries_and_crashes_across_deliveries() -> None:
+    """E15: ctx.attempt never restarts on a redelivery."""
+    assert attempt_number(node_retries=0, node_crashes=0) == 1
+    assert attempt_number(node_retries=2, node_crashes=1) == 4
+
+
+# --- crashed attempts (W2) ----------------------------------------------------------------
+
+
+def test_a_first_attempt_is_never_counted_as_crashed() -> None:
+    decision = decide_crashed_attempts(
+        node_id="charge", node_crashes=0, previous_unfinished=False, max_deliveries=1
+    )
+
+    assert (decision.counter_changes, decision.crashes, decision.budget_spent) == ((), 0, False)
+
+
+def test_an_unfinished_attempt_counts_against_the_checkpoint_node() -> None:
+    decision = decide_crashed_attempts(
+        node_id="charge", node_crashes=1, previous_unfinished=True, max_deliveries=5
+    )
+
+    assert decision.counter_changes == (
+        CounterChange(Counter.NODE_CRASHES, CounterOp.INCREMENT, "charge"),
+        CounterChange(Counter.TOTAL_RETRIES, CounterOp.INCREMENT),
+    )
+    assert (decision.crashes, decision.budget_spent) == (2, False)
+
+
+def test_max_deliveries_crashed_attempts_give_the_carrier_up() -> None:
+    """W2: --max-deliveries 1 still runs the first attempt; its crash spends the budget."""
+    decision = decide_crashed_attempts(
+        node_id=None, node_crashes=0, previous_unfinished=True, max_deliveries=1
+    )
+
+    assert decision.budget_spent
+
+
+def test_a_spent_crash_budget_stays_spent_for_every_later_dispatch() -> None:
+    """A crash while giving up must still give up: the spent budget is read, not recounted."""
+    decision = decide_crashed_attempts(
+        node_id="charge", node_crashes=5, previous_unfinished=False, max_deliveries=5
+    )
+
+    assert decision.budget_spent and decision.counter_changes == ()
+    assert crash_budget_spent(5, 5) and not crash_budget_spent(4, 5)
 
 
 def test_the_counters_live_seven_days() -> None:
@@ -283,6 +376,7 @@ def test_success_clears_only_its_own_node_and_the_streak() -> None:
     budget (667 executions stuck running); the total is never cleared."""
     assert on_node_success("charge") == (
         CounterChange(Counter.NODE_RETRIES, CounterOp.RESET, "charge"),
+        CounterChange(Counter.NODE_CRASHES, CounterOp.RESET, "charge"),
         CounterChange(Counter.NO_FAIL, CounterOp.RESET),
     )
 
@@ -301,9 +395,10 @@ def test_every_failure_gets_a_decision_and_a_retry_always_stays_within_budget(
     decision = decide_node_failure(
         kind,
         failed_node=node,
+        attempt=node_retries + 1,
+        retry_times=budget,
         node_retries=node_retries,
         total_retries=total,
-        max_deliveries=budget,
     )
 
     assert decision.failed_node == node
@@ -328,6 +423,7 @@ def test_a_wake_up_grants_fresh_node_budgets_and_keeps_the_streak() -> None:
     assert decision.counter_changes == (
         CounterChange(Counter.WAKEUPS, CounterOp.INCREMENT),
         CounterChange(Counter.ALL_NODE_RETRIES, CounterOp.RESET),
+        CounterChange(Counter.ALL_NODE_CRASHES, CounterOp.RESET),
     )
 
 
@@ -368,15 +464,17 @@ def test_the_hundred_and_first_retry_of_an_execution_is_refused() -> None:
 
 
 class BudgetMachine(RuleBasedStateMachine):
-    """R1-style model of W7/W8: counters applied as the decisions say, in any order.
+    """R1-style model of W2/W7/W8: counters applied as the decisions say, in any order.
 
-    Invariants: per node, retries since its counter was last reset ≤ max_deliveries; retries
-    over the execution's life ≤ 100; wake-ups ≤ 2.
+    Invariants: per node, retries since its counter was last reset ≤ retryTimes and crashed
+    attempts ≤ max_deliveries; retries and crashes over the execution's life ≤ 100;
+    wake-ups ≤ 2.
     """
 
-    @initialize(budget=st.integers(0, 60))
-    def configure(self, budget: int) -> None:
+    @initialize(budget=st.integers(0, 60), max_deliveries=st.integers(1, 10))
+    def configure(self, budget: int, max_deliveries: int) -> None:
         self.budget = budget
+        self.max_deliveries = max_deliveries
         self.counters: Tally[tuple[Counter, str | None]] = Tally()
         self.scheduled_total = 0
         self.running = True
@@ -386,6 +484,8 @@ class BudgetMachine(RuleBasedStateMachine):
             keys = [(change.counter, change.node_id)]
             if change.counter is Counter.ALL_NODE_RETRIES:
                 keys = [k for k in self.counters if k[0] is Counter.NODE_RETRIES]
+            if change.counter is Counter.ALL_NODE_CRASHES:
+                keys = [k for k in self.counters if k[0] is Counter.NODE_CRASHES]
             for key in keys:
                 if change.op is CounterOp.INCREMENT:
                     self.counters[key] += 1
@@ -395,17 +495,35 @@ class BudgetMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.running)
     @rule(node=st.sampled_from(["a", "b", "c", None]), kind=kinds)
     def fail(self, node: str | None, kind: FailureKind) -> None:
+        retries = self.counters[(Counter.NODE_RETRIES, node)]
         decision = decide_node_failure(
             kind,
             failed_node=node,
-            node_retries=self.counters[(Counter.NODE_RETRIES, node)],
+            attempt=attempt_number(
+                node_retries=retries, node_crashes=self.counters[(Counter.NODE_CRASHES, node)]
+            ),
+            retry_times=self.budget,
+            node_retries=retries,
             total_retries=self.counters[(Counter.TOTAL_RETRIES, None)],
-            max_deliveries=self.budget,
         )
         self.apply(decision.counter_changes)
         if decision.retries:
             self.scheduled_total += 1
         else:
+            self.running = False
+
+    @precondition(lambda self: self.running)
+    @rule(node=st.sampled_from(["a", "b", "c", None]))
+    def crash(self, node: str | None) -> None:
+        decision = decide_crashed_attempts(
+            node_id=node,
+            node_crashes=self.counters[(Counter.NODE_CRASHES, node)],
+            previous_unfinished=True,
+            max_deliveries=self.max_deliveries,
+        )
+        self.apply(decision.counter_changes)
+        self.scheduled_total += len(decision.counter_changes) > 0
+        if decision.budget_spent:
             self.running = False
 
     @precondition(lambda self: self.running)
@@ -428,6 +546,8 @@ class BudgetMachine(RuleBasedStateMachine):
         for (counter, _), value in self.counters.items():
             if counter is Counter.NODE_RETRIES:
                 assert value <= self.budget
+            if counter is Counter.NODE_CRASHES:
+                assert value <= self.max_deliveries
         assert self.scheduled_total == self.counters[(Counter.TOTAL_RETRIES, None)]
         assert self.scheduled_total <= NODE_RETRY_TOTAL_MAX
         assert self.counters[(Counter.WAKEUPS, None)] <= G1_MAX_WAKEUPS

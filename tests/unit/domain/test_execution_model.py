@@ -2,11 +2,13 @@
 
 The model keeps a small world of its own: the stored checkpoint, the fence generation counter,
 the lease (holder, generation, expiry on a model clock), the carriers on the stream (pending or
-not, with delivery counts) and in the delay queue, the subscriptions, the node retry counters,
+not, with delivery counts) and in the delay queue, the subscriptions, the node retry and crash
+counters with the open attempt a dispatch records under its lease (W2),
 the tombstone, the dead-letter queue and three workers that crash, pause (SIGSTOP), lose their
 link to Redis, drain and restart. Every decision a worker takes is asked of the pure domain —
 ``gate``, ``decide_start``, ``decide_dedup_claim``, ``decide_resume``, ``decide_conflict``,
-``judge_write``, ``decide_renewal``, ``decide_node_failure``, ``on_node_success``,
+``judge_write``, ``decide_renewal``, ``decide_crashed_attempts``, ``decide_node_failure``,
+``on_node_success``,
 ``decide_wakeup``, ``guard_dead_letter``, ``decide_replay``, ``record_delete``,
 ``check_carrier_age`` — and performed in the order the SPEC gives. Each rule first predicts the
 answer from the SPEC's words and the model's own facts (which suspension a carrier was made
@@ -46,7 +48,10 @@ from plaita.domain.budgets import (
     FailureAction,
     FailureKind,
     TerminalReason,
+    attempt_number,
     classify_step_failure,
+    crash_budget_spent,
+    decide_crashed_attempts,
     decide_node_failure,
     decide_wakeup,
     failed_node_of,
@@ -139,6 +144,8 @@ CLAIM_MIN_IDLE_MS = 60_000  # --claim-min-idle-ms (W2)
 #: --max-deliveries of a run: low values make spent budgets, the dead-letter guard and
 #: replays reachable within 30 steps; 5 (the default) lets the backoff grow.
 MAX_DELIVERIES = st.sampled_from([1, 2, 3, 5])
+#: The model's tasks set no retryTimes: they take the deployment default (E15), drawn here.
+RETRY_TIMES = st.sampled_from([0, 1, 2, 5])
 #: A registry record outlives its last heartbeat by a few heartbeats; ``stopped`` one by 5 s.
 REGISTRY_KEY_TTL_MS = 30_000
 STOPPED_KEY_TTL_MS = 5_000
@@ -358,6 +365,9 @@ class ExecutionModel(RuleBasedStateMachine):
         self.past_subscriptions: dict[str, int] = {}
         self.next_serial = 0
         self.node_retries: dict[str, int] = {}
+        self.node_crashes: dict[str, int] = {}
+        #: The lease generation of the dispatch that began and has not ended (W2).
+        self.open_attempt: int | None = None
         self.total_retries = 0
         self.wakeups = 0
         self.no_fail = 0
@@ -376,6 +386,7 @@ class ExecutionModel(RuleBasedStateMachine):
         self.legacy_row = False
         self.registry_enabled = True
         self.max_deliveries = 5
+        self.retry_times = 5
         self.dedup_key: str | None = None
         # What the invariants compare against.
         self.seen_fencegen: int | None = None
@@ -394,6 +405,7 @@ class ExecutionModel(RuleBasedStateMachine):
         legacy_row=st.integers(0, 4).map(lambda n: n == 0),
         read_at_once=st.integers(0, 3).map(lambda n: n > 0),
         max_deliveries=MAX_DELIVERIES,
+        retry_times=RETRY_TIMES,
     )
     def client_starts_the_execution(
         self,
@@ -402,11 +414,13 @@ class ExecutionModel(RuleBasedStateMachine):
         legacy_row: bool,
         read_at_once: bool,
         max_deliveries: int,
+        retry_times: int,
     ) -> MultipleResults[int]:
         """W6: StartExecution enqueues one start carrier, with its dedup key if any; usually a
         worker reads it at once (swarm testing turns the read rule off in half the runs)."""
         self.registry_enabled = registry_enabled
         self.max_deliveries = max_deliveries
+        self.retry_times = retry_times
         self.legacy_row = legacy_row
         self.dedup_key = DEDUP_KEY if with_dedup_key else None
         start = TaskEnvelope.start(
@@ -541,11 +555,17 @@ class ExecutionModel(RuleBasedStateMachine):
             self.registry[worker.holder_id] = ("stopped", self.now, STOPPED_KEY_TTL_MS)
 
     def _release(self, worker: Worker) -> None:
-        """The release script deletes the lease only if it still holds this holder's value."""
-        if not worker.partitioned and self._lease_is(worker, self.now):
-            self.lease = None
-        if worker.dispatch is not None:
-            worker.dispatch.released = True
+        """The dispatch returned: it ends its attempt if the record is still its own, then the
+        release script deletes the lease only if it still holds this holder's value (W2, W3).
+        A holder cut off from Redis does neither: its attempt stays open and counts."""
+        d = worker.dispatch
+        if not worker.partitioned:
+            if d is not None and self.open_attempt == d.generation:
+                self.open_attempt = None
+            if self._lease_is(worker, self.now):
+                self.lease = None
+        if d is not None:
+            d.released = True
 
     def _end(self, worker: Worker) -> None:
         """The dispatch returned: release the lease, then the worker acks (W1)."""
@@ -705,9 +725,15 @@ class ExecutionModel(RuleBasedStateMachine):
             if change.counter is Counter.NODE_RETRIES:
                 node = change.node_id or "*"
                 self.node_retries[node] = 0 if reset else self.node_retries.get(node, 0) + 1
+            elif change.counter is Counter.NODE_CRASHES:
+                node = change.node_id or "*"
+                self.node_crashes[node] = 0 if reset else self.node_crashes.get(node, 0) + 1
             elif change.counter is Counter.ALL_NODE_RETRIES:
                 assert reset
                 self.node_retries.clear()
+            elif change.counter is Counter.ALL_NODE_CRASHES:
+                assert reset
+                self.node_crashes.clear()
             elif change.counter is Counter.TOTAL_RETRIES:
                 assert not reset, "the per-execution total is never cleared (W8)"
                 self.total_retries += 1
@@ -825,10 +851,6 @@ class ExecutionModel(RuleBasedStateMachine):
         carrier.consumer = worker.holder_id
         carrier.deliveries += 1
         carrier.idle_since_ms = self.now
-        if carrier.deliveries > self.max_deliveries:
-            # W2: only a redelivery can be over budget; a first delivery always runs.
-            assert reclaimed
-            return self._dead_letter_guard(carrier)
         age = check_carrier_age(
             now_ms=self.now,
             payload_timestamp_ms=carrier.envelope.timestamp_ms,
@@ -859,6 +881,12 @@ class ExecutionModel(RuleBasedStateMachine):
             self._lease_conflict(carrier, reclaimed=reclaimed)
             return multiple()
         generation = self._acquire(worker, carrier)
+        if self._attempt_budget_spent(worker):
+            # W2: the earlier attempts crashed their workers; this carrier is given up.
+            self._release(worker)
+            worker.dispatch = None
+            self._stop_if_drained(worker)
+            return multiple(generation, *self._dead_letter_guard(carrier, start=is_start))
         if is_start:
             self._start_under_lease(worker, carrier)
         else:
@@ -885,6 +913,25 @@ class ExecutionModel(RuleBasedStateMachine):
             next_attempt_ms=self.now + TTL_MS // 3,
         )
         return generation
+
+    def _attempt_budget_spent(self, worker: Worker) -> bool:
+        """W2: record this dispatch's attempt; count the one before it if it never ended."""
+        d = worker.dispatch
+        assert d is not None
+        previous, self.open_attempt = self.open_attempt, d.generation
+        node = None if self.row is None else self.row.next_node_id
+        before = self.node_crashes.get(node or "*", 0)
+        crash = decide_crashed_attempts(
+            node_id=node,
+            node_crashes=before,
+            previous_unfinished=previous is not None,
+            max_deliveries=self.max_deliveries,
+        )
+        crashes = before + (previous is not None)
+        assert crash.crashes == crashes
+        assert crash.budget_spent is (crashes >= self.max_deliveries)
+        self._apply_counters(crash.counter_changes)
+        return crash.budget_spent and (self.row is None or not self.row.is_terminal)
 
     def _lease_conflict(self, carrier: Carrier, *, reclaimed: bool) -> None:
         """W5, I0: ack only a first-delivery start/continue/retry of a provably live holder."""
@@ -1008,20 +1055,23 @@ class ExecutionModel(RuleBasedStateMachine):
         self._ack(carrier.cid)
         self.dlq.append(DeadLetter(f"{self.now}-{len(self.dlq)}", carrier, self.now))
 
-    def _dead_letter_guard(self, carrier: Carrier) -> MultipleResults[int]:
+    def _dead_letter_guard(self, carrier: Carrier, *, start: bool) -> MultipleResults[int]:
         lookup, held = self._lookup(), self._lease_valid()
         node = None if self.row is None else self.row.next_node_id
-        exhausted = node is not None and self.node_retries.get(node, 0) >= self.max_deliveries
+        exhausted = crash_budget_spent(self.node_crashes.get(node or "*", 0), self.max_deliveries)
         decision = guard_dead_letter(
             execution=lookup,
             lease=LeaseLookup.HELD if held else LeaseLookup.FREE,
             node_budget_exhausted=exhausted,
             schema_rejected=False,
+            start_carrier=start,
         )
         if lookup is ExecutionLookup.TERMINAL:
             expected = GuardAction.RELEASE
         elif held:
             expected = GuardAction.KEEP_PENDING
+        elif lookup is ExecutionLookup.MISSING and start:
+            expected = GuardAction.TERMINALISE_THEN_RELEASE
         elif lookup is ExecutionLookup.MISSING:
             expected = GuardAction.RELEASE
         elif exhausted:
@@ -1033,16 +1083,29 @@ class ExecutionModel(RuleBasedStateMachine):
             return multiple()
         generation = None
         if decision.action is GuardAction.TERMINALISE_THEN_RELEASE:
-            assert self.row is not None
-            # The guard terminalises under a lease of its own, then releases it.
+            # The guard terminalises under a lease of its own, then releases it; a start that
+            # never reached a checkpoint becomes a row in error (no fingerprint: unchecked).
             generation = next_generation(self.fencegen)
             self.fencegen = self.recorded_fence = generation
             self.lease = None  # acquired, written under, released again
             assert self._fenced(generation)
-            failed = self.row.transition(
+            row = self.row
+            if row is None:
+                self.legacy_row = True
+                row = ExecutionState.new(
+                    execution_id=XID,
+                    flow_id=FLOW_ID,
+                    flow_version="1",
+                    fingerprint="",
+                    start_node_id="a",
+                    input=carrier.envelope.params,
+                    now_ms=self.now,
+                    tenant_id=TENANT,
+                )
+            failed = row.transition(
                 S.ERROR,
                 now_ms=self.now,
-                error=ExecutionError(1002, "node retry budget spent", node),
+                error=ExecutionError(1002, "attempts crashed their workers", node),
             )
             self._land(failed, generation, None)
         if decision.action is GuardAction.ENQUEUE_COPY_THEN_RELEASE:
@@ -1061,12 +1124,14 @@ class ExecutionModel(RuleBasedStateMachine):
         assert node is not None and failed_node_of(error) == node
         kind = classify_step_failure(error)
         retries, total = self.node_retries.get(node, 0), self.total_retries
+        attempt = attempt_number(node_retries=retries, node_crashes=self.node_crashes.get(node, 0))
         decision = decide_node_failure(
             kind,
             failed_node=node,
+            attempt=attempt,
+            retry_times=self.retry_times,
             node_retries=retries,
             total_retries=total,
-            max_deliveries=self.max_deliveries,
         )
         if kind is not FailureKind.TRANSIENT:
             assert decision.actions == FAILED_ACTIONS
@@ -1074,11 +1139,13 @@ class ExecutionModel(RuleBasedStateMachine):
                 TerminalReason.DETERMINISTIC,
                 TerminalReason.TERMINAL,
             )
-        elif retries >= self.max_deliveries or total >= NODE_RETRY_TOTAL_MAX:
+        elif attempt > self.retry_times or total >= NODE_RETRY_TOTAL_MAX:
+            # E15: retryTimes retries, crashed attempts included in the attempt number.
             assert decision.actions == EXHAUSTED_ACTIONS
         else:
             assert decision.actions == RETRY_ACTIONS
-            assert decision.delay_ms == min(30_000, SECOND * 2**retries)  # min(30 s, 2^(n-1) s)
+            # min(30 s, 2^(n-1) s) for attempt n
+            assert decision.delay_ms == min(30_000, SECOND * 2 ** (attempt - 1))
         carrier = self._carrier_of(worker)
         for index, action in enumerate(decision.actions):
             if crash_after == index:
@@ -1152,6 +1219,7 @@ class ExecutionModel(RuleBasedStateMachine):
         changes = on_node_success(node)
         assert changes == (
             CounterChange(Counter.NODE_RETRIES, CounterOp.RESET, node),
+            CounterChange(Counter.NODE_CRASHES, CounterOp.RESET, node),
             CounterChange(Counter.NO_FAIL, CounterOp.RESET),
         )
         done = state.transition(
@@ -1255,7 +1323,7 @@ class ExecutionModel(RuleBasedStateMachine):
     def worker_takes_a_carrier(self, data: st.DataObject) -> MultipleResults[int]:
         """W1, W2: a running worker reads a never-delivered carrier (XREADGROUP), or claims
         one pending on a consumer for longer than claim_min_idle (XAUTOCLAIM): a redelivery,
-        counted towards max deliveries."""
+        which costs nothing unless the attempt before it crashed."""
         worker = self.workers[data.draw(st.sampled_from(self._ready_workers()), label="worker")]
         carrier = self.stream[data.draw(st.sampled_from(self._takeable()), label="carrier")]
         return self._deliver(worker, carrier, reclaimed=carrier.consumer is not None)
@@ -1303,6 +1371,25 @@ class ExecutionModel(RuleBasedStateMachine):
             worker.paused = False
             if worker.dispatch is not None and not worker.dispatch.released:
                 self._renewal_attempt(worker, at_ms=self.now)
+
+    @precondition(lambda self: self._advancer() is not None and len(self._ready_workers()) > 0)
+    @rule(target=fences, data=st.data())
+    def holder_is_killed_and_a_successor_reclaims(
+        self, data: st.DataObject
+    ) -> MultipleResults[int]:
+        """W2, R3: kill -9 of the holder mid-step; after the lease and claim_min_idle pass,
+        another worker reclaims its carrier, and the attempt that never returned counts."""
+        holder = self._advancer()
+        assert holder is not None and holder.dispatch is not None
+        cid = holder.dispatch.carrier_id
+        self._crash(holder)
+        self._advance(self.now + max(TTL_MS, CLAIM_MIN_IDLE_MS) + SECOND)
+        ready = self._ready_workers()
+        carrier = self.stream.get(cid)
+        if carrier is None or not ready:
+            return multiple()
+        worker = self.workers[data.draw(st.sampled_from(ready), label="successor")]
+        return self._deliver(worker, carrier, reclaimed=True)
 
     # --- time ---------------------------------------------------------------------------
 
@@ -1403,6 +1490,8 @@ class ExecutionModel(RuleBasedStateMachine):
         self.recorded_fence = None
         self.lease = None
         self.node_retries.clear()
+        self.node_crashes.clear()
+        self.open_attempt = None
         self.total_retries = self.wakeups = self.no_fail = 0
         self.cancel_requested = False
 
@@ -1593,8 +1682,10 @@ class ExecutionModel(RuleBasedStateMachine):
 
     @invariant()
     def retry_budgets_hold(self) -> None:
-        """W7, W8: node retries ≤ budget, total ≤ 100, wake-ups ≤ 2."""
-        assert all(n <= self.max_deliveries for n in self.node_retries.values()), self.node_retries
+        """E15, W2, W7, W8: node retries ≤ retryTimes, crashed attempts ≤ max deliveries,
+        total ≤ 100, wake-ups ≤ 2."""
+        assert all(n <= self.retry_times for n in self.node_retries.values()), self.node_retries
+        assert all(n <= self.max_deliveries for n in self.node_crashes.values()), self.node_crashes
         assert self.total_retries <= NODE_RETRY_TOTAL_MAX
         assert self.wakeups <= G1_MAX_WAKEUPS
 

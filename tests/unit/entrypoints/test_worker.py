@@ -39,6 +39,9 @@ class ScriptedStep:
     """Stands in for ProcessTask: answers each carrier with a disposition, records overlap."""
 
     answers: dict[str, Disposition] = attrs.field(factory=dict)
+    #: Executions whose next carrier the step gives up on, once (a dead letter that is no
+    #: refusal, W2).
+    given_up: set[str] = attrs.field(factory=set)
     seen: list[str] = attrs.field(factory=list)
     running: set[str] = attrs.field(factory=set)
     overlapped: bool = False
@@ -55,6 +58,9 @@ class ScriptedStep:
         self.seen.append(f"{key}:{envelope.resume_type or envelope.kind}")
         if key == "boom":
             raise RuntimeError("handler bug escaped the step")
+        if key in self.given_up:
+            self.given_up.discard(key)
+            return DispatchResult(Disposition.DEAD_LETTER, "attempts_exhausted", refused=False)
         disposition = self.answers.get(key, Disposition.ACK)
         return DispatchResult(disposition, disposition.value, "scripted")
 
@@ -312,7 +318,7 @@ def pool() -> Pool:
     return Pool(clock, MemoryTaskQueue(clock), leases, MemoryExecutionRepository(leases))
 
 
-def reclaiming_worker(pool: Pool, step: ScriptedStep, max_deliveries: int = 1) -> Worker:
+def reclaiming_worker(pool: Pool, step: ScriptedStep) -> Worker:
     return Worker(
         queue=pool.queue,
         process=step,  # type: ignore[arg-type]
@@ -321,7 +327,6 @@ def reclaiming_worker(pool: Pool, step: ScriptedStep, max_deliveries: int = 1) -
         claim_min_idle_ms=60_000,
         leases=pool.leases,
         guard=pool.guard(),
-        max_deliveries=max_deliveries,
     )
 
 
@@ -337,21 +342,39 @@ def suspended(execution_id: str = "x-1") -> ExecutionState:
     ).transition(ExecutionStatus.SUSPENDED, now_ms=2)
 
 
-async def test_a_reclaimed_carrier_over_max_deliveries_of_a_live_execution_without_lease_gets_a_recovery_copy_then_is_dead_lettered(  # noqa: E501
+async def test_a_given_up_carrier_of_a_live_execution_without_lease_gets_a_recovery_copy_then_is_dead_lettered(  # noqa: E501
     pool: Pool,
 ) -> None:
+    """W9: a carrier the step gives up on (not a refusal) goes through the guard, which makes
+    a recovery copy first when the execution still runs and nobody holds its lease."""
     await pool.store(suspended())
     original = await pool.left_by_a_dead_worker(resume())
-    step = ScriptedStep()
+    step = ScriptedStep(given_up={"x-1"})
 
     async def copy_ran() -> bool:
-        return bool(step.seen) and bool(await pool.queue.dead_letters())
+        return len(step.seen) == 2
 
     await run_until(reclaiming_worker(pool, step), copy_ran)
     [letter] = await pool.queue.dead_letters()
     assert letter.message_id == original and letter.reason.startswith("holder_gone")
-    assert step.seen == ["x-1:continue"], "the original is not run; its copy is, once"
-    assert (await pool.queue.stats()).pending == 0
+    assert step.seen == ["x-1:continue", "x-1:continue"], "the original, then its copy"
+
+
+async def test_a_reclaimed_carrier_is_dispatched_whatever_redis_counted_for_it(pool: Pool) -> None:
+    """W2: --max-deliveries counts attempts that crashed (the step records them with the
+    execution), never Redis's delivery counter: skipped redeliveries cost nothing."""
+    message_id = await pool.left_by_a_dead_worker(resume())
+    for _ in range(9):  # nine skipped reclaims: the delivery counter is 10
+        await pool.queue.reclaim("skipper", min_idle_ms=0, count=1)
+    pool.clock.advance(120)
+    step = ScriptedStep()
+
+    async def seen() -> bool:
+        return bool(step.seen)
+
+    await run_until(reclaiming_worker(pool, step), seen)
+    assert step.seen == ["x-1:continue"] and await pool.queue.dead_letters() == []
+    assert message_id
 
 
 async def test_a_reclaimed_carrier_whose_lease_is_live_is_skipped_not_burnt(pool: Pool) -> None:
@@ -366,19 +389,8 @@ async def test_a_reclaimed_carrier_whose_lease_is_live_is_skipped_not_burnt(pool
     stop.set()
     await asyncio.wait_for(running, 5)
     assert step.seen == [], "not dispatched"
-    assert await pool.queue.dead_letters() == [], "not dead-lettered, over max deliveries or not"
+    assert await pool.queue.dead_letters() == [], "not dead-lettered"
     assert (await pool.queue.stats()).pending == 1
-
-
-async def test_a_reclaimed_carrier_within_max_deliveries_is_dispatched(pool: Pool) -> None:
-    await pool.left_by_a_dead_worker(resume())
-    step = ScriptedStep()
-
-    async def seen() -> bool:
-        return bool(step.seen)
-
-    await run_until(reclaiming_worker(pool, step, max_deliveries=2), seen)
-    assert step.seen == ["x-1:continue"] and await pool.queue.dead_letters() == []
 
 
 async def test_a_dead_letter_disposition_goes_through_the_guard_without_a_copy(
