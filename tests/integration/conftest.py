@@ -310,7 +310,13 @@ LEASE_TTL_SECONDS = 3
 CLAIM_MIN_IDLE_MS = 1500
 
 
-def worker_args(consumer: str, *, concurrency: int, max_deliveries: int | None = None) -> list[str]:
+def worker_args(
+    consumer: str,
+    *,
+    concurrency: int,
+    max_deliveries: int | None = None,
+    default_retries: int | None = None,
+) -> list[str]:
     """``plaita worker`` with the fault suites' short timings and handler module."""
     args = [
         "worker",
@@ -331,4 +337,6 @@ def worker_args(consumer: str, *, concurrency: int, max_deliveries: int | None =
     ]
     if max_deliveries is not None:
         args += ["--max-deliveries", str(max_deliveries)]
+    if default_retries is not None:
+        args += ["--default-retries", str(default_retries)]
     return args

@@ -4,7 +4,8 @@ Workers import this module with ``--handler-modules tests.integration.fault_hand
 run with the repository root as their working directory). Every call of :func:`step`
 
 - counts the run: ``INCR <ns>:test:runs:<execution_id>:<node_id>``;
-- records which process ran it: ``RPUSH <ns>:test:pids:<execution_id>:<node_id> <pid>``;
+- records which process ran it: ``RPUSH <ns>:test:pids:<execution_id>:<node_id> <pid>``, and
+  as which attempt: ``RPUSH <ns>:test:attempts:<execution_id>:<node_id> <ctx.attempt>``;
 - obeys the plan for its node, ``params["plan"][<node_id>]``:
   ``{"sleep": seconds}`` (to be killed, stopped or drained mid-step),
   ``{"crash": "first"}`` (``os._exit`` on the node's first run),
@@ -51,6 +52,10 @@ def pids_key(ns: str, execution_id: str, node_id: str) -> str:
     return f"{ns}:test:pids:{execution_id}:{node_id}"
 
 
+def attempts_key(ns: str, execution_id: str, node_id: str) -> str:
+    return f"{ns}:test:attempts:{execution_id}:{node_id}"
+
+
 def done_key(ns: str, execution_id: str, node_id: str) -> str:
     return f"{ns}:test:done:{execution_id}:{node_id}"
 
@@ -82,6 +87,7 @@ def step(params: dict[str, JSON], ctx: Any) -> dict[str, JSON]:
     with redis_client.pipeline(transaction=True) as pipe:
         pipe.incr(runs_key(ns, ctx.execution_id, ctx.node_id))
         pipe.rpush(pids_key(ns, ctx.execution_id, ctx.node_id), pid)
+        pipe.rpush(attempts_key(ns, ctx.execution_id, ctx.node_id), ctx.attempt)
         runs = int(pipe.execute()[0])
     plan = (params.get("plan") or {}).get(ctx.node_id) or {}
     if plan.get("crash") == "first" and runs == 1:

@@ -35,7 +35,7 @@ def test_pause_unpause_cancel_and_retry_from_a_node_on_real_processes(plaita: Pl
         "--concurrency",
         "4",
         # One retry of a node, then the execution ends in error: the retry test's failure.
-        "--max-deliveries",
+        "--default-retries",
         "1",
     )
     event_filter = plaita.spawn("event-filter", "event-filter", "--read-block-ms", "100")
