@@ -28,12 +28,12 @@ from plaita.application.ports import (
     Clock,
     ExecutionControls,
     ExecutionRepository,
-    FlowRepository,
     LeaseManager,
     TaskQueue,
 )
+from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain.envelope import ResumeType, TaskEnvelope
-from plaita.domain.errors import ExecutionLeaseError
+from plaita.domain.errors import ExecutionLeaseError, UnknownFlowError
 from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus
 from plaita.domain.failures import CODE_FLOW_ERROR
 
@@ -106,7 +106,7 @@ class ReapZombies:
         executions: ExecutionRepository,
         leases: LeaseManager,
         queue: TaskQueue,
-        flows: FlowRepository,
+        flows: FlowCatalog,
         clock: Clock,
         holder_id: str,
         lease_ttl_ms: int,
@@ -159,13 +159,20 @@ class ReapZombies:
                 continue
             key = (state.flow_id, state.flow_version)
             if key not in flows_present:
-                flows_present[key] = await self._flows.get(*key) is not None
+                flows_present[key] = await self._flow_present(*key)
             action = ReapAction.REQUEUE if flows_present[key] else ReapAction.TERMINALISE
             item = attrs.evolve(item, action=action)
             if not dry_run:
                 item = await self._act(item, state)
             items.append(item)
         return ReapReport(tuple(items), dry_run, self._stale_after_ms)
+
+    async def _flow_present(self, flow_id: str, version: str) -> bool:
+        try:
+            await self._flows.get(flow_id, version)
+        except UnknownFlowError:
+            return False
+        return True
 
     async def _act(self, item: ReapItem, state: ExecutionState) -> ReapItem:
         if item.action is ReapAction.TERMINALISE:

@@ -29,6 +29,7 @@ from plaita.domain.errors import (
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.failures import DeterministicNodeError
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import SHARED
 from plaita.domain.operator_controls import ControlFlags, OperatorAction
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.settings import Settings
@@ -150,7 +151,7 @@ async def world(clock: FakeClock, ids: SequentialIds) -> World:
     container.ids.override(providers.Object(ids))
     container.handlers.override(providers.Object(handlers))
     for document in (WAITING, CHAIN):
-        await container.flows().register(Flow.from_document(document))
+        await container.flows().register(Flow.from_document(document), owner=SHARED)
     await container.queue().ensure_group()
     return world
 
@@ -568,7 +569,7 @@ async def test_the_reaper_skips_a_paused_execution(world: World) -> None:
         executions=world.container.executions(),
         leases=world.container.leases(),
         queue=world.container.queue(),
-        flows=world.container.flow_repository(),
+        flows=world.container.flows(),
         clock=world.clock,
         holder_id="reaper",
         lease_ttl_ms=1000,

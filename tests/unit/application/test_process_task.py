@@ -36,6 +36,7 @@ from plaita.domain.errors import (
 )
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import SHARED
 from plaita.domain.tombstone import Tombstone
 
 from .conftest import FakeClock, SequentialIds, handler_registry
@@ -187,7 +188,7 @@ async def twin(clock: FakeClock, ids: SequentialIds) -> Twin:
         MemoryCounterStore(clock),
         MemoryDelayQueue(clock, queue),
     )
-    await twin.catalog.register(Flow.from_document(APPROVAL))
+    await twin.catalog.register(Flow.from_document(APPROVAL), owner=SHARED)
     await queue.ensure_group()
     return twin
 
@@ -317,7 +318,7 @@ async def test_a_handler_outside_the_allowlist_fails_the_execution_visibly(twin:
         {"id": "request", "type": "task", "handler": "os:system", "next": "done"},
         {"id": "done", "type": "end"},
     ]
-    await FlowCatalog(twin.flows, None).register(Flow.from_document(rogue))
+    await FlowCatalog(twin.flows, None).register(Flow.from_document(rogue), owner=SHARED)
     result = await twin.process(attrs.evolve(twin.envelope_start(1), flow_id="rogue"))
     assert result.outcome == "failed"
     state = await twin.executions.load("x-1")
