@@ -20,6 +20,7 @@ from plaita.entrypoints.cli_catalog import (
     flows_list,
     flows_show,
     flows_tenant_option,
+    for_owner,
     shared_option,
     workers,
 )
@@ -609,12 +610,12 @@ def flows_register(
         elif registration.created:
             click.echo(
                 f"registered {flow.flow_id} version {flow.version} ({flow.fingerprint[:12]}) "
-                f"for {owner}"
+                f"{for_owner(owner)}"
             )
         else:
             click.echo(
                 f"{flow.flow_id} version {flow.version} ({flow.fingerprint[:12]}) was already "
-                f"registered for {owner} with this document; nothing changed"
+                f"registered {for_owner(owner)} with this document; nothing changed"
             )
 
 

@@ -61,6 +61,11 @@ def flow_owner(tenant_id: str, shared: bool) -> FlowOwner:
         raise click.BadParameter(str(exc), param_hint="--tenant") from None
 
 
+def for_owner(owner: FlowOwner) -> str:
+    """``deployment-wide`` or ``for tenant 'acme'``, to follow what was registered."""
+    return str(owner) if owner.shared else f"for {owner}"
+
+
 def flow_summary(flow: Flow, owner: FlowOwner) -> dict[str, JSON]:
     return {
         "flow_id": flow.flow_id,

@@ -62,7 +62,7 @@ async def run_dev(
         import_handler_modules(settings.handler_modules)
         if settings.storage == "sql" and settings.database_url:
             await _migrate(settings.database_url, echo)
-        registered = await _register_flows(container, flows_dir, echo)
+        registered = await register_flow_folder(container, flows_dir, echo)
         recovered = await _recover(container, settings)
         token = token or dev_token()
         app = create_app(container, tokens=[token], dev_mode=True)
@@ -121,7 +121,7 @@ class _ConsoleServer(uvicorn.Server):
         return contextlib.nullcontext()
 
 
-async def _register_flows(
+async def register_flow_folder(
     container: Container, flows_dir: Path | None, echo: Callable[[str], None]
 ) -> list[str]:
     """Register the folder's flows deployment-wide, so every tenant of the dev process can

@@ -346,7 +346,14 @@ def test_flows_list_and_show(ns: Namespace) -> None:
     code, listed = ns.invoke_json("flows", "list")
     assert code == 0
     assert listed["items"] == [
-        {"flow_id": "waiting", "version": "1", "fingerprint": FLOW.fingerprint, "node_count": 3}
+        {
+            "flow_id": "waiting",
+            "version": "1",
+            "fingerprint": FLOW.fingerprint,
+            "node_count": 3,
+            "tenant_id": None,
+            "shared": True,
+        }
     ]
     code, shown = ns.invoke_json("flows", "show", "waiting", "--version", "1")
     assert code == 0 and shown["document"]["start"] == "prepare"
