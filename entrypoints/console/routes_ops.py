@@ -9,6 +9,7 @@ ones (ADR 0011).
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
@@ -25,6 +26,7 @@ from plaita.entrypoints.console import schemas, views
 from plaita.entrypoints.console.auth import (
     Admin,
     AdminAccess,
+    ConsoleToken,
     ViewerAccess,
     authorize_shared,
     authorize_tenant,
@@ -33,6 +35,8 @@ from plaita.entrypoints.console.context import Console, ConsoleDep, responses
 from plaita.entrypoints.console.errors import error_body
 from plaita.entrypoints.console.metrics import CONTENT_TYPE_LATEST, ClusterSnapshot
 from plaita.entrypoints.console.settings_view import effective_settings
+
+audit = logging.getLogger("plaita.audit")
 
 #: How long /readyz waits for the stores before it answers "unavailable".
 READY_TIMEOUT_SECONDS = 2.0
@@ -305,11 +309,11 @@ async def flow_register(
     else:
         owner = FlowOwner.tenant(authorize_tenant(token, body.tenant))
     document = body.model_dump(mode="json", by_alias=True, exclude={"tenant", "shared"})
+    flow = Flow.from_document(document)
     try:
-        registered = await console.container.flows().register(
-            Flow.from_document(document), owner=owner
-        )
+        registered = await console.container.flows().register(flow, owner=owner)
     except FlowVersionConflictError as conflict:
+        _audit_registration(token, owner, flow, "conflict")
         return JSONResponse(
             {
                 **error_body(type(conflict).__name__, str(conflict)),
@@ -320,9 +324,9 @@ async def flow_register(
             },
             status_code=409,
         )
+    _audit_registration(token, owner, flow, registered.outcome.value)
     if not registered.created:
         response.status_code = 200
-    flow = registered.flow
     return schemas.RegisteredFlow(
         flow_id=flow.flow_id,
         version=flow.version,
@@ -330,4 +334,18 @@ async def flow_register(
         tenant_id=owner.tenant_id,
         shared=owner.shared,
         created=registered.created,
+    )
+
+
+def _audit_registration(token: ConsoleToken, owner: FlowOwner, flow: Flow, outcome: str) -> None:
+    audit.log(
+        logging.WARNING if outcome == "conflict" else logging.INFO,
+        "event=console.flow_register by=%s owner=%s flow_id=%s version=%s fingerprint=%s "
+        "outcome=%s",
+        token.name,
+        owner.tenant_id or "*",
+        flow.flow_id,
+        flow.version,
+        flow.fingerprint,
+        outcome,
     )

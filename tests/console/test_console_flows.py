@@ -10,6 +10,7 @@ tenant's. The same document again answers 200, another document under a register
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import httpx
@@ -178,12 +179,13 @@ async def test_the_same_document_again_is_200_and_changes_nothing(
 
 
 async def test_another_document_under_a_registered_version_is_409_with_both_fingerprints(
-    client: httpx.AsyncClient, container: Container
+    client: httpx.AsyncClient, container: Container, caplog: pytest.LogCaptureFixture
 ) -> None:
     await register(client, pay("original"), ("admin", "*"), shared=True)
     before = await flow_catalogues(container)
 
-    answer = await register(client, pay("rogue"), ("admin", "*"), shared=True)
+    with caplog.at_level(logging.INFO, logger="plaita.audit"):
+        answer = await register(client, pay("rogue"), ("admin", "*"), shared=True)
 
     assert answer.status_code == 409, answer.text
     body = answer.json()
@@ -193,6 +195,12 @@ async def test_another_document_under_a_registered_version_is_409_with_both_fing
     assert body["given_fingerprint"] == fingerprint(pay("rogue"))
     assert "new version" in body["message"]
     assert await flow_catalogues(container) == before
+    # Who tried is on the audit log.
+    [line] = [r.getMessage() for r in caplog.records if "console.flow_register" in r.getMessage()]
+    assert line == (
+        f"event=console.flow_register by=admin@* owner=* flow_id=pay version=1 "
+        f"fingerprint={fingerprint(pay('rogue'))} outcome=conflict"
+    )
 
 
 # --- what a tenant sees and runs (W24) -------------------------------------------------------
