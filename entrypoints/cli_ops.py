@@ -252,7 +252,7 @@ def reap(
             executions=container.executions(),
             leases=container.leases(),
             queue=container.queue(),
-            flows=container.flow_repository(),
+            flows=container.flows(),
             clock=container.clock(),
             holder_id=f"reaper:{settings.consumer_name}",
             lease_ttl_ms=settings.lease_ttl_ms,
