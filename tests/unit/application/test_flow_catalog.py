@@ -11,9 +11,13 @@ import logging
 import pytest
 
 from plaita.adapters.memory.flows import MemoryFlowRepository
-from plaita.application.tenancy import tenant_scope
+from plaita.application.tenancy import no_tenant_scope, tenant_scope
 from plaita.application.use_cases.flows import FlowCatalog
-from plaita.domain.errors import FlowVersionConflictError, UnknownFlowError
+from plaita.domain.errors import (
+    FlowVersionConflictError,
+    TenantContextMissingError,
+    UnknownFlowError,
+)
 from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED, FlowOwner, RegistrationOutcome
 
@@ -185,6 +189,17 @@ async def test_another_tenants_definition_is_never_found(catalog: FlowCatalog) -
 
     with tenant_scope("default"), pytest.raises(UnknownFlowError, match="none"):
         await catalog.get("f")
+
+
+async def test_a_lookup_outside_a_tenant_scope_fails_closed(catalog: FlowCatalog) -> None:
+    """W24: which catalogue to read depends on the tenant; without one nothing is guessed."""
+    await catalog.register(flow(), owner=SHARED)
+
+    with no_tenant_scope():
+        for lookup in (catalog.get("f"), catalog.lookup("f"), catalog.listing()):
+            with pytest.raises(TenantContextMissingError):
+                await lookup
+        assert (await catalog.lookup("f", shared_only=True)).owner == SHARED
 
 
 async def test_a_shared_only_lookup_skips_the_tenants_copy(catalog: FlowCatalog) -> None:
