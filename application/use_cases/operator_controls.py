@@ -347,8 +347,7 @@ class RetryExecution(_WithQueue):
             flow = await self._flows.get(state.flow_id, state.flow_version)
         except UnknownFlowError as exc:
             raise UnknownFlowError(
-                f"execution {execution_id!r} cannot be retried without its flow: {exc}, "
-                "then retry"
+                f"execution {execution_id!r} cannot be retried without its flow: {exc}, then retry"
             ) from None
         nodes = frozenset(node.id for node in flow.nodes())
         decision = decide_retry(state, from_node=from_node, flow_nodes=nodes)
