@@ -23,6 +23,7 @@ from plaita.domain.events import (
 )
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import FlowOwner
 from plaita.domain.lease import Lease
 from plaita.domain.operator_controls import ControlFlags
 from plaita.domain.tombstone import Tombstone
@@ -236,16 +237,26 @@ class LeaseManager(Protocol):
 
 
 class FlowRepository(Protocol):
-    async def put(self, flow: Flow) -> None:
-        """Store a definition under (flow_id, version) and make it the latest."""
+    """Definitions by (owner, flow_id, version) with a latest pointer per owner and flow.
+
+    The owner is a tenant or the deployment (``SHARED``); owners never see each other's
+    definitions here — which owner a tenant's lookup asks is the catalog's rule.
+    """
+
+    async def put_if_absent(self, flow: Flow, *, owner: FlowOwner) -> Flow | None:
+        """Store ``flow`` under ``owner`` and make it the owner's latest, in one atomic step,
+        unless that (flow_id, version) is already stored: then nothing is written and the
+        stored definition is returned. Of concurrent puts of one version exactly one stores."""
         ...
 
-    async def get(self, flow_id: str, version: str | None = None) -> Flow | None:
-        """A definition by id and version (the latest when version is None), or None."""
+    async def get(
+        self, flow_id: str, version: str | None = None, *, owner: FlowOwner
+    ) -> Flow | None:
+        """``owner``'s definition by id and version (its latest when version is None), or None."""
         ...
 
-    async def list_ids(self) -> Sequence[str]:
-        """Ids of every registered flow, sorted."""
+    async def list_ids(self, *, owner: FlowOwner) -> Sequence[str]:
+        """Ids of every flow ``owner`` has registered, sorted."""
         ...
 
 

@@ -53,6 +53,7 @@ from plaita.application.use_cases.process_task import ProcessTask
 from plaita.domain.envelope import TaskEnvelope
 from plaita.domain.execution import Suspension
 from plaita.domain.flow import EventNode, Flow, SleepNode
+from plaita.domain.flow_owners import SHARED
 
 JSON = Any
 Run = Callable[[], Awaitable[int]]  # runs one execution, returns the number of nodes it ran
@@ -167,7 +168,7 @@ class Twin:
         )
 
     async def setup(self) -> None:
-        await self.catalog.register(self.flow)
+        await self.catalog.register(self.flow, owner=SHARED)
         await self.queue.ensure_group()
 
     async def run(self) -> int:

@@ -234,6 +234,7 @@ async def delete_namespace(client: redis.Redis, namespace: str) -> None:
 async def one_run(args: argparse.Namespace, log_dir: Path) -> RunResult:
     from plaita.application.tenancy import tenant_scope
     from plaita.domain.flow import Flow
+    from plaita.domain.flow_owners import SHARED
     from plaita.entrypoints.container import build_container
     from plaita.entrypoints.settings import Settings
 
@@ -246,7 +247,9 @@ async def one_run(args: argparse.Namespace, log_dir: Path) -> RunResult:
     deadline = time.monotonic() + args.timeout
     try:
         await observer.ping()
-        await container.flow_repository().put(Flow.from_document(flow_document()))
+        await container.flow_repository().put_if_absent(
+            Flow.from_document(flow_document()), owner=SHARED
+        )
         processes.spawn(
             "worker",
             "worker",

@@ -55,6 +55,7 @@ from plaita.application.handlers import HandlerRegistry
 from plaita.domain.envelope import TaskEnvelope
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import SHARED
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.settings import Settings
 from plaita.entrypoints.worker import Presence, Worker
@@ -171,7 +172,7 @@ async def one_run(args: argparse.Namespace, profiler: cProfile.Profile | None = 
     observer = redis.Redis.from_url(args.redis_url, decode_responses=True)
     try:
         await observer.ping()
-        flow = await container.flows().register(chain(args.nodes))
+        flow = (await container.flows().register(chain(args.nodes), owner=SHARED)).flow
         queue = container.queue()
         await queue.ensure_group()
         new_id = container.ids().new_id

@@ -89,6 +89,26 @@ class UnknownFlowError(PlaitaError):
     """No flow definition is registered under this id (and version)."""
 
 
+class FlowVersionConflictError(PlaitaError):
+    """Another document is already registered under this (flow_id, version) for this owner;
+    a registered version is immutable, so nothing was written (S2)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        flow_id: str,
+        version: str,
+        registered_fingerprint: str,
+        given_fingerprint: str,
+    ) -> None:
+        super().__init__(message)
+        self.flow_id = flow_id
+        self.version = version
+        self.registered_fingerprint = registered_fingerprint
+        self.given_fingerprint = given_fingerprint
+
+
 class UnknownExecutionError(PlaitaError):
     """No execution is stored under this id."""
 

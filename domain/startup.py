@@ -52,6 +52,8 @@ OPTIONAL_FALLBACKS: Mapping[str, JSON] = {
     "metrics_port": 0,
 }
 _MAX_PORT = 65_535
+#: Optional settings that count things: a fraction is as unusable as zero.
+_WHOLE_OPTIONALS = frozenset({"flow_cache_size"})
 
 
 @attrs.frozen
@@ -192,6 +194,8 @@ def _optional_ok(name: str, value: object) -> bool:
         return False
     if name == "metrics_port":
         return number == int(number) and 0 <= number <= _MAX_PORT
+    if name in _WHOLE_OPTIONALS:
+        return number == int(number) and number > 0
     return number > 0
 
 

@@ -12,10 +12,18 @@ from typing import Any, TypeVar
 import click
 
 from plaita.application.handlers import HandlerRegistry
-from plaita.application.use_cases.flows import FlowCatalog, validate_flow
+from plaita.application.use_cases.flows import FlowCatalog, Registration, validate_flow
 from plaita.domain.failures import FlowExecutionException
-from plaita.domain.flow import Flow
-from plaita.entrypoints.cli_catalog import flows_list, flows_show, workers
+from plaita.domain.flow_owners import SHARED
+from plaita.entrypoints.cli_catalog import (
+    flow_owner,
+    flows_list,
+    flows_show,
+    flows_tenant_option,
+    for_owner,
+    shared_option,
+    workers,
+)
 from plaita.entrypoints.cli_console import console
 from plaita.entrypoints.cli_db import db
 from plaita.entrypoints.cli_dev import dev
@@ -34,6 +42,8 @@ from plaita.entrypoints.cli_support import (
     default_retries_option,
     echo_json,
     execution_view,
+    flow_cache_size_option,
+    flow_cache_ttl_option,
     import_handler_modules,
     json_option,
     load_flow_file,
@@ -43,6 +53,7 @@ from plaita.entrypoints.cli_support import (
     settings_from,
     stop_on_signals,
     tenant_option,
+    warn_fallbacks,
 )
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.event_filter import EventFilterService
@@ -174,7 +185,7 @@ def run_command(
     "--flows",
     "flows_dir",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Register every *.json flow in this folder at start-up.",
+    help="Register every *.json flow in this folder at start-up, deployment-wide.",
 )
 @click.option(
     "--handler-modules",
@@ -256,6 +267,8 @@ def run_command(
     default=None,
     help="POST a JSON alert here for every dead letter (best effort; never slows consuming).",
 )
+@flow_cache_size_option
+@flow_cache_ttl_option
 @click.option("--quiet", is_flag=True, help="Log WARNING and above only (default: INFO).")
 def worker(
     redis_url: str,
@@ -277,6 +290,8 @@ def worker(
     metrics_port: int,
     drain_timeout_seconds: float,
     alert_webhook_url: str | None,
+    flow_cache_size: str | None,
+    flow_cache_ttl_seconds: str | None,
     quiet: bool,
 ) -> None:
     """Advance executions from the task stream until SIGTERM/SIGINT."""
@@ -318,18 +333,13 @@ def worker(
                 "metrics_port": metrics_port,
                 "drain_timeout_seconds": drain_timeout_seconds,
                 "alert_webhook_url": alert_webhook_url,
+                "flow_cache_size": flow_cache_size,
+                "flow_cache_ttl_seconds": flow_cache_ttl_seconds,
             }
         )
     except InvalidConfigurationError as exc:
         raise click.UsageError(str(exc)) from None
-    for warning in check.warnings:
-        log.warning(
-            "event=config.fallback setting=%s value=%r used=%r: %s",
-            warning.setting,
-            warning.value,
-            warning.used,
-            warning.message,
-        )
+    warn_fallbacks(check.warnings, log)
     flows = [load_flow_file(p) for p in sorted(flows_dir.glob("*.json"))] if flows_dir else []
 
     async def body(container: Container) -> None:
@@ -343,8 +353,12 @@ def worker(
             generations.budget_generation,
         )
         for flow in flows:
-            await container.flows().register(flow)
-            click.echo(f"registered flow {flow.flow_id} version {flow.version}", err=True)
+            # The worker serves every tenant: its --flows are deployment-wide (ADR 0011).
+            registered = await container.flows().register(flow, owner=SHARED)
+            done = "registered" if registered.created else "already registered"
+            click.echo(
+                f"{done} flow {flow.flow_id} version {flow.version} (deployment-wide)", err=True
+            )
         prometheus = PrometheusMetrics() if settings.metrics_port else None
         metrics: WorkerMetrics = prometheus or NoMetrics()
         presence = None
@@ -551,6 +565,8 @@ def flows() -> None:
 @click.argument(
     "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
 )
+@flows_tenant_option
+@shared_option
 @redis_url_option
 @click.option(
     "--handler-modules",
@@ -560,30 +576,54 @@ def flows() -> None:
 )
 @json_option
 def flows_register(
-    files: tuple[Path, ...], redis_url: str, handler_modules: str | None, as_json: bool
+    files: tuple[Path, ...],
+    tenant_id: str,
+    shared: bool,
+    redis_url: str,
+    handler_modules: str | None,
+    as_json: bool,
 ) -> None:
-    """Validate and register flow definition files (all or nothing)."""
+    """Validate and register flow definition files for a tenant, or deployment-wide.
+
+    A registered (flow_id, version) never changes: the same document again changes nothing,
+    another document is refused (FlowVersionConflictError, exit 1). Every file is checked
+    first, so a refusal writes nothing.
+    """
+    owner = flow_owner(tenant_id, shared)
     settings = settings_from(backend="redis", redis_url=redis_url, handler_modules=handler_modules)
     loaded = [load_flow_file(path) for path in files]
-    # Every file is validated before anything is written: all or nothing.
     allowlist = None if handler_modules is None else HandlerRegistry(settings.handler_modules)
     with named_errors():
         for flow in loaded:
             validate_flow(flow, allowlist)
 
-    async def body(container: Container) -> list[Flow]:
+    async def body(container: Container) -> list[Registration]:
         catalog = FlowCatalog(container.flow_repository(), allowlist)
-        return [await catalog.register(flow) for flow in loaded]
+        for flow in loaded:
+            await catalog.check_registration(flow, owner=owner)
+        return [await catalog.register(flow, owner=owner) for flow in loaded]
 
-    registered = run_with_container(settings, body)
-    for flow in registered:
+    for registration in run_with_container(settings, body):
+        flow = registration.flow
         if as_json:
             echo_json(
-                {"flow_id": flow.flow_id, "version": flow.version, "fingerprint": flow.fingerprint}
+                {
+                    "flow_id": flow.flow_id,
+                    "version": flow.version,
+                    "fingerprint": flow.fingerprint,
+                    **owner.to_json(),
+                    "created": registration.created,
+                }
+            )
+        elif registration.created:
+            click.echo(
+                f"registered {flow.flow_id} version {flow.version} ({flow.fingerprint[:12]}) "
+                f"{for_owner(owner)}"
             )
         else:
             click.echo(
-                f"registered {flow.flow_id} version {flow.version} ({flow.fingerprint[:12]})"
+                f"{flow.flow_id} version {flow.version} ({flow.fingerprint[:12]}) was already "
+                f"registered {for_owner(owner)} with this document; nothing changed"
             )
 
 

@@ -1,7 +1,10 @@
 """What a deployment holds: ``plaita flows list|show`` and ``plaita workers list`` (C4).
 
-Flows and the worker registry are shared by every tenant of a deployment (they live in the
-base namespace), so these commands take no ``--tenant``.
+Flow definitions belong to a tenant or to the whole deployment (ADR 0011): the flows
+commands act for one tenant (``--tenant``, env ``PLAITA_TENANT``, default ``default``) and
+show what that tenant's executions run — its own definitions, else the deployment-wide
+ones — or, with ``--shared``, the deployment-wide catalogue alone. The worker registry is
+shared by every tenant, so ``workers list`` takes no tenant.
 """
 
 from __future__ import annotations
@@ -10,9 +13,12 @@ import json
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
-from plaita.domain.errors import UnknownFlowError
+from plaita.application.use_cases.flows import CatalogEntry
+from plaita.domain.errors import InvalidTenantIdError
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import SHARED, FlowOwner
 from plaita.entrypoints.cli_support import (
     echo_json,
     json_option,
@@ -24,20 +30,56 @@ from plaita.entrypoints.container import Container
 
 JSON = Any
 
+shared_option = click.option(
+    "--shared",
+    is_flag=True,
+    help="The deployment-wide catalogue, which every tenant falls back to (no --tenant).",
+)
+flows_tenant_option = click.option(
+    "--tenant",
+    "tenant_id",
+    envvar="PLAITA_TENANT",
+    default="default",
+    show_default=True,
+    help="The tenant whose flow catalogue the command acts on (env PLAITA_TENANT).",
+)
 
-def flow_summary(flow: Flow) -> dict[str, JSON]:
+
+def flow_owner(tenant_id: str, shared: bool) -> FlowOwner:
+    """The catalogue a flows command acts on: ``--shared``, else the ``--tenant``'s."""
+    if shared:
+        source = click.get_current_context().get_parameter_source("tenant_id")
+        if source is ParameterSource.COMMANDLINE:
+            raise click.UsageError(
+                "--shared acts on the deployment-wide catalogue and --tenant on one tenant's; "
+                "give one of them"
+            )
+        return SHARED
+    try:
+        return FlowOwner.tenant(tenant_id)
+    except InvalidTenantIdError as exc:
+        raise click.BadParameter(str(exc), param_hint="--tenant") from None
+
+
+def for_owner(owner: FlowOwner) -> str:
+    """``deployment-wide`` or ``for tenant 'acme'``, to follow what was registered."""
+    return str(owner) if owner.shared else f"for {owner}"
+
+
+def flow_summary(flow: Flow, owner: FlowOwner) -> dict[str, JSON]:
     return {
         "flow_id": flow.flow_id,
         "version": flow.version,
         "fingerprint": flow.fingerprint,
         "node_count": sum(1 for _ in flow.nodes()),
+        **owner.to_json(),
     }
 
 
-def flow_detail(flow: Flow) -> dict[str, JSON]:
+def flow_detail(flow: Flow, owner: FlowOwner) -> dict[str, JSON]:
     nodes = list(flow.nodes())
     return {
-        **flow_summary(flow),
+        **flow_summary(flow, owner),
         "start": flow.start_node.id,
         "document": flow.to_document(),
         "graph": {
@@ -52,58 +94,57 @@ def flow_detail(flow: Flow) -> dict[str, JSON]:
 
 
 @click.command("list")
+@flows_tenant_option
+@shared_option
 @redis_url_option
 @json_option
-def flows_list(redis_url: str, as_json: bool) -> None:
-    """Registered flows, each at its latest version."""
+def flows_list(tenant_id: str, shared: bool, redis_url: str, as_json: bool) -> None:
+    """The flows a tenant's executions can run, each at its latest version, and whose."""
+    owner = flow_owner(tenant_id, shared)
     settings = settings_from(backend="redis", redis_url=redis_url)
 
-    async def body(container: Container) -> list[Flow]:
-        repository = container.flow_repository()
-        found = [await repository.get(flow_id) for flow_id in await repository.list_ids()]
-        return [flow for flow in found if flow is not None]
+    async def body(container: Container) -> list[CatalogEntry]:
+        return await container.flows().listing(shared_only=owner.shared)
 
-    flows = run_with_container(settings, body)
+    entries = run_with_container(settings, body, tenant_id=owner.tenant_id)
     if as_json:
-        echo_json({"items": [flow_summary(flow) for flow in flows]})
+        echo_json({"items": [flow_summary(e.flow, e.owner) for e in entries]})
         return
-    if not flows:
+    if not entries:
         click.echo("no flows are registered (register one with `plaita flows register FILE`)")
-    for flow in flows:
-        summary = flow_summary(flow)
+    for entry in entries:
+        flow = entry.flow
+        summary = flow_summary(flow, entry.owner)
         click.echo(
             f"{flow.flow_id}  version {flow.version}  {summary['node_count']} nodes  "
-            f"{flow.fingerprint[:12]}"
+            f"{flow.fingerprint[:12]}  {entry.owner}"
         )
 
 
 @click.command("show")
 @click.argument("flow_id")
 @click.option("--version", default=None, help="This version (default: the latest registered).")
+@flows_tenant_option
+@shared_option
 @redis_url_option
 @json_option
-def flows_show(flow_id: str, version: str | None, redis_url: str, as_json: bool) -> None:
-    """One flow definition: its fingerprint, nodes and edges, and the document."""
+def flows_show(
+    flow_id: str, version: str | None, tenant_id: str, shared: bool, redis_url: str, as_json: bool
+) -> None:
+    """The definition a tenant's executions of FLOW_ID run: fingerprint, nodes, edges, document."""
+    owner = flow_owner(tenant_id, shared)
     settings = settings_from(backend="redis", redis_url=redis_url)
 
-    async def body(container: Container) -> Flow:
-        repository = container.flow_repository()
-        flow: Flow | None = await repository.get(flow_id, version)
-        if flow is None:
-            which = f"{flow_id!r}" if version is None else f"{flow_id!r} version {version!r}"
-            known = ", ".join(await repository.list_ids()) or "none"
-            raise UnknownFlowError(
-                f"flow {which} is not registered (registered flows: {known}); register it "
-                "with `plaita flows register FILE`"
-            )
-        return flow
+    async def body(container: Container) -> CatalogEntry:
+        return await container.flows().lookup(flow_id, version, shared_only=owner.shared)
 
-    flow = run_with_container(settings, body)
-    detail = flow_detail(flow)
+    entry = run_with_container(settings, body, tenant_id=owner.tenant_id)
+    flow = entry.flow
+    detail = flow_detail(flow, entry.owner)
     if as_json:
         echo_json(detail)
         return
-    click.echo(f"{flow.flow_id} version {flow.version} (start {detail['start']})")
+    click.echo(f"{flow.flow_id} version {flow.version} ({entry.owner}, start {detail['start']})")
     click.echo(f"fingerprint {flow.fingerprint}")
     for node in flow.nodes():
         targets = ", ".join(node.targets())

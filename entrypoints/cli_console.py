@@ -17,6 +17,8 @@ import click
 import uvicorn
 
 from plaita.entrypoints.cli_support import (
+    flow_cache_size_option,
+    flow_cache_ttl_option,
     named_errors,
     redis_url_option,
     settings_from,
@@ -88,6 +90,8 @@ def load_tokens(settings: Settings, tokens_file: Path | None) -> TokenTable:
     default=None,
     help="The workers' queue, for queue and DLQ figures (default 'default').",
 )
+@flow_cache_size_option
+@flow_cache_ttl_option
 def console(
     redis_url: str,
     host: str,
@@ -96,6 +100,8 @@ def console(
     max_body_bytes: int,
     handler_modules: str | None,
     queue_name: str | None,
+    flow_cache_size: str | None,
+    flow_cache_ttl_seconds: str | None,
 ) -> None:
     """Serve the console's HTTP API (/api/v1, /docs) and web page until SIGTERM/SIGINT."""
     settings = settings_from(
@@ -104,6 +110,8 @@ def console(
         handler_modules=handler_modules,
         queue_name=queue_name,
         max_body_bytes=max_body_bytes,
+        flow_cache_size=flow_cache_size,
+        flow_cache_ttl_seconds=flow_cache_ttl_seconds,
     )
     with named_errors(settings.redis_url):
         tokens = load_tokens(settings, tokens_file)

@@ -257,7 +257,7 @@ def reap(
             executions=container.executions(),
             leases=container.leases(),
             queue=container.queue(),
-            flows=container.flow_repository(),
+            flows=container.flows(),
             counters=container.counters(),
             clock=container.clock(),
             holder_id=f"reaper:{settings.consumer_name}",

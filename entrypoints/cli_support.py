@@ -6,10 +6,11 @@ import asyncio
 import contextlib
 import importlib
 import json
+import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,11 +23,13 @@ from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.errors import PlaitaError, UnknownHandlerError
 from plaita.domain.execution import ExecutionState
 from plaita.domain.flow import Flow
+from plaita.domain.startup import ConfigWarning
 from plaita.domain.tenancy import DEFAULT_TENANT
 from plaita.entrypoints.container import Container, build_container
-from plaita.entrypoints.settings import Settings
+from plaita.entrypoints.settings import Settings, optional_fallbacks
 
 JSON = Any
+log = logging.getLogger("plaita.cli")
 
 
 def execution_view(state: ExecutionState) -> dict[str, JSON]:
@@ -87,6 +90,20 @@ redis_url_option = click.option(
     help="Redis to use, e.g. redis://127.0.0.1:6379/0 (env PLAITA_REDIS_URL).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+#: W20: a worker's and a console's flow cache; an unusable value falls back with a WARNING.
+flow_cache_size_option = click.option(
+    "--flow-cache-size",
+    envvar="PLAITA_FLOW_CACHE_SIZE",
+    default=None,
+    help="Flow definitions kept in memory, by tenant, flow and version (default 100).",
+)
+flow_cache_ttl_option = click.option(
+    "--flow-cache-ttl-seconds",
+    envvar="PLAITA_FLOW_CACHE_TTL_SECONDS",
+    default=None,
+    help="How long a cached definition is used before it is read again, so a new latest "
+    "registered elsewhere is seen within it (default 300).",
+)
 tenant_option = click.option(
     "--tenant",
     "tenant_id",
@@ -109,15 +126,31 @@ default_retries_option = click.option(
 
 
 def settings_from(**values: Any) -> Settings:
-    """Settings from flags (unset ones fall back to PLAITA_*); every problem listed, exit 2."""
+    """Settings from flags (unset ones fall back to PLAITA_*); every problem listed, exit 2.
+
+    An unusable optional setting (the flow cache's, W20) falls back with a WARNING (W21).
+    """
+    given, warnings = optional_fallbacks({k: v for k, v in values.items() if v is not None})
+    warn_fallbacks(warnings)
     try:
-        return Settings(**{k: v for k, v in values.items() if v is not None})
+        return Settings(**given)
     except ValidationError as exc:
         problems = "\n".join(
             f"  {'.'.join(str(p) for p in e['loc'])}: {e['msg']} (got {e.get('input')!r})"
             for e in exc.errors()
         )
         raise click.UsageError(f"invalid configuration:\n{problems}") from None
+
+
+def warn_fallbacks(warnings: Iterable[ConfigWarning], logger: logging.Logger = log) -> None:
+    for warning in warnings:
+        logger.warning(
+            "event=config.fallback setting=%s value=%r used=%r: %s",
+            warning.setting,
+            warning.value,
+            warning.used,
+            warning.message,
+        )
 
 
 @contextlib.contextmanager

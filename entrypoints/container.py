@@ -304,7 +304,15 @@ class Container(containers.DeclarativeContainer):
     )
 
     handlers = providers.Singleton(HandlerRegistry, config.handler_modules)
-    flows = providers.Singleton(FlowCatalog, flow_repository, handlers, clock=clock)
+    #: W20: the flow cache of every process that serves executions (worker, console, dev).
+    flows = providers.Singleton(
+        FlowCatalog,
+        flow_repository,
+        handlers,
+        clock=clock,
+        cache_size=config.flow_cache_size,
+        cache_ttl_ms=config.flow_cache_ttl_ms,
+    )
 
     step_settings = providers.Singleton(
         StepSettings,
@@ -471,7 +479,7 @@ class Container(containers.DeclarativeContainer):
         controls=controls,
         queue=queue,
         clock=clock,
-        flows=flow_repository,
+        flows=flows,
         leases=leases,
         counters=counters,
         subscriptions=subscriptions,

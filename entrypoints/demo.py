@@ -16,6 +16,7 @@ from plaita.application.ports import ExecutionRepository
 from plaita.application.tenancy import tenant_scope
 from plaita.domain.errors import PlaitaError
 from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.flow_owners import SHARED
 from plaita.domain.tenancy import DEFAULT_TENANT
 from plaita.entrypoints.cli_support import import_handler_modules, load_flow_file
 from plaita.entrypoints.container import Container, build_container
@@ -53,9 +54,10 @@ async def _demo(examples_dir: Path, echo: Callable[[str], None]) -> int:
     printer = TimelinePrinter(echo, labels)
     container.listeners.override(lambda: [printer])
     import_handler_modules(settings.handler_modules)
-    flow = await container.flows().register(
-        load_flow_file(examples_dir / "flows" / "approval.json")
+    registered = await container.flows().register(
+        load_flow_file(examples_dir / "flows" / "approval.json"), owner=SHARED
     )
+    flow = registered.flow
     echo(f"registered flow {flow.flow_id} v{flow.version} on the in-memory twin\n")
 
     stop = asyncio.Event()

@@ -2,9 +2,10 @@
 
 For a laptop: the memory twin by default (nothing to install, nothing kept), or a real Redis
 with ``--redis-url``. The flows of ``examples/flows`` (or ``--flows DIR``) are registered
-with their handler modules, one admin token for every tenant is created and printed with the
-console's URL, and everything stops on SIGINT/SIGTERM: the console first (no new requests),
-then the worker drains its dispatches (W17) and the event filter finishes its notification.
+deployment-wide with their handler modules, one admin token for every tenant is created and
+printed with the console's URL, and everything stops on SIGINT/SIGTERM: the console first (no
+new requests), then the worker drains its dispatches (W17) and the event filter finishes its
+notification.
 """
 
 from __future__ import annotations
@@ -21,14 +22,16 @@ import uvicorn
 
 from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.recover import RecoveryReport
+from plaita.domain.errors import FlowVersionConflictError
+from plaita.domain.flow_owners import SHARED
 from plaita.domain.reconcile import ReconcileSettings
 from plaita.domain.tenancy import DEFAULT_TENANT
-from plaita.entrypoints.cli_support import import_handler_modules, load_flow_file
+from plaita.entrypoints.cli_support import import_handler_modules, load_flow_file, warn_fallbacks
 from plaita.entrypoints.console.app import create_app
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.event_filter import BackgroundJob, EventFilterService
 from plaita.entrypoints.janitor import run_state_sweeper
-from plaita.entrypoints.settings import Settings
+from plaita.entrypoints.settings import Settings, optional_fallbacks
 from plaita.entrypoints.worker import Worker
 
 DEFAULT_PORT = 8700
@@ -59,7 +62,7 @@ async def run_dev(
         import_handler_modules(settings.handler_modules)
         if settings.storage == "sql" and settings.database_url:
             await _migrate(settings.database_url, echo)
-        registered = await _register_flows(container, flows_dir)
+        registered = await register_flow_folder(container, flows_dir, echo)
         recovered = await _recover(container, settings)
         token = token or dev_token()
         app = create_app(container, tokens=[token], dev_mode=True)
@@ -118,13 +121,22 @@ class _ConsoleServer(uvicorn.Server):
         return contextlib.nullcontext()
 
 
-async def _register_flows(container: Container, flows_dir: Path | None) -> list[str]:
+async def register_flow_folder(
+    container: Container, flows_dir: Path | None, echo: Callable[[str], None]
+) -> list[str]:
+    """Register the folder's flows deployment-wide, so every tenant of the dev process can
+    run them. A file edited under a version a kept store (``--redis-url``, ``--db``) already
+    holds is refused — a version never changes — and the stored one stays in use."""
     if flows_dir is None:
         return []
     names = []
     for path in sorted(flows_dir.glob("*.json")):
-        flow = await container.flows().register(load_flow_file(path))
-        names.append(f"{flow.flow_id} v{flow.version}")
+        try:
+            registered = await container.flows().register(load_flow_file(path), owner=SHARED)
+        except FlowVersionConflictError as exc:
+            echo(f"plaita dev: {path}: {type(exc).__name__}: {exc}")
+            continue
+        names.append(f"{registered.flow.flow_id} v{registered.flow.version}")
     return names
 
 
@@ -208,4 +220,6 @@ def dev_settings(
     if database_url:
         values["storage"] = "sql"
         values["database_url"] = database_url
-    return Settings(**values)
+    given, warnings = optional_fallbacks(values)
+    warn_fallbacks(warnings)
+    return Settings(**given)

@@ -6,7 +6,7 @@ import os
 import socket
 import uuid
 from collections.abc import Mapping
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import attrs
 from pydantic import Field, ValidationError, computed_field, field_validator, model_validator
@@ -14,7 +14,13 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.domain.budgets import DEFAULT_RETRIES
-from plaita.domain.startup import ConfigProblem, StartupCheck, validate_startup_settings
+from plaita.domain.startup import (
+    OPTIONAL_FALLBACKS,
+    ConfigProblem,
+    ConfigWarning,
+    StartupCheck,
+    validate_startup_settings,
+)
 
 
 def default_consumer_name() -> str:
@@ -68,6 +74,10 @@ class Settings(BaseSettings):
     janitor_enabled: bool = True
     janitor_interval_seconds: float = 60.0
     janitor_budget: int = 500
+    #: W20: flow definitions cached per process, by tenant, flow id and version. Unusable
+    #: values fall back to 100 / 300 s with a WARNING on the worker (W21).
+    flow_cache_size: int = Field(default=100, ge=1)
+    flow_cache_ttl_seconds: float = Field(default=300.0, gt=0)
     #: The console's tokens (C3): a JSON list of {"token", "name", "role", "tenants"};
     #: ``plaita console --tokens-file`` takes the same JSON from a file instead.
     console_tokens: str | None = None
@@ -105,6 +115,11 @@ class Settings(BaseSettings):
     def execution_deadline_ms(self) -> int:
         return int(self.execution_deadline_seconds * 1000)
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def flow_cache_ttl_ms(self) -> int:
+        return int(self.flow_cache_ttl_seconds * 1000)
+
 
 # --- the worker's start-up check (W21) ---------------------------------------------------
 
@@ -130,6 +145,8 @@ _CHECKED = (
     "disk_guard_path",
     "disk_guard_poll_seconds",
     "metrics_port",
+    "flow_cache_size",
+    "flow_cache_ttl_seconds",
     *_SCALED,
 )
 
@@ -167,6 +184,21 @@ def worker_settings(
     if problems or settings is None:
         raise attrs.evolve(check, problems=tuple(problems)).error()
     return settings, check
+
+
+def optional_fallbacks(
+    values: Mapping[str, object], environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, Any], tuple[ConfigWarning, ...]]:
+    """``values`` with every unusable optional setting — given there or as ``PLAITA_*`` —
+    replaced by its fallback, and the warnings that say so (W21), for the commands that are
+    not the worker (the console, ``plaita dev``, operator commands)."""
+    environ = os.environ if environ is None else environ
+    view = {
+        name: environ.get(f"PLAITA_{name.upper()}") if values.get(name) is None else values[name]
+        for name in OPTIONAL_FALLBACKS
+    }
+    check = validate_startup_settings(view)
+    return {**values, **check.fallbacks()}, check.warnings
 
 
 def _check_view(values: Mapping[str, object], environ: Mapping[str, str]) -> dict[str, object]:

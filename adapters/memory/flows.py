@@ -6,27 +6,37 @@ import json
 from collections.abc import Sequence
 
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import FlowOwner
 
 
 class MemoryFlowRepository:
-    """FlowRepository in memory; definitions are kept as document JSON, as Redis keeps them."""
+    """FlowRepository in memory; definitions are kept as document JSON, as Redis keeps them.
+
+    Every owner has its own maps, keyed by its tenant id (None for the deployment-wide one).
+    """
 
     def __init__(self) -> None:
-        self._documents: dict[tuple[str, str], str] = {}
-        self._latest: dict[str, str] = {}
+        self._documents: dict[tuple[str | None, str, str], str] = {}
+        self._latest: dict[tuple[str | None, str], str] = {}
 
-    async def put(self, flow: Flow) -> None:
-        document = json.dumps(flow.to_document(), separators=(",", ":"))
-        self._documents[(flow.flow_id, flow.version)] = document
-        self._latest[flow.flow_id] = flow.version
+    async def put_if_absent(self, flow: Flow, *, owner: FlowOwner) -> Flow | None:
+        key = (owner.tenant_id, flow.flow_id, flow.version)
+        stored = self._documents.get(key)
+        if stored is not None:
+            return Flow.from_json(stored)
+        self._documents[key] = json.dumps(flow.to_document(), separators=(",", ":"))
+        self._latest[(owner.tenant_id, flow.flow_id)] = flow.version
+        return None
 
-    async def get(self, flow_id: str, version: str | None = None) -> Flow | None:
+    async def get(
+        self, flow_id: str, version: str | None = None, *, owner: FlowOwner
+    ) -> Flow | None:
         if version is None:
-            version = self._latest.get(flow_id)
+            version = self._latest.get((owner.tenant_id, flow_id))
             if version is None:
                 return None
-        document = self._documents.get((flow_id, version))
+        document = self._documents.get((owner.tenant_id, flow_id, version))
         return None if document is None else Flow.from_json(document)
 
-    async def list_ids(self) -> Sequence[str]:
-        return sorted(self._latest)
+    async def list_ids(self, *, owner: FlowOwner) -> Sequence[str]:
+        return sorted(flow_id for tenant, flow_id in self._latest if tenant == owner.tenant_id)

@@ -1,4 +1,5 @@
-"""Flow definitions on Redis: one document per (flow_id, version) and a latest pointer."""
+"""Flow definitions on Redis: one document per (owner, flow_id, version), a latest pointer per
+owner and flow, and each owner's set of flow ids."""
 
 from __future__ import annotations
 
@@ -8,33 +9,51 @@ from collections.abc import Sequence
 import redis.asyncio as redis
 
 from plaita.adapters.redis.keys import RedisKeys
+from plaita.adapters.redis.scripts import read_script
 from plaita.adapters.redis.streams import text
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import FlowOwner
 
 
 class RedisFlowRepository:
-    """FlowRepository on ``{ns}:flow:{<flow_id>}:v:<version>``, ``…:latest`` and ``{ns}:flows``."""
+    """FlowRepository on ``…:{<flow_id>}:v:<version>``, ``…:{<flow_id>}:latest`` and the
+    owner's id set (``RedisKeys.flow_version``, ``flow_latest``, ``flows``).
+
+    The version and the latest pointer share the flow's hash tag and are written by one
+    script (``flow_put.lua``), so of two concurrent registrations of one version exactly one
+    stores. The id set lives in another slot and is added to afterwards, also when the version
+    was already stored: a crash between the two leaves a version that ``get`` finds and
+    ``list_ids`` misses until the same registration is repeated (ADR 0011).
+    """
 
     def __init__(self, client: redis.Redis, keys: RedisKeys) -> None:
         self._client = client
         self._keys = keys
+        self._put = client.register_script(read_script("flow_put"))
 
-    async def put(self, flow: Flow) -> None:
+    async def put_if_absent(self, flow: Flow, *, owner: FlowOwner) -> Flow | None:
         document = json.dumps(flow.to_document(), separators=(",", ":"))
-        async with self._client.pipeline(transaction=True) as pipe:
-            pipe.set(self._keys.flow_version(flow.flow_id, flow.version), document)
-            pipe.set(self._keys.flow_latest(flow.flow_id), flow.version)
-            pipe.sadd(self._keys.flows(), flow.flow_id)
-            await pipe.execute()
+        reply = await self._put(
+            keys=[
+                self._keys.flow_version(owner, flow.flow_id, flow.version),
+                self._keys.flow_latest(owner, flow.flow_id),
+            ],
+            args=[document, flow.version],
+        )
+        await self._client.sadd(self._keys.flows(owner), flow.flow_id)
+        return None if int(reply[0]) == 1 else Flow.from_json(text(reply[1]))
 
-    async def get(self, flow_id: str, version: str | None = None) -> Flow | None:
+    async def get(
+        self, flow_id: str, version: str | None = None, *, owner: FlowOwner
+    ) -> Flow | None:
         if version is None:
-            latest = await self._client.get(self._keys.flow_latest(flow_id))
+            latest = await self._client.get(self._keys.flow_latest(owner, flow_id))
             if latest is None:
                 return None
             version = text(latest)
-        document = await self._client.get(self._keys.flow_version(flow_id, version))
+        document = await self._client.get(self._keys.flow_version(owner, flow_id, version))
         return None if document is None else Flow.from_json(document)
 
-    async def list_ids(self) -> Sequence[str]:
-        return sorted(text(flow_id) for flow_id in await self._client.smembers(self._keys.flows()))
+    async def list_ids(self, *, owner: FlowOwner) -> Sequence[str]:
+        members = await self._client.smembers(self._keys.flows(owner))
+        return sorted(text(flow_id) for flow_id in members)

@@ -4,16 +4,18 @@ The part in braces is the Redis Cluster hash tag: all keys one execution's step 
 ``{<execution_id>}`` so a single Lua script may read the fence and write the state atomically.
 
 Execution keys (state, node results, variables, fence, lease, counters, heartbeat, tombstone,
-the executions index) and dedup claims live in the namespace of their tenant (W24): the base
-namespace for the default tenant, ``<base>:<tenant>`` otherwise. The execution keys take the
-tenant of the unit of work in progress (``plaita.application.tenancy``) and refuse to be
-built outside one. Queues, the delay queue, flows, workers, events and subscriptions are
-shared by the deployment; events and subscriptions carry their tenant in the record.
+the executions index), dedup claims and a tenant's own flow definitions live in the namespace
+of their tenant (W24): the base namespace for the default tenant, ``<base>:<tenant>``
+otherwise. The execution keys take the tenant of the unit of work in progress
+(``plaita.application.tenancy``) and refuse to be built outside one. Queues, the delay queue,
+deployment-wide flows, workers, events and subscriptions are shared by the deployment;
+events and subscriptions carry their tenant in the record.
 """
 
 from __future__ import annotations
 
 from plaita.application.tenancy import current_tenant
+from plaita.domain.flow_owners import FlowOwner
 from plaita.domain.tenancy import tenant_namespace
 
 DEFAULT_NAMESPACE = "plaita"
@@ -94,16 +96,26 @@ class RedisKeys:
     def dedup(self, tenant_id: str, dedup_key: str) -> str:
         return f"{self.tenant_namespace(tenant_id)}:dedup:{{{tenant_id}}}:{dedup_key}"
 
-    # --- flows ----------------------------------------------------------------------
+    # --- flows (per owner: the deployment's shared catalogue, or one tenant's) -------
 
-    def flow_version(self, flow_id: str, version: str) -> str:
-        return f"{self.namespace}:flow:{{{flow_id}}}:v:{version}"
+    def _flow_catalog(self, owner: FlowOwner) -> str:
+        # The shared catalogue keeps the keys every deployment had before tenants owned
+        # flows. A tenant's lives in its namespace under another word: the default tenant's
+        # namespace is the base one, and its keys must not be the shared ones.
+        if owner.tenant_id is None:
+            return f"{self.namespace}:flow"
+        return f"{self.tenant_namespace(owner.tenant_id)}:tenant-flow"
 
-    def flow_latest(self, flow_id: str) -> str:
-        return f"{self.namespace}:flow:{{{flow_id}}}:latest"
+    def flow_version(self, owner: FlowOwner, flow_id: str, version: str) -> str:
+        return f"{self._flow_catalog(owner)}:{{{flow_id}}}:v:{version}"
 
-    def flows(self) -> str:
-        return f"{self.namespace}:flows"
+    def flow_latest(self, owner: FlowOwner, flow_id: str) -> str:
+        """The owner's latest version of the flow; same hash tag as its versions (one script)."""
+        return f"{self._flow_catalog(owner)}:{{{flow_id}}}:latest"
+
+    def flows(self, owner: FlowOwner) -> str:
+        """Set of the owner's flow ids, added to after the version (RedisFlowRepository)."""
+        return f"{self._flow_catalog(owner)}s"
 
     # --- subscriptions and events ---------------------------------------------------
 

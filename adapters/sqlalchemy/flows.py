@@ -1,4 +1,5 @@
-"""Flow definitions on SQL: one row per (flow_id, version) and a latest pointer (S2)."""
+"""Flow definitions on SQL: one row per (owner, flow_id, version) and a latest pointer per
+owner and flow (S2)."""
 
 from __future__ import annotations
 
@@ -10,54 +11,69 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from plaita.adapters.sqlalchemy.engine import transaction, writer
 from plaita.adapters.sqlalchemy.fencing import upsert
-from plaita.adapters.sqlalchemy.schema import flow_latest, flows
+from plaita.adapters.sqlalchemy.schema import SHARED_OWNER, flow_latest, flows
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import FlowOwner
+
+
+def _owner(owner: FlowOwner) -> str:
+    return SHARED_OWNER if owner.tenant_id is None else owner.tenant_id
 
 
 class SqlFlowRepository:
     """FlowRepository on ``flows`` (document JSON as Redis keeps it) and ``flow_latest``.
 
-    Definitions are shared by the deployment's tenants, as on Redis.
+    A registration is one write transaction: an insert that does nothing when the primary key
+    (owner, flow_id, version) exists, then — only if it inserted — the latest pointer. Two
+    concurrent registrations of one version meet at the primary key: the second waits for
+    the first and inserts nothing (PostgreSQL), or waits for the write lock (SQLite).
     """
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
         self._writer = writer(engine)
 
-    async def put(self, flow: Flow) -> None:
-        document = json.dumps(flow.to_document(), separators=(",", ":"))
+    async def put_if_absent(self, flow: Flow, *, owner: FlowOwner) -> Flow | None:
+        who = _owner(owner)
         definition = upsert(self._engine, flows).values(
+            owner=who,
             flow_id=flow.flow_id,
             version=flow.version,
-            document=document,
+            document=json.dumps(flow.to_document(), separators=(",", ":")),
             fingerprint=flow.fingerprint,
         )
         latest = upsert(self._engine, flow_latest).values(
-            flow_id=flow.flow_id, version=flow.version
+            owner=who, flow_id=flow.flow_id, version=flow.version
         )
         async with transaction(self._writer) as connection:
-            await connection.execute(
-                definition.on_conflict_do_update(
-                    index_elements=[flows.c.flow_id, flows.c.version],
-                    set_={
-                        "document": definition.excluded.document,
-                        "fingerprint": definition.excluded.fingerprint,
-                    },
+            inserted = await connection.execute(definition.on_conflict_do_nothing())
+            if inserted.rowcount == 0:
+                stored = await connection.execute(
+                    sa.select(flows.c.document).where(
+                        flows.c.owner == who,
+                        flows.c.flow_id == flow.flow_id,
+                        flows.c.version == flow.version,
+                    )
                 )
-            )
+                return Flow.from_json(stored.scalar_one())
             await connection.execute(
                 latest.on_conflict_do_update(
-                    index_elements=[flow_latest.c.flow_id],
+                    index_elements=[flow_latest.c.owner, flow_latest.c.flow_id],
                     set_={"version": latest.excluded.version},
                 )
             )
+        return None
 
-    async def get(self, flow_id: str, version: str | None = None) -> Flow | None:
-        query = sa.select(flows.c.document).where(flows.c.flow_id == flow_id)
+    async def get(
+        self, flow_id: str, version: str | None = None, *, owner: FlowOwner
+    ) -> Flow | None:
+        who = _owner(owner)
+        query = sa.select(flows.c.document).where(flows.c.owner == who, flows.c.flow_id == flow_id)
         if version is None:
             query = query.join(
                 flow_latest,
                 sa.and_(
+                    flow_latest.c.owner == flows.c.owner,
                     flow_latest.c.flow_id == flows.c.flow_id,
                     flow_latest.c.version == flows.c.version,
                 ),
@@ -68,7 +84,11 @@ class SqlFlowRepository:
             document = await connection.scalar(query)
         return None if document is None else Flow.from_json(document)
 
-    async def list_ids(self) -> Sequence[str]:
-        query = sa.select(flow_latest.c.flow_id).order_by(flow_latest.c.flow_id)
+    async def list_ids(self, *, owner: FlowOwner) -> Sequence[str]:
+        query = (
+            sa.select(flow_latest.c.flow_id)
+            .where(flow_latest.c.owner == _owner(owner))
+            .order_by(flow_latest.c.flow_id)
+        )
         async with transaction(self._engine) as connection:
             return list((await connection.scalars(query)).all())

@@ -15,7 +15,8 @@ one row per variable — so a step writes only what it changed (S3):
   fenced write locks (see ``fencing``).
 - ``heartbeats`` (W15), ``tombstones`` (W13): records with an expiry, like Redis keys with a
   TTL; reads ignore expired rows and ``sweep_expired`` removes them.
-- ``flows`` / ``flow_latest``: definitions by (flow_id, version) and the latest pointer (S2).
+- ``flows`` / ``flow_latest``: definitions by (owner, flow_id, version) and each owner's
+  latest pointer (S2); the owner is a tenant id, or ``*`` for a deployment-wide definition.
 
 Every execution-data table has the tenant in its primary key (W24). Times are milliseconds
 since the epoch. Execution ids compare byte-wise (``COLLATE "C"`` on PostgreSQL, SQLite's
@@ -141,9 +142,14 @@ tombstones = sa.Table(
     sa.Index("ix_tombstones_expires", "expires_at_ms"),
 )
 
+#: The ``owner`` of a deployment-wide flow definition: never a tenant id (``*`` is not in the
+#: tenant alphabet), and the console's word for every tenant.
+SHARED_OWNER = "*"
+
 flows = sa.Table(
     "flows",
     metadata,
+    sa.Column("owner", Tenant, primary_key=True),
     sa.Column("flow_id", Identifier, primary_key=True),
     sa.Column("version", sa.String, primary_key=True),
     sa.Column("document", sa.Text, nullable=False),
@@ -156,7 +162,10 @@ flows = sa.Table(
 flow_latest = sa.Table(
     "flow_latest",
     metadata,
+    sa.Column("owner", Tenant, primary_key=True),
     sa.Column("flow_id", Identifier, primary_key=True),
     sa.Column("version", sa.String, nullable=False),
-    sa.ForeignKeyConstraint(["flow_id", "version"], ["flows.flow_id", "flows.version"]),
+    sa.ForeignKeyConstraint(
+        ["owner", "flow_id", "version"], ["flows.owner", "flows.flow_id", "flows.version"]
+    ),
 )

@@ -1,14 +1,29 @@
-"""Registering and loading flow definitions, with the handler allowlist applied (E1, E2, W20)."""
+"""Registering and looking up flow definitions: the handler allowlist, the owners' rules and
+the flow cache (E1, E2, S2, W20, W24)."""
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
+
+import attrs
 
 from plaita.application.engine.expressions import compile_flow_expressions
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.ports import Clock, FlowRepository
-from plaita.domain.errors import UnknownFlowError
+from plaita.application.tenancy import current_tenant
+from plaita.domain.errors import FlowVersionConflictError, UnknownFlowError
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import (
+    SHARED,
+    FlowOwner,
+    RegistrationOutcome,
+    listing_owners,
+    lookup_order,
+    registration_outcome,
+)
+
+log = logging.getLogger("plaita.flows")
 
 #: W20 defaults: definitions cached by ``flow_id:version`` (latest when absent).
 FLOW_CACHE_SIZE = 100
@@ -22,11 +37,38 @@ def validate_flow(flow: Flow, handlers: HandlerRegistry | None) -> None:
         handlers.check_flow(flow)
 
 
-class FlowCatalog:
-    """The one door to flow definitions: validates on the way in, names misses on the way out.
+@attrs.frozen
+class CatalogEntry:
+    """A definition and the catalogue it was found in."""
 
-    With a clock it caches definitions (W20), so a worker does not re-read and re-parse the
-    flow on every dispatch; a re-registered version is seen within the TTL.
+    flow: Flow
+    owner: FlowOwner
+
+
+@attrs.frozen
+class Registration:
+    flow: Flow
+    owner: FlowOwner
+    outcome: RegistrationOutcome
+
+    @property
+    def created(self) -> bool:
+        return self.outcome is RegistrationOutcome.CREATED
+
+
+_CacheKey = tuple[str, str, str | None]
+
+
+class FlowCatalog:
+    """The one door to flow definitions: validates on the way in, resolves a tenant's lookups
+    (own catalogue first, then the shared one) and names misses on the way out.
+
+    With a clock it caches what executions run (``get``, W20): per tenant, flow id and
+    version (None: the latest), at most ``cache_size`` entries for ``cache_ttl_ms`` each, so
+    a worker does not re-read and re-parse the flow on every dispatch, and a latest
+    registered by another process is seen within the TTL. A registration through this
+    catalog empties the cache at once. Operator views (``lookup``, ``listing``) always read
+    the store.
     """
 
     def __init__(
@@ -43,7 +85,7 @@ class FlowCatalog:
         self._clock = clock
         self._cache_size = cache_size
         self._cache_ttl_ms = cache_ttl_ms
-        self._cache: OrderedDict[tuple[str, str | None], tuple[int, Flow]] = OrderedDict()
+        self._cache: OrderedDict[_CacheKey, tuple[int, CatalogEntry]] = OrderedDict()
         self._validated: set[str] = set()
 
     def validate(self, flow: Flow) -> None:
@@ -52,42 +94,114 @@ class FlowCatalog:
         validate_flow(flow, self._handlers)
         self._validated.add(flow.fingerprint)
 
-    async def register(self, flow: Flow) -> Flow:
+    # --- registering ----------------------------------------------------------------------
+
+    async def register(self, flow: Flow, *, owner: FlowOwner) -> Registration:
+        """Store ``flow`` for ``owner``; the same document again changes nothing, another
+        document under a registered version is FlowVersionConflictError (S2)."""
         self.validate(flow)
-        await self._flows.put(flow)
-        self._cache.clear()
-        return flow
+        stored = await self._flows.put_if_absent(flow, owner=owner)
+        try:
+            outcome = registration_outcome(flow, stored, owner)
+        except FlowVersionConflictError as conflict:
+            log.warning(
+                "event=flow.version_conflict flow_id=%s version=%s owner=%s registered=%s "
+                "given=%s: refused, nothing changed; register the new document under a new "
+                "version",
+                flow.flow_id,
+                flow.version,
+                owner.tenant_id or "*",
+                conflict.registered_fingerprint,
+                conflict.given_fingerprint,
+            )
+            raise
+        if outcome is RegistrationOutcome.CREATED:
+            self._cache.clear()
+            log.info(
+                "event=flow.registered flow_id=%s version=%s owner=%s fingerprint=%s",
+                flow.flow_id,
+                flow.version,
+                owner.tenant_id or "*",
+                flow.fingerprint,
+            )
+        return Registration(flow, owner, outcome)
+
+    async def check_registration(self, flow: Flow, *, owner: FlowOwner) -> RegistrationOutcome:
+        """What ``register`` would answer now, writing nothing (to check many files first)."""
+        self.validate(flow)
+        stored = await self._flows.get(flow.flow_id, flow.version, owner=owner)
+        return registration_outcome(flow, stored, owner)
+
+    # --- what executions run (cached) -----------------------------------------------------
 
     async def get(self, flow_id: str, version: str | None = None) -> Flow:
-        key = (flow_id, version)
+        """The definition the current tenant's executions run, or UnknownFlowError."""
+        tenant_id = current_tenant()
+        key = (tenant_id, flow_id, version)
         cached = self._cached(key)
         if cached is not None:
-            return cached
-        flow = await self._flows.get(flow_id, version)
-        if flow is None:
-            which = f"{flow_id!r}" if version is None else f"{flow_id!r} version {version!r}"
-            known = ", ".join(await self._flows.list_ids()) or "none"
-            raise UnknownFlowError(
-                f"flow {which} is not registered (registered flows: {known}); "
-                "register it with `plaita flows register FILE`"
-            )
-        self._remember(key, flow)
-        return flow
+            return cached.flow
+        entry = await self._resolve(flow_id, version, shared_only=False)
+        self._remember(key, entry)
+        return entry.flow
 
-    def _cached(self, key: tuple[str, str | None]) -> Flow | None:
+    # --- operator views (never cached) ----------------------------------------------------
+
+    async def lookup(
+        self, flow_id: str, version: str | None = None, *, shared_only: bool = False
+    ) -> CatalogEntry:
+        """What the current tenant's lookup finds and where, or the shared definition."""
+        return await self._resolve(flow_id, version, shared_only=shared_only)
+
+    async def listing(self, *, shared_only: bool = False) -> list[CatalogEntry]:
+        """Every flow the current tenant sees, at the latest version its lookups find."""
+        entries = []
+        for flow_id, owner in await self._visible(shared_only):
+            flow = await self._flows.get(flow_id, owner=owner)
+            if flow is not None:
+                entries.append(CatalogEntry(flow, owner))
+        return entries
+
+    # --- details --------------------------------------------------------------------------
+
+    async def _resolve(
+        self, flow_id: str, version: str | None, *, shared_only: bool
+    ) -> CatalogEntry:
+        owners = (SHARED,) if shared_only else lookup_order(current_tenant())
+        for owner in owners:
+            flow = await self._flows.get(flow_id, version, owner=owner)
+            if flow is not None:
+                return CatalogEntry(flow, owner)
+        which = f"{flow_id!r}" if version is None else f"{flow_id!r} version {version!r}"
+        where = " or ".join(str(owner) for owner in owners)
+        known = ", ".join(flow_id for flow_id, _ in await self._visible(shared_only))
+        raise UnknownFlowError(
+            f"flow {which} is not registered ({where}; flows found there: {known or 'none'}); "
+            "register it with `plaita flows register FILE`"
+        )
+
+    async def _visible(self, shared_only: bool) -> list[tuple[str, FlowOwner]]:
+        shared_ids = await self._flows.list_ids(owner=SHARED)
+        if shared_only:
+            return [(flow_id, SHARED) for flow_id in shared_ids]
+        tenant_id = current_tenant()
+        own_ids = await self._flows.list_ids(owner=FlowOwner.tenant(tenant_id))
+        return listing_owners(tenant_id, own_ids, shared_ids)
+
+    def _cached(self, key: _CacheKey) -> CatalogEntry | None:
         if self._clock is None or key not in self._cache:
             return None
-        expires_at, flow = self._cache[key]
+        expires_at, entry = self._cache[key]
         if expires_at <= self._clock.now_ms():
             del self._cache[key]
             return None
         self._cache.move_to_end(key)
-        return flow
+        return entry
 
-    def _remember(self, key: tuple[str, str | None], flow: Flow) -> None:
+    def _remember(self, key: _CacheKey, entry: CatalogEntry) -> None:
         if self._clock is None or self._cache_size <= 0:
             return
-        self._cache[key] = (self._clock.now_ms() + self._cache_ttl_ms, flow)
+        self._cache[key] = (self._clock.now_ms() + self._cache_ttl_ms, entry)
         self._cache.move_to_end(key)
         while len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)

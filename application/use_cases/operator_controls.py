@@ -25,12 +25,12 @@ from plaita.application.ports import (
     DelayQueue,
     ExecutionControls,
     ExecutionRepository,
-    FlowRepository,
     LeaseManager,
     SubscriptionStore,
     TaskQueue,
 )
 from plaita.application.use_cases.executions import GetExecution
+from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain.budgets import COUNTER_TTL_SECONDS
 from plaita.domain.envelope import ResumeType, TaskEnvelope
 from plaita.domain.errors import (
@@ -326,7 +326,7 @@ class RetryExecution(_WithQueue):
         controls: ExecutionControls,
         queue: TaskQueue,
         clock: Clock,
-        flows: FlowRepository,
+        flows: FlowCatalog,
         leases: LeaseManager,
         counters: CounterStore,
         subscriptions: SubscriptionStore,
@@ -343,12 +343,12 @@ class RetryExecution(_WithQueue):
 
     async def __call__(self, execution_id: str, *, from_node: str | None = None) -> ControlResult:
         state, flags = await self._load(execution_id)
-        flow = await self._flows.get(state.flow_id, state.flow_version)
-        if flow is None:
+        try:
+            flow = await self._flows.get(state.flow_id, state.flow_version)
+        except UnknownFlowError as exc:
             raise UnknownFlowError(
-                f"flow {state.flow_id!r} version {state.flow_version!r} of execution "
-                f"{execution_id!r} is not registered; register it, then retry"
-            )
+                f"execution {execution_id!r} cannot be retried without its flow: {exc}, then retry"
+            ) from None
         nodes = frozenset(node.id for node in flow.nodes())
         decision = decide_retry(state, from_node=from_node, flow_nodes=nodes)
         if decision.verdict is not Verdict.PROCEED:

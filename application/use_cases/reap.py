@@ -40,12 +40,12 @@ from plaita.application.ports import (
     CounterStore,
     ExecutionControls,
     ExecutionRepository,
-    FlowRepository,
     LeaseManager,
     TaskQueue,
 )
+from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain.envelope import ResumeType, TaskEnvelope
-from plaita.domain.errors import ExecutionLeaseError
+from plaita.domain.errors import ExecutionLeaseError, UnknownFlowError
 from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus
 from plaita.domain.failures import CODE_FLOW_ERROR
 from plaita.domain.lease import Lease
@@ -125,7 +125,7 @@ class ReapZombies:
         executions: ExecutionRepository,
         leases: LeaseManager,
         queue: TaskQueue,
-        flows: FlowRepository,
+        flows: FlowCatalog,
         counters: CounterStore,
         clock: Clock,
         holder_id: str,
@@ -191,7 +191,7 @@ class ReapZombies:
                 continue
             key = (state.flow_id, state.flow_version)
             if key not in flows_present:
-                flows_present[key] = await self._flows.get(*key) is not None
+                flows_present[key] = await self._flow_present(*key)
             action = ReapAction.REQUEUE if flows_present[key] else ReapAction.TERMINALISE
             item = attrs.evolve(item, action=action)
             if not dry_run:
@@ -199,6 +199,13 @@ class ReapZombies:
             items.append(item)
         items.extend(await self._leaked(suspects, dry_run=dry_run))
         return ReapReport(tuple(items), dry_run, self._stale_after_ms)
+
+    async def _flow_present(self, flow_id: str, version: str) -> bool:
+        try:
+            await self._flows.get(flow_id, version)
+        except UnknownFlowError:
+            return False
+        return True
 
     # --- leases no dispatch holds -------------------------------------------------------
 

@@ -8,10 +8,12 @@ from typing import Any
 import attrs
 
 from plaita.application.ports import Clock, IdGenerator, TaskQueue
+from plaita.application.tenancy import current_tenant
 from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain.dedup import StartKind, StartRequest
 from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.tenancy import check_same_tenant
 
 JSON = Any
 
@@ -50,6 +52,8 @@ class StartExecution:
         dedup_key: str | None = None,
         tenant_id: str = "default",
     ) -> StartedExecution:
+        # The flow is looked up for the scope's tenant (W24): it must be the one started for.
+        check_same_tenant(tenant_id, current_tenant(), f"the start of {flow_id!r}")
         flow = await self._flows.get(flow_id, version)
         execution_id = execution_id or self._ids.new_id()
         request = StartRequest(execution_id, flow.flow_id, dedup_key)

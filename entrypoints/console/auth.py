@@ -59,6 +59,11 @@ class TenantNotAllowedError(PlaitaError):
     """The token may not act for the tenant the request names (403)."""
 
 
+class SharedFlowNotAllowedError(TenantNotAllowedError):
+    """A deployment-wide flow definition runs for every tenant: only a token of every tenant
+    (``*``) may register one (403)."""
+
+
 @attrs.frozen(repr=False)
 class ConsoleToken:
     token: str
@@ -287,6 +292,16 @@ def authorize_tenant(token: ConsoleToken, tenant_id: str) -> str:
             "pass one of those as the request's tenant or use a token of that tenant"
         )
     return tenant_id
+
+
+def authorize_shared(token: ConsoleToken) -> None:
+    """Nothing if ``token`` acts for every tenant, else SharedFlowNotAllowedError (403)."""
+    if ALL_TENANTS not in token.tenants:
+        raise SharedFlowNotAllowedError(
+            f"token {token.name!r} may act for tenants {token.scope} only, and a deployment-wide "
+            "flow runs for every tenant: registering one needs an admin token of every tenant "
+            '(\'*\'); register the flow for your tenant instead ("tenant": "<yours>")'
+        )
 
 
 @attrs.frozen

@@ -46,6 +46,7 @@ STATUS_BY_ERROR: Sequence[tuple[type[BaseException], int]] = (
     (named.UnknownEventError, 404),
     (UnknownDeadLetterError, 404),
     (named.ExecutionStateError, 409),
+    (named.FlowVersionConflictError, 409),
     (named.ExecutionLeaseError, 409),
     (named.SubscriptionWriteConflictError, 409),
     (UnreadableDeadLetterError, 409),

@@ -1,28 +1,42 @@
 """Operating the deployment: health, metrics, queue, dead letters, workers, config, flows.
 
-These read deployment-wide stores; each request still names the tenant it acts for and the
-token must be allowed to, and dead letters are shown for that tenant only.
+Each request names the tenant it acts for and the token must be allowed to. The queue,
+workers and configuration are the deployment's; dead letters are shown for the tenant only,
+and flows as the tenant's executions see them: its own definitions, else the deployment-wide
+ones (ADR 0011).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
 from fastapi.responses import JSONResponse
 
+from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.dlq import DeadLetterView, UnknownDeadLetterError
-from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain.dead_letter import ReplayOutcome
+from plaita.domain.errors import FlowVersionConflictError
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import SHARED, FlowOwner
 from plaita.domain.tenancy import DEFAULT_TENANT
 from plaita.entrypoints.console import schemas, views
-from plaita.entrypoints.console.auth import Admin, AdminAccess, ViewerAccess, authorize_tenant
+from plaita.entrypoints.console.auth import (
+    Admin,
+    AdminAccess,
+    ConsoleToken,
+    ViewerAccess,
+    authorize_shared,
+    authorize_tenant,
+)
 from plaita.entrypoints.console.context import Console, ConsoleDep, responses
 from plaita.entrypoints.console.errors import error_body
 from plaita.entrypoints.console.metrics import CONTENT_TYPE_LATEST, ClusterSnapshot
 from plaita.entrypoints.console.settings_view import effective_settings
+
+audit = logging.getLogger("plaita.audit")
 
 #: How long /readyz waits for the stores before it answers "unavailable".
 READY_TIMEOUT_SECONDS = 2.0
@@ -65,7 +79,7 @@ async def readyz(console: ConsoleDep) -> Any:
     try:
         async with asyncio.timeout(READY_TIMEOUT_SECONDS):
             await console.container.queue().stats()
-            await console.container.flow_repository().list_ids()
+            await console.container.flow_repository().list_ids(owner=SHARED)
     except Exception as exc:  # any failure means "not ready"; the reason says which
         reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
@@ -237,12 +251,21 @@ async def dlq_replay(
 # --- flows --------------------------------------------------------------------------------
 
 
+SharedQuery = Annotated[
+    bool,
+    Query(description="Only the deployment-wide catalogue, not the tenant's own definitions."),
+]
+
+
 @flows.get("", response_model=schemas.FlowList, responses=responses(403, 422))
-async def flow_list(access: ViewerAccess, console: ConsoleDep) -> schemas.FlowList:
-    """Every registered flow at its latest version."""
-    catalog: FlowCatalog = console.container.flows()
-    ids = await console.container.flow_repository().list_ids()
-    return schemas.FlowList(items=[views.flow_summary(await catalog.get(i)) for i in ids])
+async def flow_list(
+    access: ViewerAccess, console: ConsoleDep, shared: SharedQuery = False
+) -> schemas.FlowList:
+    """The flows the tenant's executions can run, each at its latest version: the tenant's
+    own definitions and the deployment-wide ones it has no copy of (``shared`` says which)."""
+    with tenant_scope(access.tenant):
+        entries = await console.container.flows().listing(shared_only=shared)
+    return schemas.FlowList(items=[views.flow_summary(e.flow, e.owner) for e in entries])
 
 
 @flows.get("/{flow_id}", response_model=schemas.FlowDetail, responses=responses(403, 404, 422))
@@ -251,24 +274,78 @@ async def flow_show(
     access: ViewerAccess,
     console: ConsoleDep,
     version: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
+    shared: SharedQuery = False,
 ) -> schemas.FlowDetail:
-    """A flow's document and its graph: nodes, and edges labelled by their role."""
-    return views.flow_detail(await console.container.flows().get(flow_id, version))
+    """The definition the tenant's executions of a flow run (its own, else the deployment-wide
+    one): its document and its graph, nodes and edges labelled by their role."""
+    with tenant_scope(access.tenant):
+        entry = await console.container.flows().lookup(flow_id, version, shared_only=shared)
+    return views.flow_detail(entry.flow, entry.owner)
 
 
 @flows.post(
     "",
     status_code=201,
     response_model=schemas.RegisteredFlow,
-    responses=responses(403, 422),
+    responses={
+        200: {"model": schemas.RegisteredFlow, "description": "Already registered: unchanged."},
+        **responses(403, 409, 422),
+        409: {
+            "model": schemas.FlowVersionConflict,
+            "description": "Another document is registered under this version; nothing was "
+            "written. Register the new document under a new version.",
+        },
+    },
 )
 async def flow_register(
-    body: schemas.RegisterFlowRequest, token: Admin, console: ConsoleDep
-) -> schemas.RegisteredFlow:
-    """Validate and register a flow definition; it becomes the flow's latest version."""
-    authorize_tenant(token, body.tenant)
-    document = body.model_dump(mode="json", by_alias=True, exclude={"tenant"})
-    flow = await console.container.flows().register(Flow.from_document(document))
+    body: schemas.RegisterFlowRequest, token: Admin, console: ConsoleDep, response: Response
+) -> Any:
+    """Validate and register a flow definition for the request's tenant, or deployment-wide
+    with ``shared``; a new version becomes that catalogue's latest. A registered version
+    never changes: the same document again answers 200, another one 409."""
+    if body.shared:
+        authorize_shared(token)
+        owner = SHARED
+    else:
+        owner = FlowOwner.tenant(authorize_tenant(token, body.tenant))
+    document = body.model_dump(mode="json", by_alias=True, exclude={"tenant", "shared"})
+    flow = Flow.from_document(document)
+    try:
+        registered = await console.container.flows().register(flow, owner=owner)
+    except FlowVersionConflictError as conflict:
+        _audit_registration(token, owner, flow, "conflict")
+        return JSONResponse(
+            {
+                **error_body(type(conflict).__name__, str(conflict)),
+                "flow_id": conflict.flow_id,
+                "version": conflict.version,
+                "registered_fingerprint": conflict.registered_fingerprint,
+                "given_fingerprint": conflict.given_fingerprint,
+            },
+            status_code=409,
+        )
+    _audit_registration(token, owner, flow, registered.outcome.value)
+    if not registered.created:
+        response.status_code = 200
     return schemas.RegisteredFlow(
-        flow_id=flow.flow_id, version=flow.version, fingerprint=flow.fingerprint
+        flow_id=flow.flow_id,
+        version=flow.version,
+        fingerprint=flow.fingerprint,
+        tenant_id=owner.tenant_id,
+        shared=owner.shared,
+        created=registered.created,
+    )
+
+
+def _audit_registration(token: ConsoleToken, owner: FlowOwner, flow: Flow, outcome: str) -> None:
+    audit.log(
+        logging.WARNING if outcome == "conflict" else logging.INFO,
+        "event=console.flow_register by=%s owner=%s flow_id=%s version=%s fingerprint=%s "
+        "outcome=%s",
+        token.name,
+        owner.tenant_id or "*",
+        flow.flow_id,
+        flow.version,
+        flow.fingerprint,
+        outcome,
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.flow import FlowDocument
@@ -303,7 +303,16 @@ class WorkerList(_Response):
 # --- flows --------------------------------------------------------------------------------
 
 
-class FlowSummary(_Response):
+class FlowOwnerFields(_Response):
+    tenant_id: str | None = Field(
+        description="The tenant whose own definition this is; null for a deployment-wide one."
+    )
+    shared: bool = Field(
+        description="A deployment-wide definition: every tenant without its own copy runs it."
+    )
+
+
+class FlowSummary(FlowOwnerFields):
     flow_id: str
     version: str
     fingerprint: str
@@ -331,7 +340,7 @@ class FlowGraph(_Response):
     edges: list[GraphEdge]
 
 
-class FlowDetail(_Response):
+class FlowDetail(FlowOwnerFields):
     flow_id: str
     version: str
     fingerprint: str
@@ -340,15 +349,41 @@ class FlowDetail(_Response):
 
 
 class RegisterFlowRequest(FlowDocument):
-    """A flow definition document (E1), plus the tenant the request acts for."""
+    """A flow definition document (E1), plus whose it is: the tenant the request acts for,
+    or ``shared`` for a deployment-wide definition (an admin of every tenant only)."""
 
     tenant: TenantId = DEFAULT_TENANT
+    shared: StrictBool = Field(
+        default=False,
+        description="Register deployment-wide: every tenant without its own copy runs it. "
+        "Needs an admin token of every tenant ('*'); give no tenant with it.",
+    )
+
+    @model_validator(mode="after")
+    def _one_owner(self) -> RegisterFlowRequest:
+        if self.shared and "tenant" in self.model_fields_set:
+            raise ValueError(
+                "give either tenant (that tenant's own definition) or shared (deployment-wide)"
+            )
+        return self
 
 
-class RegisteredFlow(_Response):
+class RegisteredFlow(FlowOwnerFields):
     flow_id: str
     version: str
     fingerprint: str
+    created: bool = Field(
+        description="False when this very document was already registered (200): nothing changed."
+    )
+
+
+class FlowVersionConflict(ErrorBody):
+    """409: another document is registered under this version; nothing was written."""
+
+    flow_id: str
+    version: str
+    registered_fingerprint: str
+    given_fingerprint: str
 
 
 class Identity(_Response):

@@ -15,6 +15,7 @@ from plaita.domain.flow import (
     SwitchNode,
     TaskNode,
 )
+from plaita.domain.flow_owners import FlowOwner
 from plaita.domain.operator_controls import ControlFlags
 from plaita.entrypoints.console import schemas
 
@@ -147,21 +148,25 @@ def _status_of(state: ExecutionState, node_id: str, *, ended: bool) -> schemas.N
 # --- flows --------------------------------------------------------------------------------
 
 
-def flow_summary(flow: Flow) -> schemas.FlowSummary:
+def flow_summary(flow: Flow, owner: FlowOwner) -> schemas.FlowSummary:
     return schemas.FlowSummary(
         flow_id=flow.flow_id,
         version=flow.version,
         fingerprint=flow.fingerprint,
         node_count=sum(1 for _ in flow.nodes()),
+        tenant_id=owner.tenant_id,
+        shared=owner.shared,
     )
 
 
-def flow_detail(flow: Flow) -> schemas.FlowDetail:
+def flow_detail(flow: Flow, owner: FlowOwner) -> schemas.FlowDetail:
     nodes = list(flow.nodes())
     return schemas.FlowDetail(
         flow_id=flow.flow_id,
         version=flow.version,
         fingerprint=flow.fingerprint,
+        tenant_id=owner.tenant_id,
+        shared=owner.shared,
         document=flow.to_document(),
         graph=schemas.FlowGraph(
             nodes=[

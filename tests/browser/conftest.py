@@ -25,6 +25,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from plaita.application.codec import encode_envelope
 from plaita.application.ports import Delivery
 from plaita.domain.envelope import TaskEnvelope
+from plaita.domain.flow_owners import SHARED
 from plaita.entrypoints.cli_support import import_handler_modules, load_flow_file
 from plaita.entrypoints.console.app import create_app
 from plaita.entrypoints.container import build_container
@@ -117,7 +118,9 @@ class ConsoleServer:
         )
         container = self.container = build_container(settings)
         import_handler_modules(settings.handler_modules)
-        await container.flows().register(load_flow_file(REPO_ROOT / "examples/flows/approval.json"))
+        await container.flows().register(
+            load_flow_file(REPO_ROOT / "examples/flows/approval.json"), owner=SHARED
+        )
         app = create_app(
             container,
             tokens=[

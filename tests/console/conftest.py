@@ -21,6 +21,7 @@ from fastapi import FastAPI
 
 from plaita.application.tenancy import no_tenant_scope, tenant_scope
 from plaita.domain.events import EventQuery
+from plaita.domain.flow_owners import SHARED, FlowOwner
 from plaita.entrypoints.cli_support import import_handler_modules
 from plaita.entrypoints.console import create_app
 from plaita.entrypoints.container import Container, build_container
@@ -141,7 +142,10 @@ async def services(container: Container) -> AsyncIterator[None]:
 
 
 async def register_approval(client: httpx.AsyncClient) -> None:
-    answer = await client.post("/api/v1/flows", json=approval_document(), headers=auth("admin"))
+    """The approval flow, deployment-wide: every tenant's executions can run it."""
+    answer = await client.post(
+        "/api/v1/flows", json={**approval_document(), "shared": True}, headers=auth("admin")
+    )
     assert answer.status_code == 201, answer.text
 
 
@@ -184,6 +188,19 @@ async def wait_for(
     raise AssertionError(f"execution {execution_id} never reached {set(statuses)}; last {last}")
 
 
+async def flow_catalogues(container: Container) -> dict[str, list[tuple[str, str, str]]]:
+    """Every definition of the deployment-wide, default and acme catalogues, by owner:
+    (flow_id, version, fingerprint) of each one's latest."""
+    repository = container.flow_repository()
+    found: dict[str, list[tuple[str, str, str]]] = {}
+    for owner in (SHARED, FlowOwner.tenant("default"), FlowOwner.tenant("acme")):
+        latest = [
+            await repository.get(i, owner=owner) for i in await repository.list_ids(owner=owner)
+        ]
+        found[str(owner)] = [(f.flow_id, f.version, f.fingerprint) for f in latest if f is not None]
+    return found
+
+
 async def snapshot(container: Container) -> dict[str, Any]:
     """What a refused request must not change: queue, flows, events, executions, flags."""
     executions: dict[str, Any] = {}
@@ -198,11 +215,7 @@ async def snapshot(container: Container) -> dict[str, Any]:
     return {
         "queue": await container.queue().stats(),
         "delayed": await container.delay_queue().pending(),
-        "flows": list(await container.flow_repository().list_ids()),
-        "versions": [
-            (await container.flow_repository().get(flow_id)).version  # type: ignore[union-attr]
-            for flow_id in await container.flow_repository().list_ids()
-        ],
+        "flows": await flow_catalogues(container),
         "events": len(await container.events().list(EventQuery(limit=10_000))),
         "dead_letters": await container.dlq_length()(),
         "executions": executions,

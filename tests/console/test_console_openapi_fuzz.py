@@ -22,6 +22,7 @@ from schemathesis.checks import positive_data_acceptance
 
 from plaita.application.tenancy import tenant_scope
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import SHARED
 from plaita.entrypoints.cli_support import import_handler_modules
 from plaita.entrypoints.console import create_app
 from plaita.entrypoints.container import build_container
@@ -38,7 +39,7 @@ def _seeded_app() -> Any:
     flow = Flow.from_json((REPO_ROOT / "examples/flows/approval.json").read_text())
 
     async def seed() -> None:
-        await container.flows().register(flow)
+        await container.flows().register(flow, owner=SHARED)
         with tenant_scope("default"):
             await container.start_execution()(flow.flow_id, params={"amount": 5000})
         await container.publish_event()("approval_decision", data={"approved": True})

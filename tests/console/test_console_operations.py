@@ -331,6 +331,8 @@ async def test_register_list_and_show_a_flow_as_a_graph(client: httpx.AsyncClien
                 "version": "1",
                 "fingerprint": registered.json()["fingerprint"],
                 "node_count": 9,
+                "tenant_id": "default",
+                "shared": False,
             }
         ]
     }

@@ -1,6 +1,14 @@
-"""FlowRepository contract (E1), run against every adapter family."""
+"""FlowRepository contract (E1, S2, W24), run against every adapter family.
+
+Definitions belong to an owner — a tenant, or the deployment (``SHARED``) — and owners never
+see each other's. A registered (owner, flow_id, version) is immutable: ``put_if_absent``
+writes only a version not stored yet, atomically with the owner's latest pointer, and of
+concurrent puts of one version exactly one writes.
+"""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 import redis.asyncio as redis
@@ -14,8 +22,12 @@ from plaita.adapters.sqlalchemy import schema as sql_schema
 from plaita.adapters.sqlalchemy.flows import SqlFlowRepository
 from plaita.application.ports import FlowRepository
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import SHARED, FlowOwner
 
 from .sql_fixtures import PostgresEngine, SqliteEngine
+
+ACME = FlowOwner.tenant("acme")
+DEFAULT = FlowOwner.tenant("default")
 
 
 def flow(flow_id: str = "orders", version: str = "1", handler: str = "shop:charge") -> Flow:
@@ -46,50 +58,98 @@ class FlowRepositoryContract:
 
     async def test_put_then_get_the_latest(self, flows: FlowRepository) -> None:
         stored = flow()
-        await flows.put(stored)
+        assert await flows.put_if_absent(stored, owner=SHARED) is None
 
-        found = await flows.get("orders")
+        found = await flows.get("orders", owner=SHARED)
         assert found is not None
         assert found.to_document() == stored.to_document()
         assert found.fingerprint == stored.fingerprint
 
-    async def test_latest_follows_the_last_put_and_old_versions_stay(
+    async def test_latest_follows_the_last_new_version_and_old_versions_stay(
         self, flows: FlowRepository
     ) -> None:
-        await flows.put(flow(version="1", handler="shop:charge"))
-        await flows.put(flow(version="2", handler="shop:charge_v2"))
+        await flows.put_if_absent(flow(version="1", handler="shop:charge"), owner=SHARED)
+        await flows.put_if_absent(flow(version="2", handler="shop:charge_v2"), owner=SHARED)
 
-        latest = await flows.get("orders")
-        first = await flows.get("orders", "1")
+        latest = await flows.get("orders", owner=SHARED)
+        first = await flows.get("orders", "1", owner=SHARED)
         assert latest is not None and latest.version == "2"
         assert first is not None and first.fingerprint == flow(version="1").fingerprint
 
-    async def test_putting_an_older_version_again_makes_it_the_latest(
+    async def test_putting_a_stored_version_again_writes_nothing_and_returns_it(
         self, flows: FlowRepository
     ) -> None:
-        await flows.put(flow(version="1"))
-        await flows.put(flow(version="2"))
-        await flows.put(flow(version="1"))
+        """S2: a version is immutable, and the latest never goes back to an older one."""
+        await flows.put_if_absent(flow(version="1"), owner=SHARED)
+        await flows.put_if_absent(flow(version="2"), owner=SHARED)
 
-        latest = await flows.get("orders")
-        assert latest is not None and latest.version == "1"
+        same = await flows.put_if_absent(flow(version="1"), owner=SHARED)
+        other = await flows.put_if_absent(flow(version="1", handler="evil:swap"), owner=SHARED)
+
+        assert same is not None and same.fingerprint == flow(version="1").fingerprint
+        assert other is not None and other.fingerprint == flow(version="1").fingerprint
+        kept = await flows.get("orders", "1", owner=SHARED)
+        latest = await flows.get("orders", owner=SHARED)
+        assert kept is not None and kept.fingerprint == flow(version="1").fingerprint
+        assert latest is not None and latest.version == "2"
+
+    async def test_owners_keep_their_own_definitions_of_one_version(
+        self, flows: FlowRepository
+    ) -> None:
+        """W24: the deployment, the default tenant and acme each have their own catalogue."""
+        documents = {SHARED: "shop:charge", DEFAULT: "shop:default", ACME: "shop:acme"}
+        for owner, handler in documents.items():
+            assert await flows.put_if_absent(flow(handler=handler), owner=owner) is None
+
+        for owner, handler in documents.items():
+            expected = flow(handler=handler).fingerprint
+            latest = await flows.get("orders", owner=owner)
+            pinned = await flows.get("orders", "1", owner=owner)
+            assert latest is not None and latest.fingerprint == expected, owner
+            assert pinned is not None and pinned.fingerprint == expected, owner
+
+    async def test_another_owners_flow_is_not_there(self, flows: FlowRepository) -> None:
+        await flows.put_if_absent(flow(), owner=ACME)
+
+        assert await flows.get("orders", owner=SHARED) is None
+        assert await flows.get("orders", "1", owner=DEFAULT) is None
+        assert list(await flows.list_ids(owner=SHARED)) == []
+        assert list(await flows.list_ids(owner=DEFAULT)) == []
 
     async def test_unknown_flow_or_version_is_none(self, flows: FlowRepository) -> None:
-        await flows.put(flow())
+        await flows.put_if_absent(flow(), owner=SHARED)
 
-        assert await flows.get("nobody") is None
-        assert await flows.get("nobody", "1") is None
-        assert await flows.get("orders", "9") is None
+        assert await flows.get("nobody", owner=SHARED) is None
+        assert await flows.get("nobody", "1", owner=SHARED) is None
+        assert await flows.get("orders", "9", owner=SHARED) is None
 
     async def test_list_ids_is_sorted_and_counts_each_flow_once(
         self, flows: FlowRepository
     ) -> None:
-        assert list(await flows.list_ids()) == []
-        await flows.put(flow("shipping"))
-        await flows.put(flow("billing:eu"))
-        await flows.put(flow("shipping", version="2"))
+        assert list(await flows.list_ids(owner=SHARED)) == []
+        await flows.put_if_absent(flow("shipping"), owner=SHARED)
+        await flows.put_if_absent(flow("billing:eu"), owner=SHARED)
+        await flows.put_if_absent(flow("shipping", version="2"), owner=SHARED)
+        await flows.put_if_absent(flow("private"), owner=ACME)
 
-        assert list(await flows.list_ids()) == ["billing:eu", "shipping"]
+        assert list(await flows.list_ids(owner=SHARED)) == ["billing:eu", "shipping"]
+        assert list(await flows.list_ids(owner=ACME)) == ["private"]
+
+    async def test_of_concurrent_puts_of_one_version_exactly_one_is_stored(
+        self, flows: FlowRepository
+    ) -> None:
+        """S2: two registrations racing for one version never both win, on any backend."""
+        rivals = [flow(handler=f"shop:rival_{n}") for n in range(8)]
+
+        answers = await asyncio.gather(*(flows.put_if_absent(f, owner=ACME) for f in rivals))
+
+        winners = [rival for rival, answer in zip(rivals, answers, strict=True) if answer is None]
+        assert len(winners) == 1
+        stored = await flows.get("orders", "1", owner=ACME)
+        assert stored is not None and stored.fingerprint == winners[0].fingerprint
+        assert {a.fingerprint for a in answers if a is not None} == {winners[0].fingerprint}
+        latest = await flows.get("orders", owner=ACME)
+        assert latest is not None and latest.fingerprint == winners[0].fingerprint
 
 
 class TestMemoryFlowRepository(FlowRepositoryContract):
@@ -98,17 +158,53 @@ class TestMemoryFlowRepository(FlowRepositoryContract):
         return MemoryFlowRepository()
 
 
-class TestFakeRedisFlowRepository(FlowRepositoryContract):
+class RedisFlows(FlowRepositoryContract):
     @pytest.fixture
-    def flows(self, fake_redis: redis.Redis, keys: RedisKeys) -> FlowRepository:
-        return RedisFlowRepository(fake_redis, keys)
+    def client(self) -> redis.Redis:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def flows(self, client: redis.Redis, keys: RedisKeys) -> FlowRepository:
+        return RedisFlowRepository(client, keys)
+
+    async def test_a_tenants_definitions_live_in_its_namespace_and_shared_ones_where_they_were(
+        self, flows: FlowRepository, client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        """ADR 0011: shared definitions keep the keys of deployments before tenants owned
+        flows; the default tenant's own never land on them."""
+        await flows.put_if_absent(flow(), owner=SHARED)
+        await flows.put_if_absent(flow(handler="shop:default"), owner=DEFAULT)
+        await flows.put_if_absent(flow(handler="shop:acme"), owner=ACME)
+
+        ns = keys.namespace
+        assert (
+            await client.exists(
+                f"{ns}:flow:{{orders}}:v:1", f"{ns}:flow:{{orders}}:latest", f"{ns}:flows"
+            )
+            == 3
+        )
+        assert (
+            await client.exists(
+                f"{ns}:tenant-flow:{{orders}}:v:1",
+                f"{ns}:acme:tenant-flow:{{orders}}:v:1",
+                f"{ns}:acme:tenant-flow:{{orders}}:latest",
+                f"{ns}:acme:tenant-flows",
+            )
+            == 4
+        )
+
+
+class TestFakeRedisFlowRepository(RedisFlows):
+    @pytest.fixture
+    def client(self, fake_redis: redis.Redis) -> redis.Redis:
+        return fake_redis
 
 
 @pytest.mark.redis
-class TestRedisFlowRepository(FlowRepositoryContract):
+class TestRedisFlowRepository(RedisFlows):
     @pytest.fixture
-    def flows(self, real_redis: redis.Redis, keys: RedisKeys) -> FlowRepository:
-        return RedisFlowRepository(real_redis, keys)
+    def client(self, real_redis: redis.Redis) -> redis.Redis:
+        return real_redis
 
 
 class SqlFlows(FlowRepositoryContract):
@@ -116,21 +212,26 @@ class SqlFlows(FlowRepositoryContract):
     def flows(self, engine: AsyncEngine) -> FlowRepository:
         return SqlFlowRepository(engine)
 
-    async def test_a_definition_is_stored_with_its_fingerprint_beside_the_latest_pointer(
+    async def test_a_definition_is_stored_with_its_owner_and_fingerprint_beside_the_latest(
         self, flows: FlowRepository, engine: AsyncEngine
     ) -> None:
-        await flows.put(flow(version="1"))
-        await flows.put(flow(version="2", handler="shop:charge_v2"))
+        await flows.put_if_absent(flow(version="1"), owner=SHARED)
+        await flows.put_if_absent(flow(version="2", handler="shop:charge_v2"), owner=SHARED)
+        await flows.put_if_absent(flow(version="1"), owner=ACME)
 
         async with engine.connect() as connection:
             stored = (await connection.execute(sa.select(sql_schema.flows))).all()
             latest = (await connection.execute(sa.select(sql_schema.flow_latest))).all()
-        assert sorted((row.version, row.fingerprint) for row in stored) == [
-            ("1", flow(version="1").fingerprint),
-            ("2", flow(version="2", handler="shop:charge_v2").fingerprint),
+        assert sorted((row.owner, row.version, row.fingerprint) for row in stored) == [
+            ("*", "1", flow(version="1").fingerprint),
+            ("*", "2", flow(version="2", handler="shop:charge_v2").fingerprint),
+            ("acme", "1", flow(version="1").fingerprint),
         ]
         assert all(row.created_at is not None for row in stored)
-        assert [(row.flow_id, row.version) for row in latest] == [("orders", "2")]
+        assert sorted((row.owner, row.flow_id, row.version) for row in latest) == [
+            ("*", "orders", "2"),
+            ("acme", "orders", "1"),
+        ]
 
 
 class TestSqliteFlowRepository(SqliteEngine, SqlFlows):

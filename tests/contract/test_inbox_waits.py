@@ -48,6 +48,7 @@ from plaita.domain.envelope import TaskEnvelope
 from plaita.domain.events import wait_subscription_id
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import SHARED
 
 from ..unit.application.conftest import SequentialIds, handler_registry
 from .conftest import REDIS_SKIP_REASON, REDIS_URL_VARIABLE, FakeClock
@@ -167,7 +168,7 @@ async def world(
         leases = MemoryLeaseManager(clock)
         queue = MemoryTaskQueue(clock)
         flows = FlowCatalog(MemoryFlowRepository(), handler_registry())
-        await flows.register(Flow.from_document(TWO_WAITS))
+        await flows.register(Flow.from_document(TWO_WAITS), owner=SHARED)
         await queue.ensure_group()
         yield World(
             clock,
@@ -185,7 +186,7 @@ async def world(
     async with redis_client(request.param, namespace) as client:
         redis_queue = RedisTaskQueue(client, keys)
         flows = FlowCatalog(RedisFlowRepository(client, keys), handler_registry())
-        await flows.register(Flow.from_document(TWO_WAITS))
+        await flows.register(Flow.from_document(TWO_WAITS), owner=SHARED)
         await redis_queue.ensure_group()
         yield World(
             clock,

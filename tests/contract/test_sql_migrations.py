@@ -6,6 +6,7 @@ revision plaita does not know and a URL it cannot use are named errors.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,15 +21,21 @@ from sqlalchemy.engine import Connection
 
 from plaita.adapters.sqlalchemy import migrations
 from plaita.adapters.sqlalchemy.engine import SQLITE_BUSY_TIMEOUT_MS, create_engine, database_url
+from plaita.adapters.sqlalchemy.flows import SqlFlowRepository
 from plaita.adapters.sqlalchemy.lease import SqlLeaseManager
 from plaita.adapters.sqlalchemy.schema import HEADER_FIELDS, metadata
 from plaita.adapters.sqlalchemy.storage import SqlExecutionRepository
 from plaita.domain.checkpoint import header_of
 from plaita.domain.errors import DatabaseSchemaError, InvalidDatabaseUrlError
+from plaita.domain.flow_owners import SHARED, FlowOwner
 
 from .conftest import FakeClock
 from .sql_fixtures import fresh_postgres_database, postgres_url, sqlite_url
 from .test_execution_repository_contract import state
+from .test_flow_repository_contract import flow
+
+#: The newest migration (0002: flow definitions per owner).
+HEAD = "0002"
 
 
 def differences(connection: Connection, target: sa.MetaData) -> list[Any]:
@@ -59,8 +66,8 @@ class MigrationContract:
 
         reached = await migrations.upgrade(url)
 
-        assert reached == migrations.head() == "0001"
-        assert await migrations.current(url) == "0001"
+        assert reached == migrations.head() == HEAD
+        assert await migrations.current(url) == HEAD
         assert await schema_differences(url) == []
 
     async def test_the_comparison_sees_a_schema_that_differs(self, url: str) -> None:
@@ -88,9 +95,49 @@ class MigrationContract:
             assert lease is not None
             await repository.save(state(), fence=lease.generation)
 
-            assert await migrations.upgrade(url) == "0001"
+            assert await migrations.upgrade(url) == HEAD
 
             assert await repository.load("x:1") == state()
+        finally:
+            await engine.dispose()
+
+    async def test_flows_stored_before_owners_existed_become_deployment_wide(
+        self, url: str
+    ) -> None:
+        """0002 (ADR 0011): every definition was shared before tenants owned flows, so an
+        upgraded database keeps serving it to every tenant, under its old latest."""
+        await migrations.upgrade(url, "0001")
+        old, older = flow(version="2", handler="shop:charge_v2"), flow(version="1")
+        engine = create_engine(url)
+        try:
+            async with engine.begin() as connection:
+                for stored in (older, old):
+                    await connection.execute(
+                        sa.text(
+                            "INSERT INTO flows (flow_id, version, document, fingerprint) "
+                            "VALUES (:flow_id, :version, :document, :fingerprint)"
+                        ),
+                        {
+                            "flow_id": stored.flow_id,
+                            "version": stored.version,
+                            "document": json.dumps(stored.to_document()),
+                            "fingerprint": stored.fingerprint,
+                        },
+                    )
+                await connection.execute(
+                    sa.text("INSERT INTO flow_latest (flow_id, version) VALUES ('orders', '2')")
+                )
+
+            assert await migrations.upgrade(url) == HEAD
+
+            flows = SqlFlowRepository(engine)
+            latest = await flows.get("orders", owner=SHARED)
+            assert latest is not None and latest.fingerprint == old.fingerprint
+            assert list(await flows.list_ids(owner=SHARED)) == ["orders"]
+            assert await flows.get("orders", owner=FlowOwner.tenant("default")) is None
+            # The owner is part of the key now: a tenant may keep its own version 1.
+            assert await flows.put_if_absent(older, owner=FlowOwner.tenant("acme")) is None
+            assert await schema_differences(url) == []
         finally:
             await engine.dispose()
 
@@ -98,7 +145,7 @@ class MigrationContract:
         """Two processes starting at once (two workers) both find the schema at head."""
         reached = await asyncio.gather(*(migrations.upgrade(url) for _ in range(3)))
 
-        assert reached == ["0001", "0001", "0001"]
+        assert reached == [HEAD, HEAD, HEAD]
         assert await schema_differences(url) == []
 
     async def test_an_unknown_revision_is_a_named_error(self, url: str) -> None:

@@ -34,6 +34,7 @@ from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.process_task import ProcessTask
 from plaita.domain.envelope import TaskEnvelope
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import SHARED
 
 from .test_checkpoint_costs import Wire, wired_fake_redis, wired_real_redis
 
@@ -95,7 +96,7 @@ class StepRoundTrips:
     async def dispatch_round_trips(
         self, step: ProcessTask, catalog: FlowCatalog, wire: Wire, length: int, prefix: str = ""
     ) -> int:
-        flow = await catalog.register(chain(length))
+        flow = (await catalog.register(chain(length), owner=SHARED)).flow
         now = SystemClock().now_ms()
         warm = TaskEnvelope.start(
             execution_id=f"{prefix}warm-{length}",

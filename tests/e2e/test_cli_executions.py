@@ -32,6 +32,7 @@ from plaita.application.tenancy import current_tenant, tenant_scope
 from plaita.domain.envelope import ResumeType, TaskEnvelope
 from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus, Suspension
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import SHARED
 from plaita.domain.operator_controls import ControlFlags
 from plaita.entrypoints.cli import main
 
@@ -110,7 +111,7 @@ class Namespace:
         """A stored execution of FLOW: suspended at ``wait``, or failed/cancelled there."""
 
         async def body(client: redis.Redis, keys: RedisKeys) -> None:
-            await RedisFlowRepository(client, keys).put(FLOW)
+            await RedisFlowRepository(client, keys).put_if_absent(FLOW, owner=SHARED)
             now = at_ms or int(time.time() * 1000)
             state = ExecutionState.new(
                 execution_id=execution_id,
@@ -345,7 +346,14 @@ def test_flows_list_and_show(ns: Namespace) -> None:
     code, listed = ns.invoke_json("flows", "list")
     assert code == 0
     assert listed["items"] == [
-        {"flow_id": "waiting", "version": "1", "fingerprint": FLOW.fingerprint, "node_count": 3}
+        {
+            "flow_id": "waiting",
+            "version": "1",
+            "fingerprint": FLOW.fingerprint,
+            "node_count": 3,
+            "tenant_id": None,
+            "shared": True,
+        }
     ]
     code, shown = ns.invoke_json("flows", "show", "waiting", "--version", "1")
     assert code == 0 and shown["document"]["start"] == "prepare"

@@ -29,6 +29,7 @@ from plaita.application.tenancy import current_tenant, tenant_scope
 from plaita.domain.envelope import ResumeType, TaskEnvelope
 from plaita.domain.execution import ExecutionState
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import SHARED
 from plaita.entrypoints.cli_ops import delete_execution, dlq, reap
 
 T = TypeVar("T")
@@ -129,7 +130,7 @@ def new_carriers(ns: Namespace) -> list[TaskEnvelope]:
 
 def running(ns: Namespace, execution_id: str, *, idle_ms: int) -> None:
     async def body(client: redis.Redis, keys: RedisKeys) -> None:
-        await RedisFlowRepository(client, keys).put(FLOW)
+        await RedisFlowRepository(client, keys).put_if_absent(FLOW, owner=SHARED)
         state = ExecutionState.new(
             execution_id=execution_id,
             flow_id=FLOW.flow_id,

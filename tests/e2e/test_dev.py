@@ -68,6 +68,10 @@ def test_dev_runs_an_approval_from_start_to_finish_over_its_console(tmp_path: Pa
             timeout=5,
         )
         assert api.get("/healthz").json() == {"status": "ok"}
+        # The examples are deployment-wide: every tenant's executions can run them.
+        for tenant in ("default", "acme"):
+            flows = api.get("/api/v1/flows", params={"tenant": tenant}).json()["items"]
+            assert {(f["flow_id"], f["shared"]) for f in flows} >= {("approval", True)}
         started = api.post(
             "/api/v1/executions", json={"flow_id": "approval", "input": {"amount": 5000}}
         )

@@ -26,8 +26,10 @@ function flowKey(flow) {
   return JSON.stringify([flow.flow_id, flow.version]);
 }
 
+// Whose the definition is: the tenant's own copy, or the deployment-wide one.
 function flowLabel(flow) {
-  return `${flow.flow_id} · v${flow.version}`;
+  const whose = flow.shared ? "shared" : `${flow.tenant_id}'s own`;
+  return `${flow.flow_id} · v${flow.version} · ${whose}`;
 }
 
 export function executionsView(ctx, query) {

@@ -8,7 +8,10 @@ from typing import Any
 
 import pytest
 
+from plaita.adapters.memory.flows import MemoryFlowRepository
 from plaita.application.handlers import HandlerRegistry
+from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import FlowOwner
 
 
 class FakeClock:
@@ -64,3 +67,17 @@ async def twin(clock: FakeClock, ids: SequentialIds) -> Any:
     from .twin import make_twin
 
     return await make_twin(clock, ids)
+
+
+class CountingRepository(MemoryFlowRepository):
+    """The memory flow repository, counting its reads: a cache hit reads nothing (W20)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    async def get(
+        self, flow_id: str, version: str | None = None, *, owner: FlowOwner
+    ) -> Flow | None:
+        self.reads += 1
+        return await super().get(flow_id, version, owner=owner)

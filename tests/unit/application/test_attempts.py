@@ -18,6 +18,7 @@ from plaita.domain.dedup import DEDUP_ORPHAN_GRACE_MS
 from plaita.domain.envelope import ResumeType, TaskEnvelope
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import SHARED
 
 from .conftest import handler_registry
 from .twin import Twin
@@ -53,7 +54,7 @@ async def a_crashed_attempt(twin: Twin, envelope: TaskEnvelope) -> None:
 
 
 async def register(twin: Twin, document: dict[str, Any]) -> None:
-    await twin.catalog.register(Flow.from_document(document))
+    await twin.catalog.register(Flow.from_document(document), owner=SHARED)
 
 
 def one_start(twin: Twin, execution_id: str = "x-1") -> TaskEnvelope:

@@ -13,6 +13,7 @@ import attrs
 import pytest
 from dependency_injector import providers
 
+from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.dispatch import Disposition
 from plaita.application.use_cases.operator_controls import BulkProgress, ControlResult
 from plaita.application.use_cases.reap import ReapAction, ReapZombies
@@ -24,11 +25,13 @@ from plaita.domain.errors import (
     LeaseConflictError,
     OperatorActionRefusedError,
     UnknownExecutionError,
+    UnknownFlowError,
     UnknownNodeError,
 )
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.failures import DeterministicNodeError
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import SHARED, FlowOwner
 from plaita.domain.operator_controls import ControlFlags, OperatorAction
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.settings import Settings
@@ -150,7 +153,7 @@ async def world(clock: FakeClock, ids: SequentialIds) -> World:
     container.ids.override(providers.Object(ids))
     container.handlers.override(providers.Object(handlers))
     for document in (WAITING, CHAIN):
-        await container.flows().register(Flow.from_document(document))
+        await container.flows().register(Flow.from_document(document), owner=SHARED)
     await container.queue().ensure_group()
     return world
 
@@ -361,6 +364,25 @@ async def test_retry_from_a_node_restarts_there_with_a_fresh_budget_for_it(world
     assert world.runs == ["a", "b", "b", "c"]  # same id; a did not run again
 
 
+async def test_retry_from_a_node_finds_the_flow_in_the_executions_own_tenant(
+    world: World,
+) -> None:
+    """W24, ADR 0011: a flow only acme has is found for acme's execution, not for default."""
+    solo = {**CHAIN, "flow_id": "solo"}
+    await world.container.flows().register(Flow.from_document(solo), owner=FlowOwner("acme"))
+    world.broken.add("b")
+    with tenant_scope("acme"):
+        start = attrs.evolve(world.start("solo", "x-9"), tenant_id="acme")
+        assert await world.run(start) == "failed"
+        world.broken.clear()
+
+        result = await world.container.retry_execution()("x-9", from_node="b")
+
+        assert result.outcome == "restarted"
+    with pytest.raises(UnknownFlowError, match="'solo'"):
+        await world.container.flows().get("solo")
+
+
 async def test_retry_of_an_error_without_a_node_is_the_w7_wake_up(world: World) -> None:
     await world.failed_at_b()
     world.broken.clear()
@@ -568,7 +590,7 @@ async def test_the_reaper_skips_a_paused_execution(world: World) -> None:
         executions=world.container.executions(),
         leases=world.container.leases(),
         queue=world.container.queue(),
-        flows=world.container.flow_repository(),
+        flows=world.container.flows(),
         counters=world.container.counters(),
         clock=world.clock,
         holder_id="reaper",

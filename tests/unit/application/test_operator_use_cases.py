@@ -37,6 +37,7 @@ from plaita.domain.envelope import CarrierKind, ResumeType, TaskEnvelope
 from plaita.domain.errors import ExecutionLeaseError, UnknownExecutionError
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import SHARED
 from plaita.domain.tombstone import DEFAULT_TOMBSTONE_TTL_SECONDS, Tombstone
 
 from .conftest import FakeClock, SequentialIds, handler_registry
@@ -95,7 +96,7 @@ class Ops:
             executions=self.executions,
             leases=self.leases,
             queue=self.queue,
-            flows=self.flows,
+            flows=FlowCatalog(self.flows, None),
             counters=self.counters,
             clock=self.clock,
             holder_id="reaper",
@@ -169,7 +170,7 @@ class Ops:
 async def ops(clock: FakeClock, ids: SequentialIds) -> Ops:
     leases = MemoryLeaseManager(clock)
     flows = MemoryFlowRepository()
-    await flows.put(Flow.from_document(WAITING))
+    await flows.put_if_absent(Flow.from_document(WAITING), owner=SHARED)
     return Ops(
         clock,
         ids,

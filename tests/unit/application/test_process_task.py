@@ -27,6 +27,7 @@ from plaita.domain.errors import (
 )
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import SHARED
 from plaita.domain.tombstone import Tombstone
 
 from .conftest import handler_registry
@@ -158,7 +159,7 @@ async def test_a_handler_outside_the_allowlist_fails_the_execution_visibly(twin:
         {"id": "request", "type": "task", "handler": "os:system", "next": "done"},
         {"id": "done", "type": "end"},
     ]
-    await FlowCatalog(twin.flows, None).register(Flow.from_document(rogue))
+    await FlowCatalog(twin.flows, None).register(Flow.from_document(rogue), owner=SHARED)
     result = await twin.process(attrs.evolve(twin.envelope_start(1), flow_id="rogue"))
     assert result.outcome == "failed"
     state = await twin.executions.load("x-1")

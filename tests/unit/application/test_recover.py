@@ -24,6 +24,7 @@ from plaita.application.use_cases.recover import RecoverAfterRestart, RecoveryRe
 from plaita.domain.envelope import TaskEnvelope
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import SHARED
 
 from .conftest import FakeClock, SequentialIds, handler_registry
 
@@ -105,7 +106,7 @@ class Process:
 async def first(clock: FakeClock) -> Process:
     leases = MemoryLeaseManager(clock)
     flows = FlowCatalog(MemoryFlowRepository(), handler_registry(step=lambda p, c: "stepped"))
-    await flows.register(Flow.from_document(WAITS))
+    await flows.register(Flow.from_document(WAITS), owner=SHARED)
     process = Process(clock, MemoryExecutionRepository(leases), leases, flows)
     await process.queue.ensure_group()
     return process

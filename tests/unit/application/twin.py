@@ -26,6 +26,7 @@ from plaita.application.use_cases.process_task import ProcessTask
 from plaita.application.use_cases.start_execution import StartExecution
 from plaita.domain.envelope import ResumeType, TaskEnvelope
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import SHARED
 
 from .conftest import FakeClock, SequentialIds, handler_registry
 
@@ -186,6 +187,6 @@ async def make_twin(clock: FakeClock, ids: SequentialIds) -> Twin:
         MemoryDelayQueue(clock, queue),
         MemoryDedupStore(clock),
     )
-    await twin.catalog.register(Flow.from_document(APPROVAL))
+    await twin.catalog.register(Flow.from_document(APPROVAL), owner=SHARED)
     await queue.ensure_group()
     return twin

@@ -180,6 +180,7 @@ def test_every_problem_is_listed_at_once() -> None:
     ("name", "bad"),
     [
         ("flow_cache_size", 0),
+        ("flow_cache_size", 2.5),
         ("flow_cache_ttl_seconds", -1),
         ("disk_guard_poll_seconds", "soon"),
         ("disk_guard_path", "  "),

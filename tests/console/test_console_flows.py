@@ -1,0 +1,281 @@
+"""Flow definitions through the console: whose they are, who may register them, and that a
+registered version never changes (C1, C3, S2, W24; ADR 0011).
+
+A request registers into the tenant it acts for, or — with ``"shared": true`` — into the
+deployment-wide catalogue, which only an admin of every tenant may write. A tenant's lookups,
+listings and executions see its own definitions first, then the shared ones, never another
+tenant's. The same document again answers 200, another document under a registered version
+409 with both fingerprints; a refused request changes no catalogue.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from plaita.domain.flow import Flow
+from plaita.entrypoints.console import create_app
+from plaita.entrypoints.container import Container
+
+from .conftest import TOKENS as SUITE_TOKENS
+from .conftest import flow_catalogues, running_services, wait_for
+
+TOKENS = {
+    (role, scope): {
+        "token": f"{role}-{scope.strip('*') or 'all'}-secret-0123456789",
+        "name": f"{role}@{scope}",
+        "role": role,
+        "tenants": [scope],
+    }
+    for role in ("viewer", "operator", "admin")
+    for scope in ("*", "acme")
+}
+SHARED = "deployment-wide"
+EMPTY: dict[str, list[tuple[str, str, str]]] = {
+    SHARED: [],
+    "tenant 'default'": [],
+    "tenant 'acme'": [],
+}
+
+
+def auth(role: str, scope: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {TOKENS[(role, scope)]['token']}"}
+
+
+def pay(says: str, version: str = "1") -> dict[str, Any]:
+    return {
+        "flow_id": "pay",
+        "version": version,
+        "start": "done",
+        "nodes": [{"id": "done", "type": "end", "output": repr(says)}],
+    }
+
+
+def fingerprint(document: dict[str, Any]) -> str:
+    return Flow.from_document(document).fingerprint
+
+
+@pytest.fixture
+def app(container: Container) -> FastAPI:
+    # The suite's tokens too: ``wait_for`` polls with its viewer.
+    return create_app(container, tokens=[*SUITE_TOKENS.values(), *TOKENS.values()])
+
+
+async def register(
+    client: httpx.AsyncClient, document: dict[str, Any], who: tuple[str, str], **owner: Any
+) -> httpx.Response:
+    return await client.post("/api/v1/flows", json={**document, **owner}, headers=auth(*who))
+
+
+# --- who may register where (C3) -------------------------------------------------------------
+
+TARGETS = {
+    "tenant acme": ({"tenant": "acme"}, "tenant 'acme'"),
+    "tenant default": ({"tenant": "default"}, "tenant 'default'"),
+    "shared": ({"shared": True}, SHARED),
+}
+MATRIX = [
+    # role, token scope, target, status, error
+    *[
+        (role, scope, target, 403, "RoleNotAllowedError")
+        for role in ("viewer", "operator")
+        for scope in ("*", "acme")
+        for target in TARGETS
+    ],
+    ("admin", "*", "tenant acme", 201, None),
+    ("admin", "*", "tenant default", 201, None),
+    ("admin", "*", "shared", 201, None),
+    ("admin", "acme", "tenant acme", 201, None),  # its own tenant
+    ("admin", "acme", "tenant default", 403, "TenantNotAllowedError"),  # another tenant
+    ("admin", "acme", "shared", 403, "SharedFlowNotAllowedError"),  # every tenant's
+]
+
+
+@pytest.mark.parametrize(
+    ("role", "scope", "target", "status", "error"),
+    MATRIX,
+    ids=[f"{r}@{s}->{t}" for r, s, t, _, _ in MATRIX],
+)
+async def test_who_may_register_a_flow_for_which_catalogue(
+    client: httpx.AsyncClient,
+    container: Container,
+    role: str,
+    scope: str,
+    target: str,
+    status: int,
+    error: str | None,
+) -> None:
+    owner, catalogue = TARGETS[target]
+
+    answer = await register(client, pay("mine"), (role, scope), **owner)
+
+    assert answer.status_code == status, answer.text
+    if error is not None:
+        assert answer.json()["error"] == error
+        assert await flow_catalogues(container) == EMPTY
+        return
+    expected = {**EMPTY, catalogue: [("pay", "1", fingerprint(pay("mine")))]}
+    assert await flow_catalogues(container) == expected
+    assert answer.json() == {
+        "flow_id": "pay",
+        "version": "1",
+        "fingerprint": fingerprint(pay("mine")),
+        "tenant_id": None if target == "shared" else owner["tenant"],
+        "shared": target == "shared",
+        "created": True,
+    }
+
+
+async def test_a_scoped_admin_is_told_how_to_register_for_its_own_tenant(
+    client: httpx.AsyncClient,
+) -> None:
+    answer = await register(client, pay("mine"), ("admin", "acme"), shared=True)
+
+    message = answer.json()["message"]
+    assert "'admin@acme' may act for tenants ['acme'] only" in message
+    assert "every tenant ('*')" in message and '"tenant"' in message
+
+
+async def test_without_a_tenant_a_request_registers_for_the_default_tenant(
+    client: httpx.AsyncClient, container: Container
+) -> None:
+    """As every request: no tenant is the default tenant, never the whole deployment."""
+    refused = await register(client, pay("mine"), ("admin", "acme"))
+    assert refused.status_code == 403 and refused.json()["error"] == "TenantNotAllowedError"
+
+    answer = await register(client, pay("mine"), ("admin", "*"))
+
+    assert answer.status_code == 201 and answer.json()["tenant_id"] == "default"
+    assert (await flow_catalogues(container))[SHARED] == []
+
+
+async def test_shared_and_a_tenant_together_are_422(client: httpx.AsyncClient) -> None:
+    answer = await register(client, pay("mine"), ("admin", "*"), shared=True, tenant="acme")
+
+    assert answer.status_code == 422
+    assert "either tenant" in answer.json()["message"]
+
+
+# --- immutable versions (S2) -----------------------------------------------------------------
+
+
+async def test_the_same_document_again_is_200_and_changes_nothing(
+    client: httpx.AsyncClient, container: Container
+) -> None:
+    await register(client, pay("one", version="1"), ("admin", "*"), shared=True)
+    await register(client, pay("two", version="2"), ("admin", "*"), shared=True)
+    before = await flow_catalogues(container)
+
+    again = await register(client, pay("one", version="1"), ("admin", "*"), shared=True)
+
+    assert again.status_code == 200, again.text
+    assert again.json()["created"] is False
+    assert again.json()["fingerprint"] == fingerprint(pay("one"))
+    assert await flow_catalogues(container) == before  # the latest stays version 2
+
+
+async def test_another_document_under_a_registered_version_is_409_with_both_fingerprints(
+    client: httpx.AsyncClient, container: Container, caplog: pytest.LogCaptureFixture
+) -> None:
+    await register(client, pay("original"), ("admin", "*"), shared=True)
+    before = await flow_catalogues(container)
+
+    with caplog.at_level(logging.INFO, logger="plaita.audit"):
+        answer = await register(client, pay("rogue"), ("admin", "*"), shared=True)
+
+    assert answer.status_code == 409, answer.text
+    body = answer.json()
+    assert body["error"] == "FlowVersionConflictError"
+    assert (body["flow_id"], body["version"]) == ("pay", "1")
+    assert body["registered_fingerprint"] == fingerprint(pay("original"))
+    assert body["given_fingerprint"] == fingerprint(pay("rogue"))
+    assert "new version" in body["message"]
+    assert await flow_catalogues(container) == before
+    # Who tried is on the audit log.
+    lines = [r.getMessage() for r in caplog.records if "console.flow_register" in r.getMessage()]
+    assert lines[-1] == (
+        f"event=console.flow_register by=admin@* owner=* flow_id=pay version=1 "
+        f"fingerprint={fingerprint(pay('rogue'))} outcome=conflict"
+    )
+
+
+# --- what a tenant sees and runs (W24) -------------------------------------------------------
+
+
+async def test_a_tenant_lists_its_own_flows_over_the_shared_ones_and_sees_whose(
+    client: httpx.AsyncClient,
+) -> None:
+    await register(client, pay("original"), ("admin", "*"), shared=True)
+    await register(client, {**pay("x"), "flow_id": "common"}, ("admin", "*"), shared=True)
+    await register(client, pay("acme"), ("admin", "acme"), tenant="acme")
+    await register(client, {**pay("y"), "flow_id": "theirs"}, ("admin", "*"), tenant="default")
+
+    acme = await client.get(
+        "/api/v1/flows", params={"tenant": "acme"}, headers=auth("viewer", "acme")
+    )
+    shared = await client.get(
+        "/api/v1/flows", params={"tenant": "acme", "shared": "true"}, headers=auth("viewer", "acme")
+    )
+    shown = await client.get(
+        "/api/v1/flows/pay", params={"tenant": "acme"}, headers=auth("viewer", "acme")
+    )
+    shown_shared = await client.get(
+        "/api/v1/flows/pay",
+        params={"tenant": "acme", "shared": "true"},
+        headers=auth("viewer", "acme"),
+    )
+
+    assert [(i["flow_id"], i["tenant_id"], i["shared"]) for i in acme.json()["items"]] == [
+        ("common", None, True),
+        ("pay", "acme", False),
+    ]
+    assert [(i["flow_id"], i["shared"]) for i in shared.json()["items"]] == [
+        ("common", True),
+        ("pay", True),
+    ]
+    assert (shown.json()["tenant_id"], shown.json()["fingerprint"]) == (
+        "acme",
+        fingerprint(pay("acme")),
+    )
+    assert shown_shared.json()["fingerprint"] == fingerprint(pay("original"))
+
+
+async def test_another_tenants_flow_is_not_there_for_the_viewer_of_a_tenant(
+    client: httpx.AsyncClient,
+) -> None:
+    await register(client, pay("default only"), ("admin", "*"), tenant="default")
+
+    answer = await client.get(
+        "/api/v1/flows/pay", params={"tenant": "acme"}, headers=auth("viewer", "acme")
+    )
+
+    assert answer.status_code == 404 and answer.json()["error"] == "UnknownFlowError"
+
+
+async def test_each_tenant_runs_its_own_definition_and_the_others_the_shared_one(
+    client: httpx.AsyncClient, container: Container
+) -> None:
+    await register(client, pay("original"), ("admin", "*"), shared=True)
+    copy = await register(client, pay("acme"), ("admin", "acme"), tenant="acme")
+    assert copy.status_code == 201
+
+    async with running_services(container):
+        started = {}
+        for tenant, scope in (("default", "*"), ("acme", "acme"), ("globex", "*")):
+            answer = await client.post(
+                "/api/v1/executions",
+                json={"flow_id": "pay", "tenant": tenant},
+                headers=auth("operator", scope),
+            )
+            assert answer.status_code == 201, answer.text
+            started[tenant] = answer.json()["execution_id"]
+        results = {
+            tenant: (await wait_for(client, execution_id, {"completed"}, tenant=tenant))["result"]
+            for tenant, execution_id in started.items()
+        }
+
+    assert results == {"default": "original", "acme": "acme", "globex": "original"}
