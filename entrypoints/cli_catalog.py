@@ -14,6 +14,7 @@ import click
 from plaita.domain.errors import UnknownFlowError
 from plaita.domain.flow import Flow
 from plaita.entrypoints.cli_support import (
+    FLOW_ID,
     echo_json,
     json_option,
     redis_url_option,
@@ -78,7 +79,7 @@ def flows_list(redis_url: str, as_json: bool) -> None:
 
 
 @click.command("show")
-@click.argument("flow_id")
+@click.argument("flow_id", type=FLOW_ID)
 @click.option("--version", default=None, help="This version (default: the latest registered).")
 @redis_url_option
 @json_option

@@ -31,6 +31,7 @@ from plaita.domain.branching import (
     resolve_branch_miss,
 )
 from plaita.domain.durations import parse_duration_ms
+from plaita.domain.errors import PayloadLimitError
 from plaita.domain.failures import (
     DeterministicNodeError,
     ExecutionCancelledError,
@@ -39,10 +40,12 @@ from plaita.domain.failures import (
     FlowExecutionException,
     NodeExecutionError,
     NodeTimeoutError,
+    ResultLimitError,
     backoff_seconds,
     classify_failure,
 )
 from plaita.domain.flow import BaseNode, EndNode, FailureStrategy, IfNode, SwitchNode, TaskNode
+from plaita.domain.limits import RESULT_LIMIT, check_json_value
 from plaita.domain.timeouts import (
     AttemptLimit,
     attempt_limit,
@@ -302,7 +305,9 @@ def _require_json(node_id: str, value: JSON) -> JSON:
     checkpoint, so both take the same branches.
     """
     try:
-        return json.loads(json.dumps(value))
+        return json.loads(check_json_value(value, RESULT_LIMIT, field=f"node {node_id!r} result"))
+    except PayloadLimitError as exc:
+        raise ResultLimitError(str(exc)) from None
     except (TypeError, ValueError) as exc:
         raise DeterministicNodeError(
             f"node {node_id!r} produced a value that is not JSON-serialisable: {exc}"
