@@ -279,6 +279,11 @@ class DeadLetterView(_Response):
     schema_version: str | None
     replayed: dict[str, JSON] | None
     raw: dict[str, str]
+    raw_base64: list[list[str]] | None = Field(
+        default=None,
+        description="The carrier's exact bytes when they were not UTF-8 (raw shows them "
+        "\\x-escaped): its (field name, value) pairs, each base64-encoded.",
+    )
 
 
 class DeadLetterList(_Response):
