@@ -189,26 +189,34 @@ def _text_fields(fields: RawFields) -> tuple[dict[str, str], str | None]:
     Bytes that are not UTF-8 are shown ``\\x``-escaped, so the text is readable and still
     tells the bytes apart; the exact bytes go to ``raw_base64``.
     """
+    try:
+        return {_utf8(name): _utf8(value) for name, value in fields.items()}, None
+    except UnicodeDecodeError:
+        pass
     text: dict[str, str] = {}
     problem: str | None = None
     for name, value in fields.items():
-        decoded: list[str] = []
+        shown = [_escaped(name), _escaped(value)]
+        text[shown[0]] = shown[1]
         for part in (name, value):
-            if isinstance(part, str):
-                decoded.append(part)
-                continue
-            try:
-                decoded.append(part.decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                decoded.append(part.decode("utf-8", errors="backslashreplace"))
-                if problem is None:
-                    where = "a field name" if part is name else f"field {decoded[0]!r}"
+            if problem is None and isinstance(part, bytes):
+                try:
+                    part.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    where = "a field name" if part is name else f"field {shown[0]!r}"
                     problem = (
                         f"entry is not UTF-8: {where} has byte 0x{part[exc.start]:02x} at offset "
                         f"{exc.start}; its exact bytes are kept in raw_base64 as evidence"
                     )
-        text[decoded[0]] = decoded[1]
     return text, problem
+
+
+def _utf8(part: str | bytes) -> str:
+    return part if isinstance(part, str) else part.decode("utf-8")
+
+
+def _escaped(part: str | bytes) -> str:
+    return part if isinstance(part, str) else part.decode("utf-8", errors="backslashreplace")
 
 
 def _base64_pairs(fields: RawFields) -> RawBase64:

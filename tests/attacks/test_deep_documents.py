@@ -1,4 +1,4 @@
-"""Documents nested too deep, against real processes on a real Redis (issue 12 item 3, R4, W9).
+"""Documents nested too deep, against real processes on a real Redis (R4, W9).
 
 A 10,000-deep envelope on the stream used to crash-loop: the dead-letter guard re-parsed it,
 ``RecursionError`` escaped, the carrier stayed pending and every reclaim crashed again, so it

@@ -1,4 +1,4 @@
-"""Raw garbage on the task stream, read by real workers on a real Redis (issue 12, R4, W2, W9).
+"""Raw garbage on the task stream, read by real workers on a real Redis (R4, W2, W9).
 
 What an outside attack wrote with ``XADD`` used to take workers down: one non-UTF-8 byte
 made every read of its batch fail for ever (``worker.read_failed UnicodeDecodeError``),

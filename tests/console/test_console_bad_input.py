@@ -266,7 +266,7 @@ async def test_a_repeated_query_parameter_is_422(client: httpx.AsyncClient) -> N
     ]
 
 
-# --- issue 12: JSON limits (item 3) and the id rule (item 7) --------------------------------
+# --- R4, C1: JSON limits and the id rule ----------------------------------------------------
 
 
 def nested(depth: int) -> Any:
@@ -279,7 +279,7 @@ def nested(depth: int) -> Any:
 async def test_an_input_over_the_depth_limit_is_422_naming_the_limit_and_the_field(
     client: httpx.AsyncClient, container: Container
 ) -> None:
-    """Item 3: a 300-deep input used to be accepted (201) and then dead-lettered by the
+    """R4: a 300-deep input used to be accepted (201) and then dead-lettered by the
     worker, so the execution never existed. The console and the worker now agree."""
     await register_approval(client)
     before = await snapshot(container)
@@ -349,7 +349,7 @@ async def test_a_ten_thousand_deep_body_is_422_naming_the_limit_not_a_parse_fail
 async def test_an_id_outside_the_id_rule_is_422_naming_the_field(
     client: httpx.AsyncClient, container: Container, body: dict[str, Any], loc: list[str]
 ) -> None:
-    """Item 7: `../../etc` used to start and complete, and was then unaddressable (404)."""
+    """R4: `../../etc` used to start and complete, and was then unaddressable (404)."""
     await register_approval(client)
     before = await snapshot(container)
     answer = await client.post("/api/v1/executions", json=body, headers=auth("operator"))

@@ -549,7 +549,7 @@ class RedisOnlyChecks:
     async def test_a_non_utf8_notification_does_not_stop_the_listener(
         self, build: MakeBus, redis_client: redis.Redis, keys: RedisKeys
     ) -> None:
-        """Issue 12: a foreign non-UTF-8 entry on the notification stream used to fail every
+        """R4, V3: a foreign non-UTF-8 entry on the notification stream used to fail every
         read of the listener, for ever; now it names no event and the next one arrives."""
         bus = build()
         handler = Recorder()

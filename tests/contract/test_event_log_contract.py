@@ -187,7 +187,7 @@ class RedisEventKeyChecks:
     async def test_foreign_notifications_never_fail_a_read_or_a_reclaim(
         self, ready: EventLog, redis_client: redis.Redis, keys: RedisKeys, elapse: Elapse
     ) -> None:
-        """Issue 12: a non-UTF-8 entry (or one naming no event) is handed on like any other,
+        """R4, V4: a non-UTF-8 entry (or one naming no event) is handed on like any other,
         so its lookup finds nothing and it is acked; the events around it still arrive."""
         stream = keys.event_notifications()
         await ready.append(event("ev:1"))

@@ -279,7 +279,7 @@ class QueueContract:
     async def test_a_non_utf8_entry_is_undecodable_and_does_not_fail_its_batch(
         self, ready: RawTaskQueue
     ) -> None:
-        """Issue 12 (R4): one non-UTF-8 byte used to fail every read of the batch, for ever."""
+        """R4: one non-UTF-8 byte used to fail every read of the batch, for ever."""
         first = await ready.enqueue(envelope("x-1"))
         garbage = await ready.enqueue_raw(NOT_UTF8)
         last = await ready.enqueue(envelope("x-3"))
@@ -299,7 +299,7 @@ class QueueContract:
     async def test_reclaim_survives_a_non_utf8_entry(
         self, ready: RawTaskQueue, elapse: Elapse
     ) -> None:
-        """Issue 12: a killed worker's carriers are reclaimed even with garbage pending."""
+        """R4, W2: a killed worker's carriers are reclaimed even with garbage pending."""
         await ready.enqueue_raw(NOT_UTF8)
         held = await ready.enqueue(envelope("x-2"))
         await ready.read("killed", count=10, block_ms=0)
@@ -315,7 +315,7 @@ class QueueContract:
     async def test_a_ten_thousand_deep_envelope_is_undecodable_naming_the_depth_limit(
         self, ready: RawTaskQueue
     ) -> None:
-        """Issue 12 item 3: refused before any parser recurses into it."""
+        """R4: over the JSON depth limit, refused before any parser recurses into it."""
         await ready.enqueue_raw(TEN_THOUSAND_DEEP)
 
         [delivery] = await ready.read("worker-a", count=10, block_ms=0)
@@ -327,7 +327,7 @@ class QueueContract:
     async def test_dead_letter_of_a_non_utf8_entry_keeps_its_bytes_in_base64(
         self, ready: RawTaskQueue
     ) -> None:
-        """Issue 12: the evidence is lossless; the readable copy shows the bytes escaped."""
+        """R4, W9: the evidence is lossless; the readable copy shows the bytes escaped."""
         message_id = await ready.enqueue_raw(NOT_UTF8)
         [delivery] = await ready.read("worker-a", count=10, block_ms=0)
 

@@ -128,7 +128,7 @@ def test_demo_runs_both_approval_executions_to_completion(
     assert "waits for an approval_decision" in out
 
 
-# --- issue 12: JSON limits (item 3) and the id rule (item 7), exit 2 before connecting ------
+# --- R4, C4: JSON limits and the id rule, exit 2 before connecting ------------------------
 
 
 def deep_object(depth: int) -> str:
@@ -146,7 +146,7 @@ def deep_object(depth: int) -> str:
 def test_a_document_over_the_depth_limit_exits_2_naming_the_option_and_the_limit(
     command: tuple[str, ...], option: str, limit: str, depth: int
 ) -> None:
-    """Item 3: 300 levels used to be sent (and dead-lettered by the worker); 10,000 levels
+    """R4: 300 levels used to be sent (and dead-lettered by the worker); 10,000 levels
     crashed the CLI with RecursionError."""
     code, out = invoke(*command, option, deep_object(depth), "--redis-url", UNREACHABLE)
     assert code == 2, out
@@ -179,7 +179,7 @@ def test_run_refuses_input_and_event_data_over_the_depth_limit(
 def test_an_id_outside_the_id_rule_exits_2_before_connecting(
     args: tuple[str, ...], named: str
 ) -> None:
-    """Item 7: `../../etc` used to start and complete, and was then unaddressable."""
+    """R4: `../../etc` used to start and complete, and was then unaddressable."""
     code, out = invoke(*args, "--redis-url", UNREACHABLE)
     assert code == 2, out
     assert named in out and "may hold only letters" in out
@@ -187,7 +187,7 @@ def test_an_id_outside_the_id_rule_exits_2_before_connecting(
 
 @requires_redis
 def test_an_event_too_large_with_its_correlation_id_exits_2_naming_the_limit() -> None:
-    """Item 3: the data fits, but the carrier that would embed the event would not."""
+    """R4: the data fits, but the carrier that would embed the event would not."""
     assert REDIS_URL is not None
     env = {"PLAITA_NAMESPACE": f"plaita-e2e-{uuid.uuid4().hex[:8]}"}
     data = json.dumps({"blob": "x" * (1024 * 1024 - 100)})

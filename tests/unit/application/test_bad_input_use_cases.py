@@ -1,5 +1,5 @@
 """Library callers meet the same id rule and JSON limits as the console and the CLI:
-StartExecution and PublishEvent refuse bad input by name and write nothing (issue 12)."""
+StartExecution and PublishEvent refuse bad input by name and write nothing (R4, C1, C4)."""
 
 from __future__ import annotations
 

@@ -180,7 +180,7 @@ BAD_BODIES: dict[str, dict[str, Any]] = {
     "timestamp is text": VALID_BODY | {"timestamp_ms": "yesterday"},
     "params is a list": VALID_BODY | {"params": [1, 2]},
     "event is a string": VALID_BODY | {"event": "approved"},
-    # Issue 12 item 7: ids that would be unaddressable once stored.
+    # R4: ids that would be unaddressable once stored.
     "execution_id with a slash": VALID_BODY | {"execution_id": "../../etc"},
     "execution_id is a number": VALID_BODY | {"execution_id": 7},
     "flow_id with a space": VALID_BODY | {"flow_id": "my flow"},
@@ -202,11 +202,11 @@ def test_an_entry_naming_an_invalid_tenant_raises_invalid_envelope() -> None:
         decode_envelope(entry(body))
 
 
-# --- issue 12: hostile entries, decoded one at a time -----------------------------------
+# --- R4: hostile entries, decoded one at a time -----------------------------------
 
 
 def test_an_envelope_over_the_depth_limit_is_refused_before_it_is_parsed() -> None:
-    """Item 3: a 10,000-deep envelope names the limit instead of a parser's RecursionError."""
+    """R4: a 10,000-deep envelope names the limit instead of a parser's RecursionError."""
     deep = "[" * 10_000 + "]" * 10_000
     with pytest.raises(InvalidEnvelopeError, match="task envelope depth limit"):
         decode_envelope(entry(deep))
@@ -228,7 +228,7 @@ def test_an_envelope_carrying_event_data_at_the_limit_is_accepted() -> None:
 
 
 def test_a_non_utf8_entry_becomes_an_undecodable_delivery_with_its_exact_bytes() -> None:
-    """Item 2: decoded on its own, named, and kept losslessly (base64) as evidence."""
+    """R4: decoded on its own, named, and kept losslessly (base64) as evidence."""
     delivery = decode_delivery("1-0", {b"envelope": b"\xff\xfe", b"schema_version": b"1"}, 1)
 
     assert delivery.envelope is None

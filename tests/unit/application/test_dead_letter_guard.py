@@ -421,7 +421,7 @@ async def test_a_carrier_naming_an_invalid_tenant_touches_no_execution(world: Wo
 async def test_a_hostile_carrier_is_dead_lettered_once_never_crashing_the_guard(
     world: World, fields: dict[str, str | bytes]
 ) -> None:
-    """Issue 12: the guard used to re-parse a 10,000-deep carrier and raise RecursionError,
+    """W9, R4: the guard used to re-parse a 10,000-deep carrier and raise RecursionError,
     so it crash-looped and never reached the DLQ. It names no execution: released once."""
     await world.queue.enqueue_raw(fields)
     [delivery] = await world.queue.read("w1", count=1, block_ms=0)

@@ -482,7 +482,7 @@ def nested(depth: int) -> Any:
 async def test_a_result_over_the_limit_fails_the_node_deterministically_naming_it(
     clock: FakeClock, result: Any, limit: str
 ) -> None:
-    """Issue 12 item 3: a 10,000-deep result raised RecursionError, which counted as transient
+    """E3, R4: a 10,000-deep result raised RecursionError, which counted as transient
     and was retried; now the node fails at once, by name, without burning its retries."""
     handler = Flaky([], result=result)
     run = execution(task_flow({"retryTimes": 3}), handler_registry(work=handler), clock)

@@ -77,7 +77,7 @@ def test_an_event_with_an_empty_type_or_id_raises_invalid_event(field: str, valu
 
 @pytest.mark.parametrize("event_id", ["../e", "e 1", "{e}"])
 def test_an_event_id_outside_the_id_rule_is_refused_by_name(event_id: str) -> None:
-    """Issue 12 item 7: an event the library is handed must be addressable later."""
+    """V1, R4: an event the library is handed must be addressable later."""
     with pytest.raises(InvalidEventIdError, match="event id"):
         event(event_id=event_id)
 

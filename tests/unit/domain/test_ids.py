@@ -1,4 +1,4 @@
-"""The id rule for execution, event, flow and schedule ids (issue 12 item 7)."""
+"""The id rule for execution, event, flow and schedule ids (R4)."""
 
 from __future__ import annotations
 

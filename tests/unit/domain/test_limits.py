@@ -1,4 +1,4 @@
-"""One JSON depth and size limit, checked without recursion (issue 12 item 3)."""
+"""One JSON depth and size limit, checked without recursion (R4)."""
 
 from __future__ import annotations
 

@@ -102,7 +102,7 @@ def test_run_now_in_the_same_second_as_a_due_is_not_merged_with_it() -> None:
         lambda: manual_dedup_key("nightly", ""),
         lambda: manual_dedup_key("nightly", "a:due:1"),
         lambda: manual_dedup_key("", "req"),
-        # Issue 12 item 7: the id rule (a '/' or a space would make the key unaddressable).
+        # W22, R4: the id rule (a '/' or a space would make the key unaddressable).
         lambda: cron_dedup_key("night/ly", DUE),
         lambda: manual_dedup_key("night ly", "req"),
     ],
