@@ -62,8 +62,11 @@ ENVELOPE_LIMIT = JsonLimit(
 REQUEST_BODY_LIMIT = JsonLimit("request body", 512, None)
 
 # A JSON string as one token (escapes included), or one bracket. Strings are matched whole so
-# the brackets inside them are not counted.
-_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+# the brackets inside them are not counted. The closing quote is optional: an unterminated
+# string then ends the scan in one pass, where a failed match would be retried from every
+# escaped quote inside it (quadratic: a 1 MiB envelope would hold a worker for an hour). A
+# parser stops at such a string too, so nothing after it can nest.
+_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.DOTALL)
 _OPENERS = ("[", "{")
 _CLOSERS = ("]", "}")
 _CONTAINERS = (Mapping, list, tuple)

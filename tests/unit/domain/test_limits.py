@@ -146,3 +146,14 @@ def test_text_and_value_checks_agree(value: Any) -> None:
         else:
             refusals.append(None)
     assert refusals[0] == refusals[1]
+
+
+@pytest.mark.timeout(10)
+def test_an_unterminated_string_of_escaped_quotes_is_scanned_in_one_pass() -> None:
+    """R4: a failed string match retried from every escaped quote was quadratic — an envelope
+    of 1 MiB would have held a worker for about an hour. A parser stops at such a string, so
+    the brackets after it cannot nest."""
+    hostile = '"' + '\\"' * 400_000 + "[" * 100
+    check_json_text(hostile, ENVELOPE_LIMIT, field="envelope")
+    with pytest.raises(PayloadTooDeepError):
+        check_json_text("[" * 100 + hostile, ENVELOPE_LIMIT, field="envelope")
