@@ -10,6 +10,8 @@ each scenario to seconds, so the suite is part of the normal test run.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -17,7 +19,7 @@ import pytest
 import redis
 
 # The process tests' runner and its fixture (imported, it serves this folder too).
-from ..integration.conftest import REDIS_URL, Plaita, plaita
+from ..integration.conftest import REDIS_URL, Plaita, plaita, poll, worker_args
 
 __all__ = ["plaita"]
 
@@ -52,3 +54,16 @@ def start_with_inputs(
             await container.redis_client().aclose()
 
     return asyncio.run(start_all())
+
+
+def spawn_worker(plaita: Plaita, name: str, *, concurrency: int = 16) -> subprocess.Popen[bytes]:
+    """A worker with the process tests' short timings; returns once it runs."""
+    consumer = f"{name}-{uuid.uuid4().hex[:8]}"
+    process = plaita.spawn(name, *worker_args(consumer, concurrency=concurrency))
+    poll(
+        lambda: process.poll() is not None or "worker.started" in plaita.log_of(process),
+        timeout=15,
+        what=f"worker {name} to start\n{plaita.logs()}",
+    )
+    assert process.poll() is None, f"worker {name} exited at start-up\n{plaita.logs()}"
+    return process

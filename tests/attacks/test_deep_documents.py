@@ -11,9 +11,7 @@ what no door of plaita would have let in.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
-import uuid
 from typing import Any
 
 import pytest
@@ -25,8 +23,8 @@ from ..integration.conftest import (
     Plaita,
     poll,
     requires_redis,
-    worker_args,
 )
+from .conftest import spawn_worker
 
 pytestmark = [requires_redis, pytest.mark.process]
 
@@ -36,18 +34,6 @@ def nested(depth: int) -> Any:
     for _ in range(depth):
         value = {"k": value}
     return value
-
-
-def spawn_worker(plaita: Plaita, name: str) -> subprocess.Popen[bytes]:
-    consumer = f"{name}-{uuid.uuid4().hex[:8]}"
-    process = plaita.spawn(name, *worker_args(consumer, concurrency=4))
-    poll(
-        lambda: process.poll() is not None or "worker.started" in plaita.log_of(process),
-        timeout=15,
-        what=f"worker {name} to start\n{plaita.logs()}",
-    )
-    assert process.poll() is None, f"worker {name} exited at start-up\n{plaita.logs()}"
-    return process
 
 
 def test_a_ten_thousand_deep_envelope_reaches_the_dlq_once_and_the_worker_keeps_running(

@@ -32,9 +32,8 @@ from ..integration.conftest import (
     Plaita,
     poll,
     requires_redis,
-    worker_args,
 )
-from .conftest import start_with_inputs
+from .conftest import spawn_worker, start_with_inputs
 
 pytestmark = [requires_redis, pytest.mark.process]
 
@@ -59,18 +58,6 @@ def garbage(now_ms: int) -> dict[str, dict[str, str | bytes]]:
         "missing fields": {"envelope": json.dumps({"kind": "start"}), "schema_version": "1"},
         "execution_id with a slash": {"envelope": start(execution_id="../../etc")},
     }
-
-
-def spawn_worker(plaita: Plaita, name: str, *, concurrency: int = 16) -> subprocess.Popen[bytes]:
-    consumer = f"{name}-{uuid.uuid4().hex[:8]}"
-    process = plaita.spawn(name, *worker_args(consumer, concurrency=concurrency))
-    poll(
-        lambda: process.poll() is not None or "worker.started" in plaita.log_of(process),
-        timeout=15,
-        what=f"worker {name} to start\n{plaita.logs()}",
-    )
-    assert process.poll() is None, f"worker {name} exited at start-up\n{plaita.logs()}"
-    return process
 
 
 def add_garbage(plaita: Plaita) -> dict[str, tuple[str, dict[str, str | bytes]]]:
