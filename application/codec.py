@@ -1,20 +1,23 @@
 """Task envelopes on the wire: flat string fields, validated by pydantic at the boundary.
 
-Adapters store ``encode_envelope(...)`` as the stream entry's fields and hand what they read
-to ``decode_envelope``; a malformed entry raises ``InvalidEnvelopeError`` and is kept, raw,
-as evidence (R4). ``schema_version`` travels as its own field so a worker can refuse a newer
+Adapters store ``encode_envelope(...)`` as the stream entry's fields and hand each entry they
+read, as raw as they read it, to ``decode_delivery``; an entry that is not UTF-8, over the
+JSON limits, names an invalid id or is otherwise malformed becomes a ``Delivery`` without an
+envelope that keeps its raw fields as evidence (R4) — one bad entry never fails the others
+read with it. ``schema_version`` travels as its own field so a worker can refuse a newer
 envelope without having to understand the rest of it (W11).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from plaita.application.ports import Counters, DeadLetter, Delivery
+from plaita.application.ports import Counters, DeadLetter, Delivery, RawBase64
 from plaita.domain.budgets import Counter, CounterChange, CounterOp
 from plaita.domain.envelope import (
     CURRENT_SCHEMA_VERSION,
@@ -24,10 +27,21 @@ from plaita.domain.envelope import (
     TaskEnvelope,
     check_schema_version,
 )
-from plaita.domain.errors import InvalidEnvelopeError, InvalidTenantIdError, SchemaVersionError
+from plaita.domain.errors import (
+    InvalidEnvelopeError,
+    InvalidIdError,
+    InvalidTenantIdError,
+    PayloadLimitError,
+    SchemaVersionError,
+)
+from plaita.domain.ids import validate_event_id, validate_execution_id, validate_flow_id
+from plaita.domain.limits import ENVELOPE_LIMIT, JsonLimit, check_json_text
 
 ENVELOPE_FIELD = "envelope"
 SCHEMA_FIELD = "schema_version"
+
+#: A stream entry's fields as an adapter read them: bytes from Redis, text from the twin.
+RawFields = Mapping[str, str] | Mapping[bytes, bytes] | Mapping[str | bytes, str | bytes]
 
 
 class EnvelopeDocument(BaseModel):
@@ -84,6 +98,11 @@ def decode_envelope(fields: Mapping[str, str]) -> TaskEnvelope:
     if text is None:
         raise InvalidEnvelopeError(f"entry has no {ENVELOPE_FIELD!r} field: {sorted(fields)}")
     try:
+        # Before any parser sees it: a 10,000-deep document makes parsers recurse.
+        check_json_text(text, ENVELOPE_LIMIT, field=ENVELOPE_FIELD)
+    except PayloadLimitError as exc:
+        raise InvalidEnvelopeError(f"malformed task envelope: {exc}") from None
+    try:
         document = EnvelopeDocument.model_validate_json(text)
     except ValidationError as exc:
         problems = "; ".join(
@@ -94,13 +113,13 @@ def decode_envelope(fields: Mapping[str, str]) -> TaskEnvelope:
     try:
         return TaskEnvelope(
             kind=CarrierKind(document.kind),
-            execution_id=document.execution_id,
-            flow_id=document.flow_id,
+            execution_id=validate_execution_id(document.execution_id),
+            flow_id=validate_flow_id(document.flow_id),
             timestamp_ms=document.timestamp_ms,
             version=document.version,
             params=document.params,
             resume_type=None if document.resume_type is None else ResumeType(document.resume_type),
-            event=document.event,
+            event=_checked_event(document.event),
             subscription_id=document.subscription_id,
             tenant_id=document.tenant_id,
             dedup_key=document.dedup_key,
@@ -111,34 +130,147 @@ def decode_envelope(fields: Mapping[str, str]) -> TaskEnvelope:
                 budget_generation=document.budget_generation,
             ),
         )
-    except (ValueError, InvalidTenantIdError) as exc:
+    except (ValueError, InvalidTenantIdError, InvalidIdError) as exc:
         raise InvalidEnvelopeError(f"malformed task envelope: {exc}") from None
 
 
+def _checked_event(event: dict[str, Any] | None) -> dict[str, Any] | None:
+    if event is not None and "event_id" in event:
+        validate_event_id(event["event_id"])
+    return event
+
+
 def decode_delivery(
-    message_id: str, fields: dict[str, str], delivery_count: int, *, reclaimed: bool = False
+    message_id: str, fields: RawFields, delivery_count: int, *, reclaimed: bool = False
 ) -> Delivery:
-    """A queue entry as a ``Delivery``; an undecodable one keeps its raw fields and the reason."""
+    """One queue entry as a ``Delivery``, decoded on its own; never raises for its content.
+
+    An undecodable entry keeps its raw fields and the reason; one that is not UTF-8 also
+    keeps its exact bytes (``raw_base64``), since its readable copy had to escape them.
+    """
+    text, not_utf8 = _text_fields(fields)
+    if not_utf8 is not None:
+        return Delivery(
+            message_id,
+            None,
+            text,
+            delivery_count,
+            reclaimed,
+            problem=not_utf8,
+            raw_base64=_base64_pairs(fields),
+        )
     try:
-        envelope = decode_envelope(fields)
+        envelope = decode_envelope(text)
     except (InvalidEnvelopeError, SchemaVersionError) as exc:
-        return Delivery(message_id, None, fields, delivery_count, reclaimed, problem=str(exc))
-    return Delivery(message_id, envelope, fields, delivery_count, reclaimed)
+        return Delivery(message_id, None, text, delivery_count, reclaimed, problem=str(exc))
+    return Delivery(message_id, envelope, text, delivery_count, reclaimed)
+
+
+def envelope_document(raw: Mapping[str, str]) -> dict[str, Any] | None:
+    """The envelope field of raw carrier fields as a JSON object, best effort, never raising.
+
+    For evidence (which execution a malformed carrier names): text over the envelope limits
+    or not JSON gives None rather than an error, so no hostile carrier can fail its reader.
+    """
+    text = raw.get(ENVELOPE_FIELD)
+    if text is None:
+        return None
+    try:
+        check_json_text(text, ENVELOPE_LIMIT, field=ENVELOPE_FIELD)
+        document = json.loads(text)
+    except (PayloadLimitError, ValueError):
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def _text_fields(fields: RawFields) -> tuple[dict[str, str], str | None]:
+    """The fields as text, and why they are not UTF-8 (None when they are).
+
+    Bytes that are not UTF-8 are shown ``\\x``-escaped, so the text is readable and still
+    tells the bytes apart; the exact bytes go to ``raw_base64``.
+    """
+    try:
+        return {_utf8(name): _utf8(value) for name, value in fields.items()}, None
+    except UnicodeDecodeError:
+        pass
+    text: dict[str, str] = {}
+    problem: str | None = None
+    for name, value in fields.items():
+        shown = [_escaped(name), _escaped(value)]
+        text[shown[0]] = shown[1]
+        for part in (name, value):
+            if problem is None and isinstance(part, bytes):
+                try:
+                    part.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    where = "a field name" if part is name else f"field {shown[0]!r}"
+                    problem = (
+                        f"entry is not UTF-8: {where} has byte 0x{part[exc.start]:02x} at offset "
+                        f"{exc.start}; its exact bytes are kept in raw_base64 as evidence"
+                    )
+    return text, problem
+
+
+def _utf8(part: str | bytes) -> str:
+    return part if isinstance(part, str) else part.decode("utf-8")
+
+
+def _escaped(part: str | bytes) -> str:
+    return part if isinstance(part, str) else part.decode("utf-8", errors="backslashreplace")
+
+
+def _base64_pairs(fields: RawFields) -> RawBase64:
+    return tuple((_base64(name), _base64(value)) for name, value in fields.items())
+
+
+def _base64(part: str | bytes) -> str:
+    data = part.encode("utf-8") if isinstance(part, str) else part
+    return base64.b64encode(data).decode("ascii")
 
 
 def encode_dead_letter(delivery: Delivery, reason: str) -> dict[str, str]:
-    """DLQ entry fields: the original message id, the reason and the raw fields as evidence."""
+    """DLQ entry fields: the original message id, the reason and the raw fields as evidence.
+
+    Every value is ASCII (JSON escapes the rest), whatever bytes the carrier held.
+    """
     raw = json.dumps(delivery.raw, separators=(",", ":"), sort_keys=True)
-    return {"message_id": delivery.message_id, "reason": reason, "raw": raw}
+    fields = {"message_id": delivery.message_id, "reason": reason, "raw": raw}
+    if delivery.raw_base64 is not None:
+        fields["raw_base64"] = json.dumps([list(pair) for pair in delivery.raw_base64])
+    return fields
 
 
 def decode_dead_letter(dlq_id: str, fields: Mapping[str, str]) -> DeadLetter:
+    """A DLQ entry as plaita wrote it; one written by hand is shown as best it can be."""
+    raw = _json_or_none(fields.get("raw", "{}"))
+    pairs = _json_or_none(fields.get("raw_base64", "null"))
     return DeadLetter(
         dlq_id=dlq_id,
         message_id=fields.get("message_id", ""),
         reason=fields.get("reason", ""),
-        raw=json.loads(fields.get("raw", "{}")),
+        raw=(
+            {str(key): str(value) for key, value in raw.items()}
+            if isinstance(raw, dict)
+            else {"raw": fields.get("raw", "")}
+        ),
+        raw_base64=(
+            tuple((str(pair[0]), str(pair[1])) for pair in pairs if len(pair) == 2)
+            if isinstance(pairs, list) and all(isinstance(pair, list) for pair in pairs)
+            else None
+        ),
     )
+
+
+#: DLQ evidence may be as large as the carrier it copies; only its depth must stay parseable.
+_EVIDENCE_LIMIT = JsonLimit("dead-letter evidence", ENVELOPE_LIMIT.max_depth, None)
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        check_json_text(text, _EVIDENCE_LIMIT, field="dead letter")
+        return json.loads(text)
+    except (PayloadLimitError, ValueError):
+        return None
 
 
 #: Counter hash fields (W2, W7, W8): ``noderetry:<node id>`` and ``nodecrash:<node id>`` per

@@ -47,13 +47,18 @@ class IdGenerator(Protocol):
 
 # --- task queue (W1, W2) -----------------------------------------------------------------
 
+#: A stream entry's fields exactly as they were written: (name, value) pairs, base64.
+RawBase64 = tuple[tuple[str, str], ...]
+
 
 @attrs.frozen
 class Delivery:
     """One carrier as read from the queue.
 
     ``envelope`` is None when the entry could not be decoded; ``problem`` then says why and
-    ``raw`` keeps the fields as evidence for the dead-letter queue (R4).
+    ``raw`` keeps the fields as evidence for the dead-letter queue (R4). An entry that is not
+    UTF-8 shows its bytes ``\\x``-escaped in ``raw`` and keeps them losslessly in
+    ``raw_base64``: every (field name, value) pair, in order, each base64-encoded.
     """
 
     message_id: str
@@ -62,6 +67,7 @@ class Delivery:
     delivery_count: int
     reclaimed: bool = False
     problem: str | None = None
+    raw_base64: RawBase64 | None = None
 
 
 @attrs.frozen
@@ -79,6 +85,8 @@ class DeadLetter:
     message_id: str
     reason: str
     raw: dict[str, str]
+    #: The carrier's exact bytes when it was not UTF-8 (see ``Delivery``), else None.
+    raw_base64: RawBase64 | None = None
 
 
 class TaskQueue(Protocol):

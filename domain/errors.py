@@ -149,6 +149,44 @@ class ScheduleDedupError(PlaitaError):
     """A scheduled start's dedup key cannot be built: empty id, bad due or request id (W22)."""
 
 
+# --- bad input at every boundary: ids and JSON limits ------------------------------------
+
+
+class InvalidIdError(PlaitaError):
+    """An id (execution, event, flow, schedule) is empty, too long or holds a character
+    outside the id alphabet. Such an id could not be addressed later (a ``/`` in a URL path,
+    a brace in a Redis hash tag), so it is refused wherever it enters."""
+
+
+class InvalidExecutionIdError(InvalidIdError):
+    """An execution id breaks the id rule."""
+
+
+class InvalidEventIdError(InvalidIdError, InvalidEventError):
+    """An event id breaks the id rule."""
+
+
+class InvalidFlowIdError(InvalidIdError, FlowDefinitionError):
+    """A flow id breaks the id rule; the flow was not registered."""
+
+
+class InvalidScheduleIdError(InvalidIdError, ScheduleDedupError):
+    """A schedule id breaks the id rule; no dedup key was built for it."""
+
+
+class PayloadLimitError(PlaitaError):
+    """A JSON document (execution input, event data, node result, task envelope) is nested
+    deeper or is larger than plaita accepts; the message names the field and the limit."""
+
+
+class PayloadTooDeepError(PayloadLimitError):
+    """A JSON document nests objects and arrays deeper than its depth limit."""
+
+
+class PayloadTooLargeError(PayloadLimitError):
+    """A JSON document is larger, as compact UTF-8 JSON, than its size limit."""
+
+
 class InvalidConfigurationError(PlaitaError):
     """Start-up settings are invalid; the message lists every problem at once (W21)."""
 

@@ -17,6 +17,7 @@ from plaita.domain.errors import (
     InvalidEventQueryError,
     InvalidRetryPolicyError,
 )
+from plaita.domain.ids import validate_event_id
 
 JSON = Any
 
@@ -26,9 +27,13 @@ def _non_empty(instance: object, attribute: attrs.Attribute[str], value: str) ->
         raise InvalidEventError(f"{attribute.name} must be a non-empty string, got {value!r}")
 
 
+def _event_id(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    validate_event_id(value)
+
+
 @attrs.frozen
 class Event:
-    event_id: str = attrs.field(validator=_non_empty)
+    event_id: str = attrs.field(validator=_event_id)
     event_type: str = attrs.field(validator=_non_empty)
     timestamp_ms: int
     data: Mapping[str, JSON] = attrs.field(factory=dict)

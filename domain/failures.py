@@ -104,6 +104,11 @@ class DeterministicNodeError(NodeError):
     code = CODE_DETERMINISTIC
 
 
+class ResultLimitError(DeterministicNodeError):
+    """A node's result, or a variable it set, is over the JSON depth or size limit: the same
+    handler would produce it again, so it is not retried."""
+
+
 class FailureKind(enum.Enum):
     TRANSIENT = "transient"
     DETERMINISTIC = "deterministic"

@@ -27,6 +27,7 @@ from plaita.domain.errors import (
     MissingStartNodeError,
     UnknownNodeTargetError,
 )
+from plaita.domain.ids import validate_flow_id
 
 JSON = Any
 # Strict: JSON `true` must not become 1 ms or one retry on its way through pydantic.
@@ -144,6 +145,7 @@ class Flow:
     __slots__ = ("_by_id", "_subgraphs", "document", "fingerprint", "timeout_ms")
 
     def __init__(self, document: FlowDocument) -> None:
+        validate_flow_id(document.flow_id)
         self.document = document
         self._by_id = _index_nodes(document)
         _check_graph(document, self._by_id)

@@ -2,7 +2,8 @@
 
 Keys are ``sched:{schedule_id}:{kind}:{tail}``. The tail is the last ``:``-separated segment
 and never contains ``:`` itself, and the kinds differ, so the three key spaces are disjoint
-and each key names exactly one (schedule, due / request / second) — whatever the schedule id.
+and each key names exactly one (schedule, due / request / second) — whatever the schedule id
+(which follows the id rule, ``plaita.domain.ids``, so it may hold ``:``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import enum
 import attrs
 
 from plaita.domain.errors import ScheduleDedupError
+from plaita.domain.ids import validate_schedule_id
 
 #: WARNING logged when a cron fire falls back to the wall-clock key.
 DUE_MISSING_EVENT = "schedule.due_missing"
@@ -94,8 +96,8 @@ def manual_fire_key(schedule_id: str, request_id: str) -> ScheduleKey:
 
 
 def _check_schedule_id(schedule_id: str) -> None:
-    if not schedule_id:
-        raise ScheduleDedupError("a schedule dedup key needs a non-empty schedule id")
+    # InvalidScheduleIdError is a ScheduleDedupError: no key is built for a bad id.
+    validate_schedule_id(schedule_id)
 
 
 def _check_time(value: int, name: str) -> None:

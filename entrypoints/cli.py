@@ -15,6 +15,7 @@ from plaita.application.handlers import HandlerRegistry
 from plaita.application.use_cases.flows import FlowCatalog, Registration, validate_flow
 from plaita.domain.failures import FlowExecutionException
 from plaita.domain.flow_owners import SHARED
+from plaita.domain.limits import EVENT_DATA_LIMIT, INPUT_LIMIT
 from plaita.entrypoints.cli_catalog import (
     flow_owner,
     flows_list,
@@ -39,6 +40,8 @@ from plaita.entrypoints.cli_executions import (
 )
 from plaita.entrypoints.cli_ops import delete_execution, dlq, reap
 from plaita.entrypoints.cli_support import (
+    EXECUTION_ID,
+    FLOW_ID,
     default_retries_option,
     echo_json,
     execution_view,
@@ -48,6 +51,7 @@ from plaita.entrypoints.cli_support import (
     json_option,
     load_flow_file,
     named_errors,
+    parse_json_object,
     redis_url_option,
     run_with_container,
     settings_from,
@@ -63,20 +67,6 @@ from plaita.entrypoints.worker import Worker
 
 T = TypeVar("T")
 JSON = Any
-
-
-def _parse_object(option: str, text: str | None) -> dict[str, JSON]:
-    if text is None:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"not valid JSON ({exc}): {text!r}", param_hint=option) from None
-    if not isinstance(value, dict):
-        raise click.BadParameter(
-            f"must be a JSON object such as '{{\"amount\": 10}}', got {text!r}", param_hint=option
-        )
-    return value
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -121,7 +111,7 @@ def _parse_events(values: tuple[str, ...]) -> list[tuple[str, dict[str, JSON]]]:
                 f"got {value!r}",
                 param_hint="--event",
             )
-        events.append((event_type.strip(), _parse_object("--event", data)))
+        events.append((event_type.strip(), parse_json_object("--event", data, EVENT_DATA_LIMIT)))
     return events
 
 
@@ -153,7 +143,7 @@ def run_command(
 ) -> None:
     """Run FLOW_FILE in this process and print its result (no Redis needed)."""
     flow = load_flow_file(flow_file)
-    params = _parse_object("--input", input_json)
+    params = parse_json_object("--input", input_json, INPUT_LIMIT)
     events = _parse_events(event_values)
     if handler_modules is None:
         handler_modules = ",".join(sorted(flow.handler_modules()))
@@ -633,11 +623,16 @@ def executions() -> None:
 
 
 @executions.command("start")
-@click.argument("flow_id")
+@click.argument("flow_id", type=FLOW_ID)
 @click.option("--version", default=None, help="Flow version (default: the latest registered).")
 @click.option("--input", "input_json", default=None, help="Input parameters as a JSON object.")
 @click.option("--dedup-key", default=None, help="Starting twice with one key starts once.")
-@click.option("--execution-id", default=None, help="Choose the id (default: a new uuid).")
+@click.option(
+    "--execution-id",
+    type=EXECUTION_ID,
+    default=None,
+    help="Choose the id (default: a new uuid); letters, digits, '_', '.', ':' and '-'.",
+)
 @tenant_option
 @redis_url_option
 @json_option
@@ -652,7 +647,7 @@ def executions_start(
     as_json: bool,
 ) -> None:
     """Start an execution of FLOW_ID; prints its id."""
-    params = _parse_object("--input", input_json)
+    params = parse_json_object("--input", input_json, INPUT_LIMIT)
     settings = settings_from(backend="redis", redis_url=redis_url)
 
     async def body(container: Container) -> Any:
@@ -680,7 +675,7 @@ def executions_start(
 
 
 @executions.command("show")
-@click.argument("execution_id")
+@click.argument("execution_id", type=EXECUTION_ID)
 @tenant_option
 @redis_url_option
 @json_option
@@ -734,7 +729,7 @@ def events_publish(
     as_json: bool,
 ) -> None:
     """Publish an event; executions waiting for it resume."""
-    data = _parse_object("--data", data_json)
+    data = parse_json_object("--data", data_json, EVENT_DATA_LIMIT)
     settings = settings_from(backend="redis", redis_url=redis_url)
 
     async def body(container: Container) -> Any:

@@ -20,6 +20,7 @@ from plaita.domain.errors import InvalidTenantIdError
 from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED, FlowOwner
 from plaita.entrypoints.cli_support import (
+    FLOW_ID,
     echo_json,
     json_option,
     redis_url_option,
@@ -122,7 +123,7 @@ def flows_list(tenant_id: str, shared: bool, redis_url: str, as_json: bool) -> N
 
 
 @click.command("show")
-@click.argument("flow_id")
+@click.argument("flow_id", type=FLOW_ID)
 @click.option("--version", default=None, help="This version (default: the latest registered).")
 @flows_tenant_option
 @shared_option

@@ -18,6 +18,7 @@ from plaita.domain.errors import InvalidEventQueryError, InvalidTenantIdError, U
 from plaita.domain.events import MAX_LISTING_LIMIT, Event, EventQuery
 from plaita.domain.tenancy import validate_tenant_id
 from plaita.entrypoints.cli_support import (
+    EVENT_ID,
     echo_json,
     json_option,
     redis_url_option,
@@ -150,7 +151,7 @@ def events_list(
 
 
 @click.command("show")
-@click.argument("event_id")
+@click.argument("event_id", type=EVENT_ID)
 @redis_url_option
 @json_option
 def events_show(event_id: str, redis_url: str, as_json: bool) -> None:

@@ -30,6 +30,8 @@ from plaita.domain.operator_controls import (
     PageCursor,
 )
 from plaita.entrypoints.cli_support import (
+    EXECUTION_ID,
+    FLOW_ID,
     echo_json,
     json_option,
     redis_url_option,
@@ -48,7 +50,9 @@ status_option = click.option(
     default=None,
     help="Only executions with this status.",
 )
-flow_option = click.option("--flow", "flow_id", default=None, help="Only executions of this flow.")
+flow_option = click.option(
+    "--flow", "flow_id", type=FLOW_ID, default=None, help="Only executions of this flow."
+)
 
 
 def _run(body: Callable[[Container], Awaitable[Any]], redis_url: str, tenant_id: str) -> Any:
@@ -148,7 +152,7 @@ def _echo_result(result: ControlResult, as_json: bool) -> None:
 
 def _single(action: OperatorAction, help_text: str) -> click.Command:
     @click.command(action.value, help=help_text)
-    @click.argument("execution_id")
+    @click.argument("execution_id", type=EXECUTION_ID)
     @tenant_option
     @redis_url_option
     @json_option
@@ -192,7 +196,7 @@ executions_unpause = _single(
 
 
 @click.command("retry")
-@click.argument("execution_id")
+@click.argument("execution_id", type=EXECUTION_ID)
 @click.option(
     "--from-node",
     default=None,

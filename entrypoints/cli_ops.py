@@ -25,6 +25,7 @@ from plaita.application.use_cases.dlq import (
 from plaita.application.use_cases.reap import DEFAULT_LIMIT, ReapReport, ReapZombies
 from plaita.domain.dead_letter import ReplayOutcome
 from plaita.entrypoints.cli_support import (
+    EXECUTION_ID,
     echo_json,
     json_option,
     redis_url_option,
@@ -174,7 +175,7 @@ def dlq_replay(
 
 
 @click.command("delete")
-@click.argument("execution_id")
+@click.argument("execution_id", type=EXECUTION_ID)
 @click.option("--reason", default="deleted by operator", show_default=True)
 @tenant_option
 @redis_url_option

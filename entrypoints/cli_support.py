@@ -20,9 +20,11 @@ from pydantic import ValidationError
 
 from plaita.application.tenancy import tenant_scope
 from plaita.domain.budgets import DEFAULT_RETRIES
-from plaita.domain.errors import PlaitaError, UnknownHandlerError
+from plaita.domain.errors import InvalidIdError, PayloadLimitError, PlaitaError, UnknownHandlerError
 from plaita.domain.execution import ExecutionState
 from plaita.domain.flow import Flow
+from plaita.domain.ids import IdKind, validate_id
+from plaita.domain.limits import JsonLimit, check_json_text
 from plaita.domain.startup import ConfigWarning
 from plaita.domain.tenancy import DEFAULT_TENANT
 from plaita.entrypoints.container import Container, build_container
@@ -82,6 +84,48 @@ def import_handler_modules(modules: tuple[str, ...]) -> None:
 
 
 T = TypeVar("T")
+
+
+class IdParam(click.ParamType[str]):
+    """An execution, event or flow id, held to the id rule before anything connects (exit 2)."""
+
+    def __init__(self, kind: IdKind) -> None:
+        self.kind = kind
+        self.name = kind.label
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return validate_id(self.kind, value)
+        except InvalidIdError as exc:
+            self.fail(f"{type(exc).__name__}: {exc}", param, ctx)
+
+
+EXECUTION_ID = IdParam(IdKind.EXECUTION)
+EVENT_ID = IdParam(IdKind.EVENT)
+FLOW_ID = IdParam(IdKind.FLOW)
+
+
+def parse_json_object(option: str, text: str | None, limit: JsonLimit) -> dict[str, JSON]:
+    """``text`` as a JSON object within ``limit``, or a usage error naming ``option`` (exit 2).
+
+    The limit is checked on the text first: the parser recurses, and a 10,000-deep document
+    would crash it instead of being refused by name.
+    """
+    if text is None:
+        return {}
+    try:
+        check_json_text(text, limit, field=option)
+        value = json.loads(text)
+    except PayloadLimitError as exc:
+        raise click.BadParameter(f"{type(exc).__name__}: {exc}", param_hint=option) from None
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not valid JSON ({exc}): {text!r}", param_hint=option) from None
+    if not isinstance(value, dict):
+        raise click.BadParameter(
+            f"must be a JSON object such as '{{\"amount\": 10}}', got {text!r}", param_hint=option
+        )
+    return value
+
 
 redis_url_option = click.option(
     "--redis-url",
@@ -155,9 +199,13 @@ def warn_fallbacks(warnings: Iterable[ConfigWarning], logger: logging.Logger = l
 
 @contextlib.contextmanager
 def named_errors(redis_url: str | None = None) -> Iterator[None]:
-    """Named plaita errors and connection failures become a readable message and exit 1."""
+    """Named plaita errors and connection failures become a readable message and exit 1;
+    bad input a use case refused (an id, a document over the JSON limits) exits 2, as a bad
+    flag does."""
     try:
         yield
+    except (InvalidIdError, PayloadLimitError) as exc:
+        raise click.UsageError(f"{type(exc).__name__}: {exc}") from None
     except PlaitaError as exc:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:

@@ -42,7 +42,7 @@ class MemoryEventLog:
         self._ttl_ms = ttl_ms
         self._records: dict[str, tuple[str, int]] = {}
         self._indexes: dict[tuple[str, ...], _Index] = {}
-        self._stream = MemoryGroupStream(clock)
+        self._stream: MemoryGroupStream[str] = MemoryGroupStream(clock)
         # Per consumer: the last pending id handed out, until its backlog is drained.
         self._backlog: dict[str, str] = {}
         self._caught_up: set[str] = set()
@@ -185,7 +185,7 @@ def _ordered(index: _Index) -> list[str]:
     return sorted(index.members, key=lambda event_id: (index.members[event_id], event_id))
 
 
-def _notifications(delivered: list[Delivered]) -> list[EventNotification]:
+def _notifications(delivered: list[Delivered[str]]) -> list[EventNotification]:
     return [
         EventNotification(notification_id=message_id, event_id=fields[_EVENT_ID_FIELD])
         for message_id, fields, _count in delivered

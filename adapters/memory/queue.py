@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from plaita.adapters.memory.streams import MemoryGroupStream
 from plaita.application.codec import (
+    RawFields,
     decode_dead_letter,
     decode_delivery,
     encode_dead_letter,
@@ -19,18 +20,18 @@ class MemoryTaskQueue:
     """TaskQueue in memory; entries are stored encoded, exactly as on the Redis stream."""
 
     def __init__(self, clock: Clock) -> None:
-        self._stream = MemoryGroupStream(clock)
-        self._dead_letters = MemoryGroupStream(clock)
+        self._stream: MemoryGroupStream[str | bytes] = MemoryGroupStream(clock)
+        self._dead_letters: MemoryGroupStream[str] = MemoryGroupStream(clock)
 
     async def ensure_group(self) -> None:
         """The in-memory stream always has its one consumer group."""
 
     async def enqueue(self, envelope: TaskEnvelope) -> str:
-        return await self._stream.add(encode_envelope(envelope))
+        return await self.enqueue_raw(encode_envelope(envelope))
 
-    async def enqueue_raw(self, fields: Mapping[str, str]) -> str:
+    async def enqueue_raw(self, fields: RawFields) -> str:
         """Append fields as they are, bypassing the codec (to test malformed entries)."""
-        return await self._stream.add(fields)
+        return await self._stream.add({name: value for name, value in fields.items()})
 
     async def read(self, consumer: str, *, count: int, block_ms: int) -> list[Delivery]:
         delivered = await self._stream.read_new(consumer, count=count, block_ms=block_ms)

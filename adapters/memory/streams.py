@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from typing import Generic, TypeVar
 
 import attrs
 
 from plaita.application.ports import Clock
 
+#: What an entry's fields may hold: text, or (the task queue's raw entries) bytes as well.
+Field = TypeVar("Field", str, str | bytes)
 #: (message id, fields, delivery count)
-Delivered = tuple[str, dict[str, str], int]
+Delivered = tuple[str, dict[Field, Field], int]
 
 
 @attrs.define
@@ -24,19 +27,19 @@ class _Pending:
     delivered_at_ms: int
 
 
-class MemoryGroupStream:
+class MemoryGroupStream(Generic[Field]):
     """Add, read new or own pending entries, ack, claim idle entries; ages from the Clock."""
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
-        self._entries: dict[str, dict[str, str]] = {}
+        self._entries: dict[str, dict[Field, Field]] = {}
         self._order: list[str] = []
         self._next = 0
         self._pending: dict[str, _Pending] = {}
         self._last_id = (0, 0)
         self._arrived = asyncio.Condition()
 
-    async def add(self, fields: Mapping[str, str]) -> str:
+    async def add(self, fields: Mapping[Field, Field]) -> str:
         now_ms = self._clock.now_ms()
         last_ms, last_seq = self._last_id
         self._last_id = (last_ms, last_seq + 1) if now_ms <= last_ms else (now_ms, 0)
@@ -47,7 +50,7 @@ class MemoryGroupStream:
             self._arrived.notify_all()
         return message_id
 
-    async def read_new(self, consumer: str, *, count: int, block_ms: int) -> list[Delivered]:
+    async def read_new(self, consumer: str, *, count: int, block_ms: int) -> list[Delivered[Field]]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + block_ms / 1000
         while True:
@@ -61,7 +64,7 @@ class MemoryGroupStream:
                 except TimeoutError:
                     return []
 
-    def read_pending(self, consumer: str, *, after: str, count: int) -> list[Delivered]:
+    def read_pending(self, consumer: str, *, after: str, count: int) -> list[Delivered[Field]]:
         """``consumer``'s own pending entries with ids after ``after``; counts a delivery each."""
         after_key = _id_key(after)
         own = [
@@ -74,7 +77,7 @@ class MemoryGroupStream:
     def ack(self, message_id: str) -> None:
         self._pending.pop(message_id, None)
 
-    def claim_idle(self, consumer: str, *, min_idle_ms: int, count: int) -> list[Delivered]:
+    def claim_idle(self, consumer: str, *, min_idle_ms: int, count: int) -> list[Delivered[Field]]:
         """Like XAUTOCLAIM: take entries idle for at least ``min_idle_ms``, whoever owns them."""
         now_ms = self._now_ms()
         idle = [
@@ -100,7 +103,7 @@ class MemoryGroupStream:
             touched += 1
         return touched
 
-    def newest(self, count: int) -> list[tuple[str, dict[str, str]]]:
+    def newest(self, count: int) -> list[tuple[str, dict[Field, Field]]]:
         """Like XREVRANGE + - COUNT: the last ``count`` entries, newest first."""
         latest = self._order[-count:] if count > 0 else []
         return [(message_id, dict(self._entries[message_id])) for message_id in reversed(latest)]
@@ -113,12 +116,12 @@ class MemoryGroupStream:
     def pending(self) -> int:
         return len(self._pending)
 
-    def _deliver_new(self, consumer: str, count: int) -> list[Delivered]:
+    def _deliver_new(self, consumer: str, count: int) -> list[Delivered[Field]]:
         batch = self._order[self._next : self._next + count]
         self._next += len(batch)
         return [self._deliver(message_id, consumer) for message_id in batch]
 
-    def _deliver(self, message_id: str, consumer: str) -> Delivered:
+    def _deliver(self, message_id: str, consumer: str) -> Delivered[Field]:
         previous = self._pending.get(message_id)
         delivery_count = 1 if previous is None else previous.delivery_count + 1
         self._pending[message_id] = _Pending(consumer, delivery_count, self._now_ms())

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import attrs
 import redis.asyncio as redis
 
 from plaita.adapters.redis.keys import RedisKeys
-from plaita.adapters.redis.streams import text, text_fields
+from plaita.adapters.redis.streams import entries_of_read, text, text_fields, undecoded
 from plaita.application.event_bus import (
     DISPATCH_DRAIN_TIMEOUT_S,
     PUBLISH_SYNC_TIMEOUT_S,
@@ -174,7 +173,7 @@ class RedisEventBus(BusRegistrations):
     async def _start(self) -> None:
         # The listener starts after the stream's last entry, read here: an XREAD from `$`
         # issued later by the task would miss what is published in between.
-        newest = await self._client.xrevrange(self._stream, count=1)
+        newest = await undecoded(self._client, "XREVRANGE", self._stream, "+", "-", "COUNT", 1)
         after = text(newest[0][0]) if newest else "0-0"
         self._loop = asyncio.get_running_loop()
         self._listener = self._loop.create_task(
@@ -295,11 +294,19 @@ class RedisEventBus(BusRegistrations):
             if self._stopping or (this is not None and this.cancelling()):
                 raise asyncio.CancelledError
             try:
-                reply = await self._client.xread(
-                    {self._stream: after}, count=_READ_BATCH, block=self._block_ms
+                reply = await undecoded(
+                    self._client,
+                    "XREAD",
+                    "COUNT",
+                    _READ_BATCH,
+                    "BLOCK",
+                    self._block_ms,
+                    "STREAMS",
+                    self._stream,
+                    after,
                 )
-                for message_id, fields in _entries(reply):
-                    event_id = fields.get(_EVENT_ID_FIELD)
+                for message_id, fields in entries_of_read(reply):
+                    event_id = text_fields(fields).get(_EVENT_ID_FIELD)
                     if event_id is not None:
                         await self._on_notification(message_id, event_id)
                     after = message_id
@@ -386,22 +393,6 @@ class RedisEventBus(BusRegistrations):
 
     async def _drop_private_loop_connections(self) -> None:
         await self._client.connection_pool.disconnect(inuse_connections=False)
-
-
-def _entries(reply: Any) -> list[tuple[str, dict[str, str]]]:
-    # RESP2: [[stream, [(id, fields), ...]]]; RESP3: {stream: [[(id, fields), ...]]}.
-    if not reply:
-        return []
-    if isinstance(reply, Mapping):
-        batches = [batch for value in reply.values() for batch in value]
-    else:
-        batches = [entries for _stream, entries in reply]
-    return [
-        (text(message_id), text_fields(fields))
-        for entries in batches
-        for message_id, fields in entries or []
-        if message_id is not None
-    ]
 
 
 def _retrieve(task: asyncio.Task[None]) -> None:

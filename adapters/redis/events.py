@@ -22,7 +22,7 @@ import redis.asyncio as redis
 
 from plaita.adapters.redis.index_pruning import IndexPruner
 from plaita.adapters.redis.keys import RedisKeys
-from plaita.adapters.redis.streams import RedisGroupStream, StreamEntry, text
+from plaita.adapters.redis.streams import RawStreamEntry, RedisGroupStream, text, text_fields
 from plaita.application.ports import EventNotification
 from plaita.domain.events import Event, EventQuery
 from plaita.domain.janitor import listing_page_size
@@ -155,10 +155,13 @@ class RedisEventLog:
         return await self._pruner.sweep(budget=budget)
 
 
-def _notifications(entries: list[StreamEntry]) -> list[EventNotification]:
-    # An entry without an event id (deleted from the stream) cannot be handled; skip it.
+def _notifications(entries: list[RawStreamEntry]) -> list[EventNotification]:
+    # Each entry decoded on its own. One that names no readable event (deleted from the
+    # stream, or written by someone else) is handed on all the same: its lookup finds no
+    # event and it is acked, instead of staying pending for ever.
     return [
-        EventNotification(notification_id=message_id, event_id=fields[_EVENT_ID_FIELD])
+        EventNotification(
+            notification_id=message_id, event_id=text_fields(fields).get(_EVENT_ID_FIELD, "")
+        )
         for message_id, fields in entries
-        if _EVENT_ID_FIELD in fields
     ]

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio as redis
 
 from plaita.adapters.redis.keys import RedisKeys
-from plaita.adapters.redis.streams import RedisGroupStream, text, text_fields
+from plaita.adapters.redis.streams import RedisGroupStream, text, text_fields, undecoded
 from plaita.application.codec import (
+    RawFields,
     decode_dead_letter,
     decode_delivery,
     encode_dead_letter,
@@ -45,7 +46,7 @@ class RedisTaskQueue:
     async def enqueue(self, envelope: TaskEnvelope) -> str:
         return await self._stream.add(encode_envelope(envelope))
 
-    async def enqueue_raw(self, fields: Mapping[str, str]) -> str:
+    async def enqueue_raw(self, fields: RawFields) -> str:
         """Append fields as they are, bypassing the codec (to test malformed entries)."""
         return await self._stream.add(fields)
 
@@ -82,5 +83,11 @@ class RedisTaskQueue:
         return text(dlq_id)
 
     async def dead_letters(self, *, count: int = 100) -> list[DeadLetter]:
-        entries = await self._client.xrevrange(self._dead_letters, count=count) or []
-        return [decode_dead_letter(text(dlq_id), text_fields(fields)) for dlq_id, fields in entries]
+        # Undecoded, as the task stream: a hand-written entry must not hide the others.
+        entries = await undecoded(
+            self._client, "XREVRANGE", self._dead_letters, "+", "-", "COUNT", count
+        )
+        return [
+            decode_dead_letter(text(dlq_id), text_fields(fields))
+            for dlq_id, fields in entries or []
+        ]

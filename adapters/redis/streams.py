@@ -1,7 +1,10 @@
 """One Redis stream read through one consumer group, shared by the queue and the event log.
 
-Replies are normalised here so callers see ``str`` whatever the client's ``protocol`` and
-``decode_responses`` settings are.
+Replies are normalised here so callers see ``str`` ids whatever the client's ``protocol`` and
+``decode_responses`` settings are. Entry fields are read undecoded, whatever the client's
+``decode_responses``: any producer can write to a stream, and a client that decodes would fail
+the whole reply — every entry read with it, and every later read and reclaim — on one byte that
+is not UTF-8. Each caller decodes each entry on its own.
 """
 
 from __future__ import annotations
@@ -10,10 +13,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import redis.asyncio as redis
+from redis.client import NEVER_DECODE
 from redis.exceptions import ResponseError
 
-#: An entry as (message id, fields); fields are empty for an entry deleted from the stream.
-StreamEntry = tuple[str, dict[str, str]]
+from plaita.application.codec import RawFields
+
+#: An entry as (message id, fields as stored); fields are empty for a deleted entry.
+RawStreamEntry = tuple[str, dict[bytes, bytes]]
 
 # XAUTOCLAIM scans at most COUNT*10 pending entries per call; a few calls find idle entries
 # that sit behind a long run of young ones without looping forever on a huge backlog.
@@ -31,6 +37,13 @@ def text_fields(raw: Mapping[Any, Any] | None) -> dict[str, str]:
     return {text(key): text(value) for key, value in (raw or {}).items()}
 
 
+async def undecoded(client: redis.Redis, *command: Any) -> Any:
+    """Run a command that returns stream entries, its reply left as bytes (see above)."""
+    return await client.execute_command(  # type: ignore[no-untyped-call]
+        *command, **{NEVER_DECODE: True}
+    )
+
+
 class RedisGroupStream:
     """A stream and its consumer group: add, read, ack, claim idle, inspect."""
 
@@ -46,40 +59,47 @@ class RedisGroupStream:
             if "BUSYGROUP" not in str(exc):
                 raise
 
-    async def add(self, fields: Mapping[str, str]) -> str:
+    async def add(self, fields: RawFields) -> str:
         entry: dict[Any, Any] = dict(fields)
         return text(await self._client.xadd(self.stream, entry))
 
     async def read(
         self, consumer: str, *, start: str, count: int, block_ms: int
-    ) -> list[StreamEntry]:
+    ) -> list[RawStreamEntry]:
         """New entries (``start=">"``) or ``consumer``'s own pending ones after ``start``."""
-        reply = await self._client.xreadgroup(
-            self.group,
-            consumer,
-            {self.stream: start},
-            count=count,
+        command: list[Any] = ["XREADGROUP", "GROUP", self.group, consumer, "COUNT", count]
+        if block_ms > 0:
             # BLOCK 0 means "forever" to Redis; the port's 0 means "do not wait".
-            block=block_ms if block_ms > 0 else None,
-        )
-        return _entries_of_read(reply)
+            command += ["BLOCK", block_ms]
+        reply = await undecoded(self._client, *command, "STREAMS", self.stream, start)
+        return entries_of_read(reply)
 
     async def ack(self, message_id: str) -> None:
         await self._client.xack(self.stream, self.group, message_id)
 
-    async def claim_idle(self, consumer: str, *, min_idle_ms: int, count: int) -> list[StreamEntry]:
-        claimed: list[StreamEntry] = []
+    async def claim_idle(
+        self, consumer: str, *, min_idle_ms: int, count: int
+    ) -> list[RawStreamEntry]:
+        claimed: list[RawStreamEntry] = []
         cursor = "0-0"
         for _ in range(_MAX_CLAIM_CALLS):
-            reply = await self._client.xautoclaim(
-                self.stream, self.group, consumer, min_idle_ms, cursor, count=count - len(claimed)
+            reply = await undecoded(
+                self._client,
+                "XAUTOCLAIM",
+                self.stream,
+                self.group,
+                consumer,
+                min_idle_ms,
+                cursor,
+                "COUNT",
+                count - len(claimed),
             )
             # Redis 7 replies [cursor, entries, deleted ids] and drops the deleted ids from the
             # pending list itself; Redis 6.2 replied [cursor, entries] with nil entries instead.
             cursor = text(reply[0])
             for message_id, fields in reply[1]:
                 if message_id is not None and fields:
-                    claimed.append((text(message_id), text_fields(fields)))
+                    claimed.append((text(message_id), dict(fields)))
             if cursor == "0-0" or len(claimed) >= count:
                 break
         return claimed
@@ -147,13 +167,14 @@ class RedisGroupStream:
             ),
             "0-0",
         )
-        entries = await self._client.xrange(self.stream, min=f"({last}", count=1)
+        entries = await undecoded(self._client, "XRANGE", self.stream, f"({last}", "+", "COUNT", 1)
         if not entries:
             return None
         return int(text(entries[0][0]).split("-", 1)[0])
 
 
-def _entries_of_read(reply: Any) -> list[StreamEntry]:
+def entries_of_read(reply: Any) -> list[RawStreamEntry]:
+    """The entries of an XREAD/XREADGROUP reply, fields as read (a deleted entry: empty)."""
     # RESP2: [[stream, [(id, fields), ...]]]; RESP3: {stream: [[(id, fields), ...]]}.
     if not reply:
         return []
@@ -162,7 +183,7 @@ def _entries_of_read(reply: Any) -> list[StreamEntry]:
     else:
         batches = [entries for _stream, entries in reply]
     return [
-        (text(message_id), text_fields(fields))
+        (text(message_id), dict(fields or {}))
         for entries in batches
         for message_id, fields in entries or []
         if message_id is not None

@@ -10,8 +10,10 @@ from typing import Any
 
 import attrs
 
+from plaita.domain.errors import PayloadLimitError
 from plaita.domain.execution import ExecutionState
-from plaita.domain.failures import DeterministicNodeError
+from plaita.domain.failures import DeterministicNodeError, ResultLimitError
+from plaita.domain.limits import VARIABLE_LIMIT, check_json_value
 
 JSON = Any
 
@@ -166,13 +168,16 @@ class NodeContext:
     def set_variable(self, name: str, value: JSON) -> None:
         """Set an execution variable; it is kept only if this attempt succeeds (E2).
 
-        A bad name or a value that is not JSON-serialisable raises ``DeterministicNodeError``:
-        retrying the handler cannot fix it.
+        A bad name or a value that is not JSON-serialisable raises ``DeterministicNodeError``,
+        one over the JSON limits ``ResultLimitError``: retrying the handler cannot fix either.
         """
         if not isinstance(name, str) or not name:
             raise DeterministicNodeError(f"a variable name must be a non-empty string: {name!r}")
         try:
-            self._updates[name] = json.loads(json.dumps(value))
+            text = check_json_value(value, VARIABLE_LIMIT, field=f"variable {name!r}")
+            self._updates[name] = json.loads(text)
+        except PayloadLimitError as exc:
+            raise ResultLimitError(str(exc)) from None
         except (TypeError, ValueError) as exc:
             raise DeterministicNodeError(
                 f"variable {name!r}: value is not JSON-serialisable: {exc}"

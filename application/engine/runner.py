@@ -32,6 +32,7 @@ from plaita.domain.branching import (
 )
 from plaita.domain.budgets import DEFAULT_RETRIES, decide_retry, resolve_retry_times
 from plaita.domain.durations import parse_duration_ms
+from plaita.domain.errors import PayloadLimitError
 from plaita.domain.failures import (
     DeterministicNodeError,
     ExecutionCancelledError,
@@ -40,9 +41,11 @@ from plaita.domain.failures import (
     NodeExecutionError,
     NodeRetryRequested,
     NodeTimeoutError,
+    ResultLimitError,
     classify_failure,
 )
 from plaita.domain.flow import BaseNode, EndNode, FailureStrategy, IfNode, SwitchNode, TaskNode
+from plaita.domain.limits import RESULT_LIMIT, check_json_value
 from plaita.domain.timeouts import (
     AttemptLimit,
     attempt_limit,
@@ -336,7 +339,9 @@ def _require_json(node_id: str, value: JSON) -> JSON:
     checkpoint, so both take the same branches.
     """
     try:
-        return json.loads(json.dumps(value))
+        return json.loads(check_json_value(value, RESULT_LIMIT, field=f"node {node_id!r} result"))
+    except PayloadLimitError as exc:
+        raise ResultLimitError(str(exc)) from None
     except (TypeError, ValueError) as exc:
         raise DeterministicNodeError(
             f"node {node_id!r} produced a value that is not JSON-serialisable: {exc}"

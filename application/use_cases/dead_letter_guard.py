@@ -8,12 +8,12 @@ so the next reclaim tries again and no execution is left without a carrier.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 import attrs
 
+from plaita.application.codec import envelope_document
 from plaita.application.ports import (
     Clock,
     CounterStore,
@@ -35,6 +35,7 @@ from plaita.domain.envelope import CarrierKind, copy_envelope
 from plaita.domain.errors import InvalidTenantIdError
 from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus
 from plaita.domain.failures import CODE_FLOW_ERROR
+from plaita.domain.ids import id_problem
 from plaita.domain.tenancy import DEFAULT_TENANT, validate_tenant_id
 from plaita.domain.tombstone import DispatchPath, GateAction, copy_timestamp_ms, gate
 
@@ -320,11 +321,15 @@ class GuardDeadLetter:
 
 
 def carrier_execution_id(delivery: Delivery) -> str | None:
-    """The execution a carrier names, also when it could not be decoded (best effort)."""
+    """The execution a carrier names, also when it could not be decoded (best effort).
+
+    None when an undecodable carrier names an id that breaks the id rule: no execution can
+    have such an id, and it is never used to build a key.
+    """
     if delivery.envelope is not None:
         return delivery.envelope.execution_id
     value = _raw_document(delivery).get("execution_id")
-    return value if isinstance(value, str) and value else None
+    return value if id_problem(value) is None else None
 
 
 def carrier_tenant_id(delivery: Delivery) -> str | None:
@@ -343,8 +348,4 @@ def carrier_tenant_id(delivery: Delivery) -> str | None:
 
 
 def _raw_document(delivery: Delivery) -> dict[str, Any]:
-    try:
-        document = json.loads(delivery.raw.get("envelope", ""))
-    except ValueError:
-        return {}
-    return document if isinstance(document, dict) else {}
+    return envelope_document(delivery.raw) or {}

@@ -15,8 +15,20 @@ from typing import Any, Protocol
 
 import attrs
 
-from plaita.application.codec import ENVELOPE_FIELD, SCHEMA_FIELD, decode_envelope
-from plaita.application.ports import Clock, DeadLetter, IdGenerator, TaskQueue, TombstoneStore
+from plaita.application.codec import (
+    ENVELOPE_FIELD,
+    SCHEMA_FIELD,
+    decode_envelope,
+    envelope_document,
+)
+from plaita.application.ports import (
+    Clock,
+    DeadLetter,
+    IdGenerator,
+    RawBase64,
+    TaskQueue,
+    TombstoneStore,
+)
 from plaita.application.tenancy import tenant_scope
 from plaita.domain.dead_letter import (
     REPLAY_MARKER_TTL_SECONDS,
@@ -90,11 +102,16 @@ class DeadLetterView:
     schema_version: str | None
     replayed: Mapping[str, JSON] | None
     raw: Mapping[str, str]
+    #: The carrier's exact bytes when they were not UTF-8: (name, value) pairs, base64.
+    raw_base64: RawBase64 | None = None
 
     def to_json(self) -> dict[str, JSON]:
         view = attrs.asdict(self)
         view["raw"] = dict(self.raw)
         view["replayed"] = None if self.replayed is None else dict(self.replayed)
+        view["raw_base64"] = (
+            None if self.raw_base64 is None else [list(pair) for pair in self.raw_base64]
+        )
         return view
 
 
@@ -280,6 +297,7 @@ async def _view(letter: DeadLetter, markers: ReplayMarkerStore, dlq_key: str) ->
         schema_version=letter.raw.get(SCHEMA_FIELD),
         replayed=None if marker is None else _marker(marker),
         raw=letter.raw,
+        raw_base64=letter.raw_base64,
     )
 
 
@@ -339,11 +357,7 @@ def _carrier(letter: DeadLetter, entry: DlqEntry, decision: ReplayDecision) -> T
 
 
 def _document(raw: Mapping[str, str]) -> dict[str, JSON] | None:
-    try:
-        document = json.loads(raw.get(ENVELOPE_FIELD, ""))
-    except ValueError:
-        return None
-    return document if isinstance(document, dict) else None
+    return envelope_document(raw)
 
 
 def _marker(value: str) -> dict[str, JSON]:

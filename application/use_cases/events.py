@@ -18,6 +18,7 @@ from plaita.application.ports import (
 from plaita.application.tenancy import tenant_scope
 from plaita.domain.envelope import ResumeType, TaskEnvelope
 from plaita.domain.events import Event, subscription_matches
+from plaita.domain.limits import EVENT_DATA_LIMIT, EVENT_LIMIT, check_json_value
 
 JSON = Any
 log = logging.getLogger("plaita.events")
@@ -50,6 +51,7 @@ class PublishEvent:
         source: str | None = None,
         tenant_id: str = "default",
     ) -> Event:
+        check_json_value(data or {}, EVENT_DATA_LIMIT, field="data")
         event = Event(
             event_id=self._ids.new_id(),
             event_type=event_type,
@@ -59,6 +61,9 @@ class PublishEvent:
             source=source,
             tenant_id=tenant_id,
         )
+        # The resume carrier embeds the whole event: its other fields count towards the size,
+        # so a carrier the event filter writes for it always fits the envelope limit.
+        check_json_value(event.to_json(), EVENT_LIMIT, field="data")
         if self._inbox is not None:
             await self._inbox.add(event)
         await self._events.append(event)

@@ -1,4 +1,5 @@
-"""Start an execution: check the flow exists, claim the dedup key, enqueue the start carrier."""
+"""Start an execution: check the ids, the input's limits and that the flow exists, claim the
+dedup key, enqueue the start carrier."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ from typing import Any
 
 import attrs
 
+from plaita.application.codec import ENVELOPE_FIELD, encode_envelope
 from plaita.application.ports import Clock, IdGenerator, TaskQueue
 from plaita.application.tenancy import current_tenant
 from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain.dedup import StartKind, StartRequest
 from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.ids import validate_execution_id, validate_flow_id
+from plaita.domain.limits import ENVELOPE_LIMIT, INPUT_LIMIT, check_json_text, check_json_value
 from plaita.domain.tenancy import check_same_tenant
 
 JSON = Any
@@ -52,10 +56,26 @@ class StartExecution:
         dedup_key: str | None = None,
         tenant_id: str = "default",
     ) -> StartedExecution:
+        validate_flow_id(flow_id)
+        if execution_id is not None:
+            validate_execution_id(execution_id)
+        check_json_value(params or {}, INPUT_LIMIT, field="input")
         # The flow is looked up for the scope's tenant (W24): it must be the one started for.
         check_same_tenant(tenant_id, current_tenant(), f"the start of {flow_id!r}")
         flow = await self._flows.get(flow_id, version)
         execution_id = execution_id or self._ids.new_id()
+        envelope = TaskEnvelope.start(
+            execution_id=execution_id,
+            flow_id=flow.flow_id,
+            version=flow.version,
+            params=params or {},
+            now_ms=self._clock.now_ms(),
+            tenant_id=tenant_id,
+            dedup_key=dedup_key,
+        )
+        # What the worker will check, checked here: an accepted start is never dead-lettered
+        # for its size (a long dedup key or version on top of a large input).
+        check_json_text(encode_envelope(envelope)[ENVELOPE_FIELD], ENVELOPE_LIMIT, field="start")
         request = StartRequest(execution_id, flow.flow_id, dedup_key)
         if dedup_key is not None:
             # W6: claimed before any carrier exists, so a retried start never runs twice.
@@ -80,17 +100,7 @@ class StartExecution:
                 return StartedExecution(
                     decision.execution_id, flow.flow_id, flow.version, deduplicated=True
                 )
-        await self._queue.enqueue(
-            TaskEnvelope.start(
-                execution_id=execution_id,
-                flow_id=flow.flow_id,
-                version=flow.version,
-                params=params or {},
-                now_ms=self._clock.now_ms(),
-                tenant_id=tenant_id,
-                dedup_key=dedup_key,
-            )
-        )
+        await self._queue.enqueue(envelope)
         if dedup_key is not None:
             await self._claims.confirm(request, tenant_id=tenant_id)
         return StartedExecution(execution_id, flow.flow_id, flow.version)

@@ -27,7 +27,7 @@ from plaita.entrypoints.console.auth import (
 )
 from plaita.entrypoints.console.context import Console
 from plaita.entrypoints.console.errors import (
-    BodySizeLimit,
+    BodyLimits,
     error_response,
     install_error_handlers,
     single_query_values,
@@ -99,7 +99,7 @@ def create_app(
     app.include_router(routes_events.router)
     app.include_router(routes_ops.flows)
     _serve_page(app, static_dir or STATIC_DIR)
-    app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
+    app.add_middleware(BodyLimits, max_bytes=max_body_bytes)
     app.add_middleware(RequestCounter, metrics=metrics)
     return app
 

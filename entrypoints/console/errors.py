@@ -3,8 +3,9 @@
 ``{"error": "<NamedError>", "message": "<what was wrong and what to do>", "field_errors": [...]}``
 
 plaita's named errors map to a status by family; request validation becomes 422 with one
-field error per problem; a body over the limit is refused before anything reads it (413); a
-store that does not answer is 503. Nothing reaches the client as a bare 500 with a traceback.
+field error per problem; a body over the size limit is refused before anything reads it
+(413), one nested deeper than the depth limit too (422); a store that does not answer is
+503. Nothing reaches the client as a bare 500 with a traceback.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from plaita.application.use_cases.dlq import UnknownDeadLetterError, UnreadableDeadLetterError
 from plaita.domain import errors as named
+from plaita.domain.errors import PayloadLimitError
+from plaita.domain.limits import REQUEST_BODY_LIMIT, check_json_text
 from plaita.entrypoints.console.auth import (
     MissingTokenError,
     RoleNotAllowedError,
@@ -57,6 +60,8 @@ STATUS_BY_ERROR: Sequence[tuple[type[BaseException], int]] = (
     (named.InvalidEventQueryError, 422),
     (named.InvalidDedupKeyError, 422),
     (named.InvalidTenantIdError, 422),
+    (named.InvalidIdError, 422),
+    (named.PayloadLimitError, 422),
     (named.InvalidEnvelopeError, 422),
     (named.SchemaVersionError, 422),
 )
@@ -263,11 +268,14 @@ def install_error_handlers(app: FastAPI) -> None:
         app.add_exception_handler(error, handler)
 
 
-class BodySizeLimit:
-    """Refuse request bodies over ``max_bytes`` with 413 before the app reads any of them.
+class BodyLimits:
+    """Refuse request bodies over ``max_bytes`` with 413, and bodies nested deeper than the
+    request body depth limit with 422, before the app reads any of them.
 
     The body is buffered (at most ``max_bytes``) and replayed to the app, so a chunked body
     without Content-Length is bounded as well, and nothing is written for a refused request.
+    The depth is checked on the raw bytes because the JSON parser that reads them recurses:
+    a 10,000-deep body would fail inside it instead of being refused by name.
     """
 
     def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
@@ -297,7 +305,16 @@ class BodySizeLimit:
                 return
             chunks.append(chunk)
             more = message.get("more_body", False)
-        await self.app(scope, _replay(b"".join(chunks), receive), send)
+        body = b"".join(chunks)
+        try:
+            check_json_text(body, REQUEST_BODY_LIMIT, field="the request body")
+        except PayloadLimitError as exc:
+            response = error_response(
+                422, type(exc).__name__, str(exc), field_errors=[{"loc": ["body"], "msg": str(exc)}]
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, _replay(body, receive), send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, size: str) -> None:
         response = error_response(

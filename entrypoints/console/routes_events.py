@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Query
 
 from plaita.application.tenancy import tenant_scope
 from plaita.domain.errors import UnknownEventError
@@ -18,7 +18,7 @@ router = APIRouter(prefix="/api/v1/events", tags=["events"])
 
 #: Milliseconds since the epoch: 0 up to the year 10000.
 EpochMs = Annotated[int, Query(ge=0, le=253_402_300_800_000)]
-EventId = Annotated[str, Path(min_length=1, max_length=256)]
+EventId = schemas.IdPath
 
 
 def _view(event: Event) -> schemas.EventView:

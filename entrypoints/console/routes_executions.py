@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Query
 
 from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.operator_controls import ControlResult
@@ -27,7 +27,7 @@ from plaita.entrypoints.console.context import Console, ConsoleDep, responses
 
 router = APIRouter(prefix="/api/v1/executions", tags=["executions"])
 
-ExecutionId = Annotated[str, Path(min_length=1, max_length=256)]
+ExecutionId = schemas.IdPath
 #: What an operator action answers when it did not go through (W23).
 ACTION_ERRORS = responses(403, 404, 409, 422)
 
@@ -86,7 +86,7 @@ async def delete_execution(
 async def list_executions(
     access: ViewerAccess,
     console: ConsoleDep,
-    flow_id: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
+    flow_id: schemas.IdQuery | None = None,
     status: ExecutionStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_LIMIT)] = 50,
     cursor: Annotated[

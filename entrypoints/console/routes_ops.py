@@ -56,7 +56,7 @@ DlqId = Annotated[
         description="A dead letter's id (a stream id such as 1760000000000-0).",
     ),
 ]
-FlowId = Annotated[str, Path(min_length=1, max_length=256)]
+FlowId = schemas.IdPath
 
 
 # --- health and metrics -------------------------------------------------------------------

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from fastapi import Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.flow import FlowDocument
+from plaita.domain.ids import ID_PATTERN, MAX_ID_LENGTH
 from plaita.domain.operator_controls import MAX_BULK_LIMIT, OperatorAction
 from plaita.domain.tenancy import DEFAULT_TENANT
 from plaita.entrypoints.console.auth import TENANT_PATTERN
@@ -27,8 +29,23 @@ TenantId = Annotated[
         description="The tenant the request acts for (letters, digits, '_', '.', '-').",
     ),
 ]
-#: Ids and names the API takes from a caller: non-empty, bounded, no control characters.
+#: Names the API takes from a caller: non-empty, bounded, no control characters.
 Name = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")]
+_ID_RULE = (
+    f"An id: letters, digits, '_', '.', ':' and '-', starting with a letter or digit, at most "
+    f"{MAX_ID_LENGTH} characters."
+)
+#: Execution, event and flow ids, in a body, a path or a query: the id rule (an id with '/'
+#: or a space could never be addressed again).
+Id = Annotated[
+    str, Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN, description=_ID_RULE)
+]
+IdPath = Annotated[
+    str, Path(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN, description=_ID_RULE)
+]
+IdQuery = Annotated[
+    str, Query(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN, description=_ID_RULE)
+]
 
 
 class _Request(BaseModel):
@@ -71,13 +88,13 @@ class Readiness(_Response):
 
 
 class StartExecutionRequest(_Request):
-    flow_id: Name
+    flow_id: Id
     version: Name | None = Field(default=None, description="Default: the latest registered.")
     input: dict[str, JSON] = Field(default_factory=dict)
     dedup_key: Name | None = Field(
         default=None, description="Starting twice with one key starts once (7 days, W6)."
     )
-    execution_id: Name | None = Field(default=None, description="Default: a new uuid.")
+    execution_id: Id | None = Field(default=None, description="Default: a new uuid.")
     tenant: TenantId = DEFAULT_TENANT
 
 
@@ -171,7 +188,7 @@ class ActionResult(_Response):
 
 class BulkRequest(_Request):
     action: OperatorAction
-    flow_id: Name | None = None
+    flow_id: Id | None = None
     status: ExecutionStatus | None = None
     tenant: TenantId = DEFAULT_TENANT
     dry_run: StrictBool = Field(default=False, description="Only count and list the matches.")
@@ -262,6 +279,11 @@ class DeadLetterView(_Response):
     schema_version: str | None
     replayed: dict[str, JSON] | None
     raw: dict[str, str]
+    raw_base64: list[list[str]] | None = Field(
+        default=None,
+        description="The carrier's exact bytes when they were not UTF-8 (raw shows them "
+        "\\x-escaped): its (field name, value) pairs, each base64-encoded.",
+    )
 
 
 class DeadLetterList(_Response):

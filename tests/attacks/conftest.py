@@ -1,25 +1,45 @@
 """The attack suite: the outside campaign's scenarios, on real processes, in bounded form.
 
-Scenarios that disturb Redis itself for every client (``CLIENT KILL``, ``CLIENT PAUSE``, a
-restart) run against a private ``redis-server`` this suite starts on a free loopback port
-and stops by its pid, so they never touch the shared test Redis other suites use.
+Each scenario starts real ``plaita worker`` processes in a namespace of its own, through the
+same ``Plaita`` runner as the process tests: every wait is a bounded poll and every process
+is stopped by its pid. The timings (reclaim after 1.5 s idle, lease TTL 3 s, 100 ms reads)
+keep each scenario to seconds, so the suite is part of the normal test run. Most run on the
+shared test Redis at ``PLAITA_TEST_REDIS_URL``; scenarios that disturb Redis itself for every
+client (``CLIENT KILL``, ``CLIENT PAUSE``) run against a private ``redis-server`` started on
+a free loopback port and stopped by its pid, so they never touch what other suites use.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
-from ..integration.conftest import REDIS_URL, Plaita
+# The process tests' runner and its fixture (imported, it serves this folder too).
+from ..integration.conftest import REDIS_URL, Plaita, plaita, poll, worker_args
+
+__all__ = ["plaita"]
+
+
+@pytest.fixture
+def raw_redis() -> Iterator[redis.Redis]:
+    """A client that leaves replies as bytes: it can read back what an attacker wrote."""
+    assert REDIS_URL is not None
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 @contextlib.contextmanager
@@ -29,20 +49,10 @@ def _private_redis_server(workdir: Path) -> Iterator[str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    arguments = ["--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+    arguments += ["--appendonly", "no", "--dir", str(workdir)]
     process = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(workdir),
-        ],
+        [binary, *arguments],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -72,35 +82,49 @@ def _private_redis_server(workdir: Path) -> Iterator[str]:
 
 
 @pytest.fixture
-def private_redis_url(tmp_path: Path) -> Iterator[str]:
-    """A redis-server of this test alone, started on a free port and stopped by its pid."""
+def private_plaita(tmp_path: Path) -> Iterator[Plaita]:
+    """``plaita`` processes on a redis-server of this test alone; all stopped at teardown."""
     with _private_redis_server(tmp_path) as url:
-        yield url
-
-
-@pytest.fixture
-def private_plaita(private_redis_url: str, tmp_path: Path) -> Iterator[Plaita]:
-    """``plaita`` processes on the private Redis; every process stopped at teardown."""
-    runner = Plaita(private_redis_url, f"plaita-attack-{uuid.uuid4().hex[:8]}", tmp_path)
-    try:
-        yield runner
-    finally:
-        runner.stop_all()
-        runner.redis().close()
-
-
-@pytest.fixture
-def shared_plaita(tmp_path: Path) -> Iterator[Plaita]:
-    """``plaita`` processes on the shared test Redis, in a namespace of their own."""
-    assert REDIS_URL is not None
-    runner = Plaita(REDIS_URL, f"plaita-attack-{uuid.uuid4().hex[:12]}", tmp_path)
-    try:
-        yield runner
-    finally:
-        runner.stop_all()
-        client = runner.redis()
+        runner = Plaita(url, f"plaita-attack-{uuid.uuid4().hex[:8]}", tmp_path)
         try:
-            for key in client.scan_iter(match=f"{runner.namespace}:*", count=1000):
-                client.delete(key)
+            yield runner
         finally:
-            client.close()
+            runner.stop_all()
+            runner.redis().close()
+
+
+def start_with_inputs(
+    plaita: Plaita, flow_id: str, inputs: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """Start one execution of ``flow_id`` per input, through ``StartExecution``, in-process."""
+    from plaita.application.tenancy import tenant_scope
+    from plaita.entrypoints.container import build_container
+    from plaita.entrypoints.settings import Settings
+
+    async def start_all() -> list[str]:
+        settings = Settings(backend="redis", redis_url=plaita.redis_url, namespace=plaita.namespace)
+        container = build_container(settings)
+        try:
+            start = container.start_execution()
+            with tenant_scope("default"):
+                return [(await start(flow_id, params=dict(p))).execution_id for p in inputs]
+        finally:
+            await container.redis_client().aclose()
+
+    return asyncio.run(start_all())
+
+
+def spawn_worker(
+    plaita: Plaita, name: str, *extra: str, concurrency: int = 16
+) -> subprocess.Popen[bytes]:
+    """A worker with the process tests' short timings (and ``extra`` flags); returns once it
+    runs."""
+    consumer = f"{name}-{uuid.uuid4().hex[:8]}"
+    process = plaita.spawn(name, *worker_args(consumer, concurrency=concurrency), *extra)
+    poll(
+        lambda: process.poll() is not None or "worker.started" in plaita.log_of(process),
+        timeout=15,
+        what=f"worker {name} to start\n{plaita.logs()}",
+    )
+    assert process.poll() is None, f"worker {name} exited at start-up\n{plaita.logs()}"
+    return process

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 
 import pytest
 import redis
 
-from ..integration.conftest import Plaita, poll, worker_args
+from ..integration.conftest import Plaita
+from .conftest import spawn_worker
 
 pytestmark = [pytest.mark.process]
 
@@ -61,16 +61,6 @@ class Disruptor:
                     self.pauses += 1
             except redis.RedisError:
                 continue
-
-
-def spawn_worker(plaita: Plaita, name: str) -> None:
-    process = plaita.spawn(name, *worker_args(f"{name}-{uuid.uuid4().hex[:6]}", concurrency=16))
-    poll(
-        lambda: process.poll() is not None or "worker.started" in plaita.log_of(process),
-        timeout=15,
-        what=f"worker {name} to start\n{plaita.logs()}",
-    )
-    assert process.poll() is None, f"worker {name} exited at start-up\n{plaita.logs()}"
 
 
 @pytest.mark.parametrize("round_number", range(1, ROUNDS + 1))

@@ -14,15 +14,14 @@ import json
 import os
 import re
 import signal
-import subprocess
 import time
-import uuid
 from typing import Any
 
 import pytest
 
 from ..integration import fault_handlers
-from ..integration.conftest import FLOW_FILE, FLOW_ID, HANDLER_MODULE, Plaita, poll, worker_args
+from ..integration.conftest import FLOW_FILE, FLOW_ID, HANDLER_MODULE, Plaita, poll
+from .conftest import spawn_worker
 
 pytestmark = [pytest.mark.process]
 
@@ -30,19 +29,6 @@ DEFAULT_MAX_DELIVERIES = 5
 #: A lease that outlives two reclaim rounds: after a kill, two reclaims meet the dead holder's
 #: live lease and are skipped before one runs (three Redis deliveries per kill).
 LONG_LEASE = ["--lease-ttl-seconds", "6", "--claim-min-idle-ms", "2500"]
-
-
-def spawn_worker(plaita: Plaita, name: str, *extra: str) -> subprocess.Popen[bytes]:
-    # No --max-deliveries: the default budget is the one under attack.
-    args = worker_args(f"{name}-{uuid.uuid4().hex[:6]}", concurrency=4)
-    process = plaita.spawn(name, *args, *extra)
-    poll(
-        lambda: process.poll() is not None or "worker.started" in plaita.log_of(process),
-        timeout=15,
-        what=f"worker {name} to start\n{plaita.logs()}",
-    )
-    assert process.poll() is None, f"worker {name} exited at start-up\n{plaita.logs()}"
-    return process
 
 
 def start(plaita: Plaita, plan: dict[str, Any]) -> str:
@@ -63,11 +49,12 @@ def runs_of(plaita: Plaita, execution_id: str, node: str) -> int:
 
 
 def test_two_kills_of_a_step_that_never_fails_do_not_end_its_execution(
-    shared_plaita: Plaita,
+    plaita: Plaita,
 ) -> None:
-    plaita = shared_plaita
     plaita.run("flows", "register", FLOW_FILE, "--handler-modules", HANDLER_MODULE)
-    workers = {name: spawn_worker(plaita, name, *LONG_LEASE) for name in ("w1", "w2", "w3")}
+    workers = {
+        name: spawn_worker(plaita, name, *LONG_LEASE, concurrency=4) for name in ("w1", "w2", "w3")
+    }
     execution_id = start(plaita, {"b": {"sleep": 2.5}})
     for kill in range(1, 3):
         # Kill whichever worker runs b now, as soon as it runs it.
@@ -94,9 +81,8 @@ def test_two_kills_of_a_step_that_never_fails_do_not_end_its_execution(
 
 
 def test_a_step_that_always_kills_its_worker_runs_max_deliveries_times_and_dead_letters_once(
-    shared_plaita: Plaita,
+    plaita: Plaita,
 ) -> None:
-    plaita = shared_plaita
     plaita.run("flows", "register", FLOW_FILE, "--handler-modules", HANDLER_MODULE)
     execution_id = start(plaita, {"b": {"crash": "always"}})
     deadline = time.monotonic() + 120
@@ -106,7 +92,7 @@ def test_a_step_that_always_kills_its_worker_runs_max_deliveries_times_and_dead_
         alive = [p for p, _ in plaita.processes if p.poll() is None]
         if len(alive) < 2:
             spawned += 1
-            spawn_worker(plaita, f"supervised-{spawned}")
+            spawn_worker(plaita, f"supervised-{spawned}", concurrency=4)
         done = plaita.run("executions", "show", execution_id, "--json", check=False)
         if done.returncode == 0:
             view = json.loads(done.stdout)

@@ -35,8 +35,7 @@ def start(plaita: Plaita, key: str) -> dict[str, object]:
     )
 
 
-def test_a_start_after_an_orphan_claim_runs_a_new_execution(shared_plaita: Plaita) -> None:
-    plaita = shared_plaita
+def test_a_start_after_an_orphan_claim_runs_a_new_execution(plaita: Plaita) -> None:
     plaita.run("flows", "register", FLOW_FILE, "--handler-modules", HANDLER_MODULE)
     leave_a_claim(plaita, "order-7", "never-enqueued", age_ms=DEDUP_ORPHAN_GRACE_MS + 60_000)
     worker = plaita.spawn("worker", *worker_args(f"w-{uuid.uuid4().hex[:6]}", concurrency=2))
@@ -52,8 +51,7 @@ def test_a_start_after_an_orphan_claim_runs_a_new_execution(shared_plaita: Plait
     assert (again["execution_id"], again["deduplicated"]) == (started["execution_id"], True)
 
 
-def test_a_young_unconfirmed_claim_is_still_deduplicated(shared_plaita: Plaita) -> None:
-    plaita = shared_plaita
+def test_a_young_unconfirmed_claim_is_still_deduplicated(plaita: Plaita) -> None:
     plaita.run("flows", "register", FLOW_FILE, "--handler-modules", HANDLER_MODULE)
     leave_a_claim(plaita, "order-8", "being-enqueued", age_ms=1_000)
 

@@ -28,9 +28,8 @@ def attempts_of(plaita: Plaita, execution_id: str) -> list[int]:
 
 
 def test_a_node_without_retry_times_gets_the_deployments_default_retries_each_a_delivery(
-    shared_plaita: Plaita,
+    plaita: Plaita,
 ) -> None:
-    plaita = shared_plaita
     plaita.run("flows", "register", FLOW_FILE, "--handler-modules", HANDLER_MODULE)
     worker = plaita.spawn(
         "worker",
@@ -53,8 +52,7 @@ def test_a_node_without_retry_times_gets_the_deployments_default_retries_each_a_
     assert log.count("event=node.retry_scheduled") == 2, "each retry a delayed carrier"
 
 
-def test_plaita_run_follows_the_same_policy_in_process(shared_plaita: Plaita) -> None:
-    plaita = shared_plaita
+def test_plaita_run_follows_the_same_policy_in_process(plaita: Plaita) -> None:
     twice = {"call": {"fail": "transient", "times": 2}}
     done = plaita.run(
         "run",
@@ -74,9 +72,8 @@ def test_plaita_run_follows_the_same_policy_in_process(shared_plaita: Plaita) ->
 
 
 def test_plaita_run_gives_up_after_retry_times_without_a_second_layer(
-    shared_plaita: Plaita,
+    plaita: Plaita,
 ) -> None:
-    plaita = shared_plaita
     always = {"call": {"fail": "transient", "times": 100}}
     done = plaita.run(
         "run",

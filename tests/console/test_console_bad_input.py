@@ -264,3 +264,125 @@ async def test_a_repeated_query_parameter_is_422(client: httpx.AsyncClient) -> N
     assert answer.json()["field_errors"] == [
         {"loc": ["query", "tenant"], "msg": "given 2 times; give it once"}
     ]
+
+
+# --- R4, C1: JSON limits and the id rule ----------------------------------------------------
+
+
+def nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = {"k": value}
+    return value
+
+
+async def test_an_input_over_the_depth_limit_is_422_naming_the_limit_and_the_field(
+    client: httpx.AsyncClient, container: Container
+) -> None:
+    """R4: a 300-deep input used to be accepted (201) and then dead-lettered by the
+    worker, so the execution never existed. The console and the worker now agree."""
+    await register_approval(client)
+    before = await snapshot(container)
+    answer = await client.post(
+        "/api/v1/executions",
+        json={"flow_id": "approval", "input": nested(300)},
+        headers=auth("operator"),
+    )
+    assert answer.status_code == 422, answer.text
+    error = answer.json()
+    assert error["error"] == "PayloadTooDeepError"
+    assert "input" in error["message"] and "more than 64 levels" in error["message"]
+    assert "execution input depth limit" in error["message"]
+    assert await snapshot(container) == before
+
+
+async def test_an_input_at_the_depth_limit_is_accepted(client: httpx.AsyncClient) -> None:
+    await register_approval(client)
+    answer = await client.post(
+        "/api/v1/executions",
+        json={"flow_id": "approval", "input": nested(63)},  # the input object is level 1
+        headers=auth("operator"),
+    )
+    assert answer.status_code == 201, answer.text
+
+
+async def test_event_data_over_the_depth_limit_is_422_naming_it(
+    client: httpx.AsyncClient, container: Container
+) -> None:
+    before = await snapshot(container)
+    answer = await client.post(
+        "/api/v1/events",
+        json={"event_type": "deep", "data": nested(100)},
+        headers=auth("operator"),
+    )
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"] == "PayloadTooDeepError"
+    assert "data (event data)" in answer.json()["message"]
+    assert await snapshot(container) == before
+
+
+async def test_a_ten_thousand_deep_body_is_422_naming_the_limit_not_a_parse_failure(
+    client: httpx.AsyncClient, container: Container
+) -> None:
+    before = await snapshot(container)
+    body = b'{"flow_id": "approval", "input": ' + b'{"k": ' * 10_000 + b"1" + b"}" * 10_001
+    answer = await client.post(
+        "/api/v1/executions",
+        content=body,
+        headers={**auth("operator"), "Content-Type": "application/json"},
+    )
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"] == "PayloadTooDeepError"
+    assert "request body depth limit" in answer.json()["message"]
+    assert await snapshot(container) == before
+
+
+@pytest.mark.parametrize(
+    ("body", "loc"),
+    [
+        ({"flow_id": "approval", "execution_id": "../../etc"}, ["body", "execution_id"]),
+        ({"flow_id": "approval", "execution_id": "has space"}, ["body", "execution_id"]),
+        ({"flow_id": "approval", "execution_id": "."}, ["body", "execution_id"]),
+        ({"flow_id": "app/roval"}, ["body", "flow_id"]),
+    ],
+)
+async def test_an_id_outside_the_id_rule_is_422_naming_the_field(
+    client: httpx.AsyncClient, container: Container, body: dict[str, Any], loc: list[str]
+) -> None:
+    """R4: `../../etc` used to start and complete, and was then unaddressable (404)."""
+    await register_approval(client)
+    before = await snapshot(container)
+    answer = await client.post("/api/v1/executions", json=body, headers=auth("operator"))
+    assert answer.status_code == 422, answer.text
+    assert loc in [f["loc"] for f in answer.json()["field_errors"]]
+    assert await snapshot(container) == before
+
+
+@pytest.mark.parametrize(
+    ("path", "loc"),
+    [
+        ("/api/v1/executions/has%20space", ["path", "execution_id"]),
+        ("/api/v1/executions/%7Btag%7D/cancel", ["path", "execution_id"]),
+        ("/api/v1/events/.hidden", ["path", "event_id"]),
+        ("/api/v1/flows/bad%20flow", ["path", "flow_id"]),
+    ],
+)
+async def test_an_id_outside_the_id_rule_in_a_path_is_422_naming_it(
+    client: httpx.AsyncClient, path: str, loc: list[str]
+) -> None:
+    method = client.post if path.endswith("/cancel") else client.get
+    answer = await method(path, headers=auth("admin"))
+    assert answer.status_code == 422, answer.text
+    assert loc in [f["loc"] for f in answer.json()["field_errors"]]
+
+
+async def test_a_flow_whose_id_breaks_the_id_rule_is_refused_by_name(
+    client: httpx.AsyncClient, container: Container
+) -> None:
+    before = await snapshot(container)
+    document = {"flow_id": "../flows", "start": "a", "nodes": [{"id": "a", "type": "end"}]}
+    answer = await client.post("/api/v1/flows", json=document, headers=auth("admin"))
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"] == "InvalidFlowIdError"
+    assert "flow id '../flows'" in answer.json()["message"]
+    assert await snapshot(container) == before

@@ -546,6 +546,22 @@ class RedisOnlyChecks:
         assert "event=event_bus.notification_failed event_id=ev-bad" in caplog.text
         assert bus.listening is True
 
+    async def test_a_non_utf8_notification_does_not_stop_the_listener(
+        self, build: MakeBus, redis_client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        """R4, V3: a foreign non-UTF-8 entry on the notification stream used to fail every
+        read of the listener, for ever; now it names no event and the next one arrives."""
+        bus = build()
+        handler = Recorder()
+        bus.register_handler("user.*", handler)
+        await bus.start()
+
+        await redis_client.xadd(keys.event_notifications(), {"event_id": b"\xff\xfe"})
+        await bus.publish(event("ev-after"))
+
+        await eventually(lambda: handler.seen == ["ev-after"], "the later event arrived")
+        assert bus.listening is True
+
     async def test_a_handled_mark_is_written_only_after_success(
         self, build: MakeBus, redis_client: redis.Redis, keys: RedisKeys
     ) -> None:

@@ -181,7 +181,29 @@ class TestMemoryEventLog(EventLogContract):
 
 
 class RedisEventKeyChecks:
-    """Redis only: record TTL and type index follow the key schema."""
+    """Redis only: record TTL and type index follow the key schema; foreign entries on the
+    notification stream are survived."""
+
+    async def test_foreign_notifications_never_fail_a_read_or_a_reclaim(
+        self, ready: EventLog, redis_client: redis.Redis, keys: RedisKeys, elapse: Elapse
+    ) -> None:
+        """R4, V4: a non-UTF-8 entry (or one naming no event) is handed on like any other,
+        so its lookup finds nothing and it is acked; the events around it still arrive."""
+        stream = keys.event_notifications()
+        await ready.append(event("ev:1"))
+        await redis_client.xadd(stream, {"event_id": b"\xff\xfe"})
+        await redis_client.xadd(stream, {"something": "else"})
+        await ready.append(event("ev:4"))
+
+        read = await ready.read_notifications("crashed", count=10, block_ms=0)
+        assert event_ids(read) == ["ev:1", "\ufffd\ufffd", "", "ev:4"]
+        await elapse(60)
+
+        reclaimed = await ready.reclaim_notifications("rescuer", min_idle_ms=50, count=10)
+        assert event_ids(reclaimed) == event_ids(read)
+        for notification in reclaimed:
+            await ready.ack_notification(notification.notification_id)
+        assert await ready.reclaim_notifications("rescuer", min_idle_ms=0, count=10) == []
 
     async def test_record_has_a_seven_day_ttl_and_a_type_index_entry(
         self, ready: EventLog, redis_client: redis.Redis, keys: RedisKeys

@@ -22,7 +22,14 @@ Elapse = Callable[[int], Awaitable[None]]
 
 
 class RawTaskQueue(TaskQueue, Protocol):
-    async def enqueue_raw(self, fields: Mapping[str, str]) -> str: ...
+    async def enqueue_raw(self, fields: Mapping[str | bytes, str | bytes]) -> str: ...
+
+
+#: What a foreign producer may write: `XADD <stream> '*' envelope "$(printf '\xff\xfe')"`.
+NOT_UTF8 = {"envelope": b"\xff\xfe", "schema_version": "1"}
+NOT_UTF8_BASE64 = (("ZW52ZWxvcGU=", "//4="), ("c2NoZW1hX3ZlcnNpb24=", "MQ=="))
+#: `json.loads` of this raises RecursionError.
+TEN_THOUSAND_DEEP = {"envelope": "[" * 10_000 + "]" * 10_000, "schema_version": "1"}
 
 
 def envelope(execution_id: str = "x-1") -> TaskEnvelope:
@@ -268,6 +275,69 @@ class QueueContract:
 
         assert delivery.envelope is None and delivery.problem
         assert (delivery.delivery_count, delivery.reclaimed) == (2, True)
+
+    async def test_a_non_utf8_entry_is_undecodable_and_does_not_fail_its_batch(
+        self, ready: RawTaskQueue
+    ) -> None:
+        """R4: one non-UTF-8 byte used to fail every read of the batch, for ever."""
+        first = await ready.enqueue(envelope("x-1"))
+        garbage = await ready.enqueue_raw(NOT_UTF8)
+        last = await ready.enqueue(envelope("x-3"))
+        assert (await ready.stats()).oldest_unread_ms is not None
+
+        deliveries = await ready.read("worker-a", count=10, block_ms=0)
+
+        assert [d.message_id for d in deliveries] == [first, garbage, last]
+        good_1, bad, good_3 = deliveries
+        assert good_1.envelope == envelope("x-1") and good_3.envelope == envelope("x-3")
+        assert bad.envelope is None
+        assert bad.problem and "not UTF-8" in bad.problem and "'envelope'" in bad.problem
+        assert bad.raw == {"envelope": "\\xff\\xfe", "schema_version": "1"}
+        assert bad.raw_base64 == NOT_UTF8_BASE64
+        assert good_1.raw_base64 is None
+
+    async def test_reclaim_survives_a_non_utf8_entry(
+        self, ready: RawTaskQueue, elapse: Elapse
+    ) -> None:
+        """R4, W2: a killed worker's carriers are reclaimed even with garbage pending."""
+        await ready.enqueue_raw(NOT_UTF8)
+        held = await ready.enqueue(envelope("x-2"))
+        await ready.read("killed", count=10, block_ms=0)
+        await elapse(60)
+
+        reclaimed = await ready.reclaim("rescuer", min_idle_ms=50, count=10)
+
+        assert [d.envelope is None for d in reclaimed] == [True, False]
+        assert reclaimed[1].message_id == held
+        assert reclaimed[0].raw_base64 == NOT_UTF8_BASE64
+        assert all(d.reclaimed and d.delivery_count == 2 for d in reclaimed)
+
+    async def test_a_ten_thousand_deep_envelope_is_undecodable_naming_the_depth_limit(
+        self, ready: RawTaskQueue
+    ) -> None:
+        """R4: over the JSON depth limit, refused before any parser recurses into it."""
+        await ready.enqueue_raw(TEN_THOUSAND_DEEP)
+
+        [delivery] = await ready.read("worker-a", count=10, block_ms=0)
+
+        assert delivery.envelope is None
+        assert delivery.problem and "depth limit" in delivery.problem
+        assert delivery.raw == TEN_THOUSAND_DEEP
+
+    async def test_dead_letter_of_a_non_utf8_entry_keeps_its_bytes_in_base64(
+        self, ready: RawTaskQueue
+    ) -> None:
+        """R4, W9: the evidence is lossless; the readable copy shows the bytes escaped."""
+        message_id = await ready.enqueue_raw(NOT_UTF8)
+        [delivery] = await ready.read("worker-a", count=10, block_ms=0)
+
+        dlq_id = await ready.dead_letter(delivery, delivery.problem or "")
+
+        [letter] = await ready.dead_letters()
+        assert letter == DeadLetter(
+            dlq_id, message_id, delivery.problem or "", delivery.raw, NOT_UTF8_BASE64
+        )
+        assert (await ready.stats()).pending == 0
 
     async def test_dead_letter_copies_raw_fields_and_reason_then_acks(
         self, ready: RawTaskQueue

@@ -126,3 +126,82 @@ def test_demo_runs_both_approval_executions_to_completion(
     assert code == 0, out
     assert out.count("completed") >= 2
     assert "waits for an approval_decision" in out
+
+
+# --- R4, C4: JSON limits and the id rule, exit 2 before connecting ------------------------
+
+
+def deep_object(depth: int) -> str:
+    return '{"k": ' * depth + "1" + "}" * depth
+
+
+@pytest.mark.parametrize("depth", [300, 10_000])
+@pytest.mark.parametrize(
+    ("command", "option", "limit"),
+    [
+        (("executions", "start", "approval"), "--input", "execution input depth limit"),
+        (("events", "publish", "t", "--correlation-id", "c"), "--data", "event data depth limit"),
+    ],
+)
+def test_a_document_over_the_depth_limit_exits_2_naming_the_option_and_the_limit(
+    command: tuple[str, ...], option: str, limit: str, depth: int
+) -> None:
+    """R4: 300 levels used to be sent (and dead-lettered by the worker); 10,000 levels
+    crashed the CLI with RecursionError."""
+    code, out = invoke(*command, option, deep_object(depth), "--redis-url", UNREACHABLE)
+    assert code == 2, out
+    assert option in out and limit in out
+
+
+def test_run_refuses_input_and_event_data_over_the_depth_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(REPO_ROOT)
+    code, out = invoke("run", str(APPROVAL), "--input", deep_object(10_000))
+    assert code == 2 and "--input" in out and "execution input depth limit" in out
+    code, out = invoke("run", str(APPROVAL), "--event", f"approval_decision={deep_object(100)}")
+    assert code == 2 and "--event" in out and "event data depth limit" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (("executions", "start", "approval", "--execution-id", "../../etc"), "execution id"),
+        (("executions", "start", "app/roval"), "flow id"),
+        (("executions", "show", "../../etc"), "execution id"),
+        (("executions", "cancel", "has space"), "execution id"),
+        (("executions", "retry", "{tag}"), "execution id"),
+        (("executions", "delete", "."), "execution id"),
+        (("events", "show", "a/b"), "event id"),
+        (("flows", "show", "a b"), "flow id"),
+    ],
+)
+def test_an_id_outside_the_id_rule_exits_2_before_connecting(
+    args: tuple[str, ...], named: str
+) -> None:
+    """R4: `../../etc` used to start and complete, and was then unaddressable."""
+    code, out = invoke(*args, "--redis-url", UNREACHABLE)
+    assert code == 2, out
+    assert named in out and "may hold only letters" in out
+
+
+@requires_redis
+def test_an_event_too_large_with_its_correlation_id_exits_2_naming_the_limit() -> None:
+    """R4: the data fits, but the carrier that would embed the event would not."""
+    assert REDIS_URL is not None
+    env = {"PLAITA_NAMESPACE": f"plaita-e2e-{uuid.uuid4().hex[:8]}"}
+    data = json.dumps({"blob": "x" * (1024 * 1024 - 100)})
+    code, out = invoke(
+        "events",
+        "publish",
+        "t",
+        "--correlation-id",
+        "c" * 1000,
+        "--data",
+        data,
+        "--redis-url",
+        REDIS_URL,
+        env=env,
+    )
+    assert code == 2, out
+    assert "PayloadTooLargeError" in out and "event data size limit" in out

@@ -19,3 +19,6 @@ json_values = st.recursive(
     max_leaves=12,
 )
 json_objects = st.dictionaries(st.text(max_size=8), json_values, max_size=4)
+
+#: Ids that follow the id rule (execution, event, flow ids; ``plaita.domain.ids``).
+valid_ids = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,15}", fullmatch=True)

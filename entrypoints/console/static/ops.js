@@ -158,6 +158,13 @@ export function dlqView(ctx) {
                   {},
                   h("summary", { text: "Carrier" }),
                   h("pre", { class: "code", text: formatJson(entry.raw) }),
+                  entry.raw_base64
+                    ? h("pre", {
+                        class: "code",
+                        "aria-label": "The carrier's exact bytes, base64",
+                        text: formatJson({ raw_base64: entry.raw_base64 }),
+                      })
+                    : null,
                 ),
               ),
             );

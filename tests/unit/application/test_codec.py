@@ -12,15 +12,20 @@ from hypothesis import strategies as st
 from plaita.application.codec import (
     ENVELOPE_FIELD,
     SCHEMA_FIELD,
+    decode_dead_letter,
+    decode_delivery,
     decode_envelope,
+    encode_dead_letter,
     encode_envelope,
+    envelope_document,
 )
 from plaita.domain.envelope import CURRENT_SCHEMA_VERSION, ResumeType, TaskEnvelope
 from plaita.domain.errors import InvalidEnvelopeError, SchemaVersionError
+from plaita.domain.limits import ENVELOPE_LIMIT, MAX_JSON_DEPTH
 
-from ..strategies import json_objects
+from ..strategies import json_objects, valid_ids
 
-ids = st.text(min_size=1, max_size=16)
+ids = valid_ids
 millis = st.integers(min_value=0, max_value=2**53)
 tenants = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,15}", fullmatch=True)
 
@@ -175,6 +180,12 @@ BAD_BODIES: dict[str, dict[str, Any]] = {
     "timestamp is text": VALID_BODY | {"timestamp_ms": "yesterday"},
     "params is a list": VALID_BODY | {"params": [1, 2]},
     "event is a string": VALID_BODY | {"event": "approved"},
+    # R4: ids that would be unaddressable once stored.
+    "execution_id with a slash": VALID_BODY | {"execution_id": "../../etc"},
+    "execution_id is a number": VALID_BODY | {"execution_id": 7},
+    "flow_id with a space": VALID_BODY | {"flow_id": "my flow"},
+    "event_id with a brace": VALID_BODY | {"event": {"event_type": "t", "event_id": "{x}"}},
+    "params is a string": VALID_BODY | {"params": "amount=1"},
 }
 
 
@@ -189,3 +200,83 @@ def test_an_entry_naming_an_invalid_tenant_raises_invalid_envelope() -> None:
     body = {**VALID_BODY, "tenant_id": "acme:eu"}
     with pytest.raises(InvalidEnvelopeError, match="'acme:eu'"):
         decode_envelope(entry(body))
+
+
+# --- R4: hostile entries, decoded one at a time -----------------------------------
+
+
+def test_an_envelope_over_the_depth_limit_is_refused_before_it_is_parsed() -> None:
+    """R4: a 10,000-deep envelope names the limit instead of a parser's RecursionError."""
+    deep = "[" * 10_000 + "]" * 10_000
+    with pytest.raises(InvalidEnvelopeError, match="task envelope depth limit"):
+        decode_envelope(entry(deep))
+
+
+def test_an_envelope_over_the_size_limit_is_refused_naming_it() -> None:
+    body = VALID_BODY | {"params": {"blob": "x" * (ENVELOPE_LIMIT.max_bytes + 1)}}
+    with pytest.raises(InvalidEnvelopeError, match="task envelope size limit"):
+        decode_envelope(entry(body))
+
+
+def test_an_envelope_carrying_event_data_at_the_limit_is_accepted() -> None:
+    """The boundaries agree: event data the publish accepted fits the envelope carrying it."""
+    data: Any = 1
+    for _ in range(MAX_JSON_DEPTH):
+        data = {"k": data}
+    body = VALID_BODY | {"event": {"event_type": "t", "event_id": "e-1", "data": data}}
+    assert decode_envelope(entry(body)).event == body["event"]
+
+
+def test_a_non_utf8_entry_becomes_an_undecodable_delivery_with_its_exact_bytes() -> None:
+    """R4: decoded on its own, named, and kept losslessly (base64) as evidence."""
+    delivery = decode_delivery("1-0", {b"envelope": b"\xff\xfe", b"schema_version": b"1"}, 1)
+
+    assert delivery.envelope is None
+    assert delivery.problem == (
+        "entry is not UTF-8: field 'envelope' has byte 0xff at offset 0; its exact bytes are "
+        "kept in raw_base64 as evidence"
+    )
+    assert delivery.raw == {"envelope": "\\xff\\xfe", "schema_version": "1"}
+    assert delivery.raw_base64 == (("ZW52ZWxvcGU=", "//4="), ("c2NoZW1hX3ZlcnNpb24=", "MQ=="))
+
+
+def test_a_non_utf8_field_name_is_named_too() -> None:
+    delivery = decode_delivery("1-0", {b"\xc3": b"v"}, 1)
+    assert delivery.problem and "a field name has byte 0xc3" in delivery.problem
+    assert delivery.raw_base64 == (("ww==", "dg=="),)
+
+
+def test_a_utf8_entry_read_as_bytes_decodes_like_text() -> None:
+    envelope = decode_envelope(entry(VALID_BODY))
+    fields = encode_envelope(envelope)
+    raw = {name.encode(): value.encode() for name, value in fields.items()}
+
+    delivery = decode_delivery("1-0", raw, 2, reclaimed=True)
+
+    assert (delivery.envelope, delivery.raw, delivery.raw_base64) == (envelope, fields, None)
+    assert (delivery.delivery_count, delivery.reclaimed) == (2, True)
+
+
+def test_the_dead_letter_of_a_non_utf8_entry_is_ascii_and_round_trips() -> None:
+    delivery = decode_delivery("1-0", {b"envelope": b"\xff"}, 1)
+
+    fields = encode_dead_letter(delivery, "not UTF-8")
+
+    assert all(value.isascii() for value in fields.values())
+    letter = decode_dead_letter("2-0", fields)
+    assert (letter.raw, letter.raw_base64) == (delivery.raw, delivery.raw_base64)
+
+
+def test_a_hand_written_dead_letter_is_shown_as_best_it_can_be() -> None:
+    letter = decode_dead_letter("2-0", {"raw": "[" * 10_000, "raw_base64": "nope"})
+    assert letter.raw == {"raw": "[" * 10_000}
+    assert letter.raw_base64 is None
+
+
+@pytest.mark.parametrize("body", ["[" * 10_000 + "]" * 10_000, "not json", "[]", "\\xff"], ids=repr)
+def test_the_evidence_view_of_a_hostile_envelope_is_none_never_an_error(body: str) -> None:
+    assert envelope_document({ENVELOPE_FIELD: body}) is None
+
+
+def test_the_evidence_view_of_a_readable_envelope_is_its_document() -> None:
+    assert envelope_document(entry(VALID_BODY)) == VALID_BODY

@@ -417,3 +417,28 @@ async def test_a_carrier_naming_an_invalid_tenant_touches_no_execution(world: Wo
     [letter] = await world.queue.dead_letters(count=10)
     assert letter.raw["envelope"] == raw
     assert carrier_tenant_id(delivery) is None
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        pytest.param({"envelope": "[" * 10_000 + "]" * 10_000}, id="ten-thousand-deep"),
+        pytest.param({"envelope": b"\xff\xfe"}, id="not-utf8"),
+        pytest.param({"envelope": '{"kind":"start","execution_id":"../../etc"}'}, id="bad-id"),
+    ],
+)
+async def test_a_hostile_carrier_is_dead_lettered_once_never_crashing_the_guard(
+    world: World, fields: dict[str, str | bytes]
+) -> None:
+    """W9, R4: the guard used to re-parse a 10,000-deep carrier and raise RecursionError,
+    so it crash-looped and never reached the DLQ. It names no execution: released once."""
+    await world.queue.enqueue_raw(fields)
+    [delivery] = await world.queue.read("w1", count=1, block_ms=0)
+    assert carrier_execution_id(delivery) is None
+
+    outcome = await world.guard()(delivery, delivery.problem or "", schema_rejected=True)
+
+    assert (outcome.action, outcome.released) == (GuardAction.RELEASE_ONCE_NO_COPY, True)
+    [letter] = await world.queue.dead_letters(count=10)
+    assert (letter.message_id, letter.raw) == (delivery.message_id, delivery.raw)
+    assert (await world.queue.stats()).pending == 0

@@ -462,3 +462,49 @@ def test_an_empty_expression_is_refused_by_name() -> None:
 
     with pytest.raises(InvalidExpressionError, match="is not an expression"):
         compile_expression("")
+
+
+def nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("result", "limit"),
+    [
+        pytest.param(nested(10_000), "node result depth limit", id="ten-thousand-deep"),
+        pytest.param(nested(65), "node result depth limit", id="one-level-too-deep"),
+        pytest.param({"blob": "x" * (1024 * 1024)}, "node result size limit", id="too-large"),
+    ],
+)
+async def test_a_result_over_the_limit_fails_the_node_deterministically_naming_it(
+    clock: FakeClock, result: Any, limit: str
+) -> None:
+    """E3, R4: a 10,000-deep result raised RecursionError, which counted as transient
+    and was retried; now the node fails at once, by name, without burning its retries."""
+    handler = Flaky([], result=result)
+    run = execution(task_flow({"retryTimes": 3}), handler_registry(work=handler), clock)
+
+    with pytest.raises(NodeExecutionError, match=limit) as failed:
+        await run.arun()
+
+    assert handler.calls == 1
+    assert "ResultLimitError" in str(failed.value)
+    assert "node 'work' result" in str(failed.value)
+
+
+async def test_a_result_at_the_limit_is_kept(clock: FakeClock) -> None:
+    run = execution(task_flow({}), handler_registry(work=Flaky([], result=nested(64))), clock)
+    await run.arun()
+    assert run.context.node_results["work"] == nested(64)
+
+
+async def test_a_variable_over_the_limit_fails_the_attempt_naming_it(clock: FakeClock) -> None:
+    def deep(params: Any, ctx: Any) -> None:
+        ctx.set_variable("tree", nested(10_000))
+
+    run = execution(task_flow({"retryTimes": 3}), handler_registry(work=deep), clock)
+    with pytest.raises(NodeExecutionError, match="execution variable depth limit"):
+        await run.arun()

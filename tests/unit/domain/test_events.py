@@ -10,17 +10,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from plaita.domain.errors import InvalidEventError
+from plaita.domain.errors import InvalidEventError, InvalidEventIdError
 from plaita.domain.events import Event, EventSubscription, subscription_matches
 
-from ..strategies import json_objects
+from ..strategies import json_objects, valid_ids
 
 ids = st.text(min_size=1, max_size=16).filter(str.strip)
 millis = st.integers(min_value=0, max_value=2**53)
 
 events = st.builds(
     Event,
-    event_id=ids,
+    event_id=valid_ids,
     event_type=ids,
     timestamp_ms=millis,
     data=json_objects,
@@ -71,8 +71,15 @@ def subscription(**overrides: Any) -> EventSubscription:
 @pytest.mark.parametrize("field", ["event_id", "event_type"])
 @pytest.mark.parametrize("value", ["", " ", "\n\t", None])
 def test_an_event_with_an_empty_type_or_id_raises_invalid_event(field: str, value: Any) -> None:
-    with pytest.raises(InvalidEventError, match=field):
+    with pytest.raises(InvalidEventError, match=field.replace("_id", " id")):
         event(**{field: value})
+
+
+@pytest.mark.parametrize("event_id", ["../e", "e 1", "{e}"])
+def test_an_event_id_outside_the_id_rule_is_refused_by_name(event_id: str) -> None:
+    """V1, R4: an event the library is handed must be addressable later."""
+    with pytest.raises(InvalidEventIdError, match="event id"):
+        event(event_id=event_id)
 
 
 @pytest.mark.parametrize("field", ["subscription_id", "event_type", "execution_id"])

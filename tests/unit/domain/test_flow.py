@@ -16,6 +16,7 @@ from plaita.domain.errors import (
     EmptyEventTypeError,
     FlowDefinitionError,
     InvalidFlowDocumentError,
+    InvalidFlowIdError,
     InvalidHandlerReferenceError,
     InvalidTimeoutError,
     MissingStartNodeError,
@@ -143,6 +144,16 @@ def test_every_named_definition_error_is_a_flow_definition_error() -> None:
         InvalidHandlerReferenceError,
     ):
         assert issubclass(error, FlowDefinitionError)
+
+
+@pytest.mark.parametrize("flow_id", ["orders/v2", "../flows", "my flow", ".", "{f}"])
+def test_a_flow_id_outside_the_id_rule_raises_invalid_flow_id(flow_id: str) -> None:
+    """R4 (E1): every way a flow is registered builds a Flow; none may store such an id."""
+    document = approval_document()
+    document["flow_id"] = flow_id
+    with pytest.raises(InvalidFlowIdError, match="flow id"):
+        Flow.from_document(document)
+    assert issubclass(InvalidFlowIdError, FlowDefinitionError)
 
 
 # --- InvalidFlowDocumentError --------------------------------------------------------

@@ -27,6 +27,8 @@ from plaita.domain.schedules import (
     manual_fire_key,
 )
 
+from ..strategies import valid_ids
+
 DUE = 1_767_225_600_000
 
 
@@ -100,6 +102,9 @@ def test_run_now_in_the_same_second_as_a_due_is_not_merged_with_it() -> None:
         lambda: manual_dedup_key("nightly", ""),
         lambda: manual_dedup_key("nightly", "a:due:1"),
         lambda: manual_dedup_key("", "req"),
+        # W22, R4: the id rule (a '/' or a space would make the key unaddressable).
+        lambda: cron_dedup_key("night/ly", DUE),
+        lambda: manual_dedup_key("night ly", "req"),
     ],
 )
 def test_a_key_that_could_collide_or_is_empty_is_refused_with_a_named_error(build: object) -> None:
@@ -109,7 +114,7 @@ def test_a_key_that_could_collide_or_is_empty_is_refused_with_a_named_error(buil
         build()  # type: ignore[operator]
 
 
-schedule_ids = st.text(min_size=1, max_size=12)
+schedule_ids = valid_ids
 times = st.integers(min_value=0, max_value=2**53)
 request_ids = st.text(min_size=1, max_size=12).filter(lambda r: ":" not in r)
 fires = st.one_of(
