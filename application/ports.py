@@ -149,6 +149,12 @@ class ExecutionRepository(Protocol):
         state is written and replaces whatever was stored. Raises ``ExecutionLeaseError``
         (nothing written) when the fence is not current or the execution was deleted (W4,
         W13).
+
+        Retention (S5): a terminal ``state`` makes every record of the execution (state,
+        node results, variables, counters, heartbeat, operator flags, parked carriers)
+        expire within the store's retention, in the same atomic write where the store allows
+        it; a live one over a terminal one keeps them until the end again. The generation
+        counter never expires (W4).
         """
         ...
 
@@ -160,13 +166,16 @@ class ExecutionRepository(Protocol):
         tombstone: Tombstone,
         tombstone_ttl_ms: int,
     ) -> Tombstone:
-        """Remove state, index entry, lease and counters and leave a tombstone, atomically (W13).
+        """Remove state, index entry, lease, counters, heartbeat, operator flags and parked
+        carriers and leave a tombstone, atomically (W13).
 
         The generation counter stays. ``fence`` is the deleting holder's generation
         (``ExecutionLeaseError``, nothing removed, when it is not current); None is an
         operator delete that revokes whoever holds the lease: the generation moves on, so the
         holder's later writes fail. A second delete keeps the first tombstone (and its
-        ``deleted_at``), only ever extending its TTL; the stored tombstone is returned.
+        ``deleted_at``), only ever extending its TTL, and removes again whatever was written
+        for the execution since; the stored tombstone is returned. A store whose counters or
+        flags live in another store (SQL) removes those right after its own transaction.
         """
         ...
 
@@ -541,8 +550,9 @@ class Admission:
 class ExecutionControls(Protocol):
     """Operator flags of an execution, apart from its checkpoint, and its parked carriers (W23).
 
-    Kept in the execution's tenant namespace and hash tag; written without the lease. No TTL:
-    they last until ``clear`` (a delete, W13).
+    Kept in the execution's tenant namespace and hash tag; written without the lease. They
+    last while the execution is live, expire with it once it is terminal (``retain``, S5) and
+    go with its delete (W13).
     """
 
     async def get(self, execution_id: str) -> ControlFlags:
@@ -578,6 +588,16 @@ class ExecutionControls(Protocol):
 
     async def unpark(self, execution_id: str, carrier_ids: Sequence[str]) -> int:
         """Forget these parked carriers (re-enqueued by the caller); how many were parked."""
+        ...
+
+    async def retain(self, execution_id: str, *, ttl_ms: int | None) -> None:
+        """Let the flags and parked carriers expire within ``ttl_ms`` (the execution ended,
+        S5; never later than they already would), or keep them until ``clear`` again (None:
+        it is live again). A carrier parked after the end expires with the flags.
+
+        The execution repository calls it with every checkpoint that changes the lifetime
+        (on Redis storage inside the checkpoint's own script instead).
+        """
         ...
 
     async def clear(self, execution_id: str) -> None:

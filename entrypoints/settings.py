@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     execution_deadline_seconds: float = Field(default=1800.0, ge=0)
     max_deliveries: int = Field(default=5, ge=1, le=1000)
     max_carrier_age_days: float = Field(default=30.0, ge=0)
+    #: S5: how long a terminal execution is kept (state, node results, counters, flags);
+    #: fractions of a day are fine, 0 is refused (a terminal state absorbs late carriers).
+    retention_days: float = Field(default=7.0, gt=0)
     disable_holder_liveness: bool = False
     #: The dead-letter stream; None is the queue's own (``{ns}:q:{<queue>}:dlq``).
     dlq_key: str | None = Field(default=None, min_length=1)
@@ -102,6 +105,11 @@ class Settings(BaseSettings):
     def execution_deadline_ms(self) -> int:
         return int(self.execution_deadline_seconds * 1000)
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def retention_ms(self) -> int:
+        return max(1, int(self.retention_days * 24 * 3600 * 1000))
+
 
 # --- the worker's start-up check (W21) ---------------------------------------------------
 
@@ -110,6 +118,7 @@ _SCALED = {
     "lease_ttl_seconds": ("lease_ttl_ms", 1000),
     "execution_deadline_seconds": ("execution_deadline_ms", 1000),
     "max_carrier_age_days": ("max_carrier_age_ms", 24 * 3600 * 1000),
+    "retention_days": ("retention_ms", 24 * 3600 * 1000),
 }
 _CHECKED = (
     "namespace",

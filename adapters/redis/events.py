@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import redis.asyncio as redis
 
-from plaita.adapters.redis.index_pruning import IndexPruner
+from plaita.adapters.redis.index_pruning import IndexPruner, in_every_index
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.streams import RedisGroupStream, StreamEntry, text
 from plaita.application.ports import EventNotification
@@ -53,7 +53,9 @@ class RedisEventLog:
         self._keys = keys
         self._ttl_ms = ttl_ms
         self._stream = RedisGroupStream(client, keys.event_notifications(), group)
-        self._pruner = IndexPruner(client, registry=keys.event_indexes(), record_key=keys.event)
+        self._pruner = IndexPruner(
+            client, registry=keys.event_indexes(), record_key=in_every_index(keys.event)
+        )
         # Per consumer: the last pending id handed out, until its backlog is drained.
         self._backlog: dict[str, str] = {}
         self._caught_up: set[str] = set()

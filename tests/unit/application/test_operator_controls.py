@@ -557,6 +557,34 @@ async def test_delete_removes_the_flags_and_the_parked_carriers(world: World) ->
     assert await world.container.controls().parked("x-1") == []
 
 
+async def test_a_second_delete_removes_flags_written_after_the_first(world: World) -> None:
+    """W13: an operator flag that raced the first delete goes with the next one, which keeps
+    the first tombstone."""
+    await world.suspended()
+    first = await world.container.delete_execution()("x-1")
+    await world.container.controls().set_flags("x-1", cancel_requested=True)
+
+    second = await world.container.delete_execution()("x-1", reason="again")
+
+    assert (second.tombstone, second.deleted_now) == (first.tombstone, False)
+    assert await world.flags("x-1") == ControlFlags()
+
+
+async def test_a_cancelled_executions_cancel_flag_expires_with_it(world: World) -> None:
+    """S5: the flag a cancel leaves behind lasts only as long as the terminal execution
+    (7 days by default), not forever."""
+    await world.suspended()
+    await world.container.cancel_execution()("x-1")
+    await world.drain()
+    assert await world.status("x-1") is ExecutionStatus.CANCELLED
+    assert (await world.flags("x-1")).cancel_requested
+
+    world.clock.advance(7 * 24 * 3600)
+
+    assert await world.container.executions().load("x-1") is None
+    assert await world.flags("x-1") == ControlFlags()
+
+
 async def test_the_reaper_skips_a_paused_execution(world: World) -> None:
     await world.failed_at_b()
     world.broken.clear()
