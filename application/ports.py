@@ -114,11 +114,30 @@ class TaskQueue(Protocol):
         ...
 
     async def dead_letter(self, delivery: Delivery, reason: str) -> str:
-        """Copy the carrier's raw fields and ``reason`` to the DLQ, then ack it; the DLQ id."""
+        """Copy the carrier's raw fields and ``reason`` to the DLQ, then ack it; the DLQ id.
+
+        The DLQ is a lossy FIFO (W10, S5): the same atomic step trims it to its length cap,
+        dropping the oldest entries; ``dead_letters_dropped`` counts them.
+        """
+        ...
+
+    async def dead_letters_dropped(self) -> int:
+        """How many dead letters the length cap has dropped through this queue object since
+        it was made (a running total: each worker counts what its own writes dropped)."""
         ...
 
     async def dead_letters(self, *, count: int = 100) -> list[DeadLetter]:
         """The newest dead letters, newest first."""
+        ...
+
+    async def trim_acknowledged(self) -> int:
+        """Remove the stream's entries below the oldest one the group still needs (S5); how
+        many were removed.
+
+        What the group needs is every pending entry and every entry not yet delivered: none
+        of them, and nothing after them, is ever removed, whatever runs meanwhile (one
+        atomic step on Redis). Acked entries behind them stay until those are acked.
+        """
         ...
 
 
@@ -459,6 +478,17 @@ class EventLog(Protocol):
         self, consumer: str, *, min_idle_ms: int, count: int
     ) -> list[EventNotification]:
         """Take over notifications left pending by a crashed event filter."""
+        ...
+
+    async def trim_notifications(self, *, min_age_ms: int) -> int:
+        """Remove notifications every event-filter group has acked and that are at least
+        ``min_age_ms`` old (S5); how many were removed.
+
+        Like ``TaskQueue.trim_acknowledged`` over every group of the stream: nothing pending
+        and nothing undelivered is removed. The age is for readers without a group (every
+        event bus listens to the stream with plain reads): they read what the groups are done
+        with within it.
+        """
         ...
 
     async def list(self, query: EventQuery) -> Sequence[Event]:

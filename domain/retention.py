@@ -1,5 +1,5 @@
 """Retention (S5): how long a terminal execution is kept, and what a checkpoint does to the
-lifetime of the execution's keys.
+lifetime of the execution's keys; streams are trimmed only below what is still needed.
 
 A running or suspended execution is kept until it ends or is deleted: nothing of it expires
 on its own. The checkpoint that makes it terminal gives every record of it (state, node
@@ -24,6 +24,10 @@ from plaita.domain.execution import ExecutionStatus
 DAY_MS = 24 * 60 * 60 * 1000
 DEFAULT_RETENTION_DAYS = 7.0
 DEFAULT_RETENTION_MS = int(DEFAULT_RETENTION_DAYS * DAY_MS)
+#: How long a notification every event filter is done with stays on its stream: every event
+#: bus reads the stream without a group, from where it stopped, and must find it there after
+#: a reconnect back-off (at most 5 s) or a slow batch.
+NOTIFICATION_GRACE_MS = 60_000
 
 
 class Lifetime(enum.StrEnum):
@@ -62,3 +66,10 @@ def check_retention_ms(retention_ms: int) -> int:
             "terminal execution is kept so late carriers meet it (there is no 'delete at once')"
         )
     return retention_ms
+
+
+def check_trim_age_ms(min_age_ms: int) -> int:
+    """The minimum age of a trimmed stream entry: a whole number of ms, 0 for none."""
+    if isinstance(min_age_ms, bool) or not isinstance(min_age_ms, int) or min_age_ms < 0:
+        raise ValueError(f"a minimum age is a whole number of ms >= 0, got {min_age_ms!r}")
+    return min_age_ms

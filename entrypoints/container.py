@@ -124,6 +124,7 @@ def _runtime_config(
     queue_name: str,
     consumer_group: str,
     dlq_key: str,
+    dlq_max_len: int,
     max_deliveries: int,
     lease_ttl_ms: int,
     max_carrier_age_ms: int,
@@ -153,6 +154,7 @@ def _runtime_config(
         max_deliveries=max_deliveries,
         lease_ttl_ms=lease_ttl_ms,
         max_carrier_age_ms=max_carrier_age_ms,
+        dlq_max_len=dlq_max_len,
         other=other,
     )
 
@@ -236,7 +238,7 @@ class Container(containers.DeclarativeContainer):
     )
     queue = providers.Selector(
         config.backend,
-        memory=providers.Singleton(MemoryTaskQueue, clock),
+        memory=providers.Singleton(MemoryTaskQueue, clock, dead_letter_max_len=config.dlq_max_len),
         redis=providers.Singleton(
             RedisTaskQueue,
             redis_client,
@@ -244,6 +246,7 @@ class Container(containers.DeclarativeContainer):
             queue_name=config.queue_name,
             group=config.consumer_group,
             dead_letter_key=config.dlq_key,
+            dead_letter_max_len=config.dlq_max_len,
         ),
     )
     flow_repository = providers.Selector(
@@ -310,6 +313,7 @@ class Container(containers.DeclarativeContainer):
         queue_name=config.queue_name,
         consumer_group=config.consumer_group,
         dlq_key=dlq_key,
+        dlq_max_len=config.dlq_max_len,
         max_deliveries=config.max_deliveries,
         lease_ttl_ms=config.lease_ttl_ms,
         max_carrier_age_ms=config.max_carrier_age_ms,

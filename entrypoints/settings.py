@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     disable_holder_liveness: bool = False
     #: The dead-letter stream; None is the queue's own (``{ns}:q:{<queue>}:dlq``).
     dlq_key: str | None = Field(default=None, min_length=1)
+    #: W10: the DLQ's length cap, a lossy FIFO: every dead letter beyond it drops the oldest
+    #: (``plaita_dlq_trimmed_total`` and a WARNING say so). Part of the budget generation.
+    dlq_max_len: int = Field(default=10_000, ge=1)
     #: C5: POST a JSON alert for every dead letter here (best effort, bounded queue).
     alert_webhook_url: str | None = Field(default=None, pattern=r"^https?://\S+$")
     alert_queue_size: int = Field(default=1000, ge=1, le=1_000_000)
@@ -62,6 +65,9 @@ class Settings(BaseSettings):
     disk_guard_poll_seconds: float = Field(default=15.0, gt=0)
     #: Advisory: after it the worker exits without acking what still runs (W17 I2).
     drain_timeout_seconds: float = Field(default=30.0, ge=0)
+    #: S5: how often the worker trims the task stream and the event filter the notification
+    #: stream (only below what a consumer group still needs).
+    stream_trim_interval_seconds: float = Field(default=30.0, gt=0, le=3600)
     #: The index janitor (V7): a tick every interval prunes at most ``janitor_budget`` index
     #: members per store. Unusable values fall back to 60 s / 500 with a WARNING
     #: (``plan_janitor``); ``janitor_enabled=false`` switches it off, with a WARNING too.
@@ -126,6 +132,7 @@ _CHECKED = (
     "consumer_group",
     "consumer_name",
     "dlq_key",
+    "dlq_max_len",
     "redis_url",
     "claim_min_idle_ms",
     "read_block_ms",

@@ -1,5 +1,6 @@
-"""PLAITA_RETENTION_DAYS (S5): validated at start-up and wired by the container into the
-execution repository, the delete's tombstone TTL and the config generation."""
+"""PLAITA_RETENTION_DAYS and PLAITA_DLQ_MAX_LEN (S5, W10): validated at start-up and wired
+by the container — the retention into the execution repository, the delete's tombstone TTL
+and the config generation; the DLQ cap into the queue and the budget generation."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from dependency_injector import providers
 
 from plaita.application.tenancy import tenant_scope
+from plaita.domain.envelope import TaskEnvelope
 from plaita.domain.errors import InvalidConfigurationError
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.entrypoints.container import build_container
@@ -83,3 +85,26 @@ async def test_a_tombstone_outlives_a_retention_longer_than_thirty_days() -> Non
         deleted = await container.delete_execution()("x-1")
 
     assert deleted.tombstone_ttl_seconds == 40 * DAY_S
+
+
+async def test_the_dlq_cap_reaches_the_queue_and_the_budget_generation() -> None:
+    """W12: the DLQ cap is one of the rules that give a carrier up (budget generation)."""
+    container = build_container(Settings(backend="memory", dlq_max_len=2))
+    queue = container.queue()
+    for n in range(3):
+        await queue.enqueue(
+            TaskEnvelope.start(execution_id=f"x-{n}", flow_id="f", version="1", params={}, now_ms=1)
+        )
+    for delivery in await queue.read("w1", count=3, block_ms=0):
+        await queue.dead_letter(delivery, "budget spent")
+
+    assert len(await queue.dead_letters(count=10)) == 2
+    assert await queue.dead_letters_dropped() == 1
+    default = build_container(Settings(backend="memory")).generations()
+    assert container.generations().budget_generation != default.budget_generation
+
+
+@pytest.mark.parametrize("cap", ["0", "-3", "1.5"])
+def test_a_dlq_cap_that_is_not_a_positive_whole_number_is_refused(cap: str) -> None:
+    with pytest.raises(InvalidConfigurationError, match="dlq_max_len"):
+        worker_settings({"backend": "redis", "dlq_max_len": cap})
