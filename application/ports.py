@@ -485,9 +485,9 @@ class EventLog(Protocol):
         ``min_age_ms`` old (S5); how many were removed.
 
         Like ``TaskQueue.trim_acknowledged`` over every group of the stream: nothing pending
-        and nothing undelivered is removed. The age is for readers without a group (every
-        event bus listens to the stream with plain reads): they read what the groups are done
-        with within it.
+        and nothing undelivered is removed. ``min_age_ms`` is the grace of the readers without
+        a group (every event bus reads the stream with plain reads): what the groups are done
+        with stays that long for them.
         """
         ...
 
@@ -621,9 +621,9 @@ class ExecutionControls(Protocol):
         ...
 
     async def retain(self, execution_id: str, *, ttl_ms: int | None) -> None:
-        """Let the flags and parked carriers expire within ``ttl_ms`` (the execution ended,
-        S5; never later than they already would), or keep them until ``clear`` again (None:
-        it is live again). A carrier parked after the end expires with the flags.
+        """Let the flags and parked carriers expire ``ttl_ms`` from now (the execution ended,
+        S5), or keep them until ``clear`` again (None: it is live again). A carrier parked
+        after the end expires with the flags.
 
         The execution repository calls it with every checkpoint that changes the lifetime
         (on Redis storage inside the checkpoint's own script instead).

@@ -5,8 +5,9 @@ A running or suspended execution is kept until it ends or is deleted: nothing of
 on its own. The checkpoint that makes it terminal gives every record of it (state, node
 results, variables, counters, heartbeat, operator flags and parked carriers) a lifetime of
 at most the retention, in the same atomic write; a checkpoint that makes it live again (an
-error woken up by a retry, an operator's retry from a node) takes that lifetime away. The
-fence generation counter is never part of it (W4: never deleted, no TTL).
+error woken up by a retry, an operator's retry from a node) takes that lifetime away. A
+terminal execution is so kept for the retention after its last checkpoint. The fence
+generation counter is never part of it (W4: never deleted, no TTL).
 
 Why there is no "0 = delete at once": a terminal state answers the carriers that arrive
 after the end — a redelivered start, a late timer, a duplicate event — with W7's idempotent
@@ -35,8 +36,8 @@ class Lifetime(enum.StrEnum):
 
     #: Nothing: the execution stays live, or stays terminal with the lifetime it has.
     KEEP = "keep"
-    #: It is terminal: every record expires within the retention, never later than it
-    #: already would (a counter or heartbeat with a shorter TTL of its own keeps it).
+    #: It is terminal: its records expire the retention from now; a counter or heartbeat
+    #: with a shorter TTL of its own keeps it.
     EXPIRE = "expire"
     #: It is live (again): the records that have no lifetime of their own are kept until the
     #: execution ends or is deleted.
@@ -47,9 +48,9 @@ def lifetime_change(previous: ExecutionStatus | None, current: ExecutionStatus) 
     """What a checkpoint of ``current`` over a stored ``previous`` (None: nothing known, a
     full write) does to the lifetime (S5).
 
-    Every terminal checkpoint expires the records, not only the first one: a repeat is
-    harmless (the lifetime never grows) and gives records written before retention existed
-    their lifetime at the next terminal write.
+    Every terminal checkpoint expires the records, not only the first one: a wake-up that
+    fails again is kept for the retention after that second end, and records written
+    before retention existed get their lifetime at the next terminal write.
     """
     if current.is_terminal:
         return Lifetime.EXPIRE

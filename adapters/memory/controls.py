@@ -98,8 +98,7 @@ class MemoryExecutionControls:
             if ttl_ms is None:
                 expire_at.pop(key, None)
             else:
-                due = self._now_ms() + ttl_ms
-                expire_at[key] = min(expire_at.get(key, due), due)
+                expire_at[key] = self._now_ms() + ttl_ms
 
     async def clear(self, execution_id: str) -> None:
         key = scoped(execution_id)

@@ -108,7 +108,7 @@ class MemoryExecutionRepository:
         key = scoped(execution_id)
         if lifetime is Lifetime.EXPIRE:
             due = self._leases.monotonic_ms() + self._retention_ms
-            self._expire_at[key] = min(self._expire_at.get(key, due), due)
+            self._expire_at[key] = due
             heartbeat = self._heartbeats.get(key)
             if heartbeat is not None:
                 self._heartbeats[key] = (heartbeat[0], min(heartbeat[1], due))

@@ -115,8 +115,7 @@ class RedisExecutionControls:
                 if ttl_ms is None:
                     pipe.persist(key)
                 else:
-                    # LT: never later than they already expire; a key without a TTL gets one.
-                    pipe.pexpire(key, ttl_ms, lt=True)
+                    pipe.pexpire(key, ttl_ms)
             await pipe.execute()
 
     async def clear(self, execution_id: str) -> None:

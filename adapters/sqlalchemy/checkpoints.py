@@ -60,14 +60,11 @@ def alive(now_ms: int) -> sa.ColumnElement[bool]:
     return sa.or_(executions.c.expires_at_ms.is_(None), executions.c.expires_at_ms > now_ms)
 
 
-def _expiry(lifetime: Lifetime, *, now_ms: int, retention_ms: int) -> dict[str, Any]:
+def _expiry(lifetime: Lifetime, *, now_ms: int, retention_ms: int) -> dict[str, int | None]:
     """The ``expires_at_ms`` a save writes (S5): the retention's end for a terminal state,
-    never later than a live row already expires; NULL for one live again; nothing otherwise."""
+    NULL for one live again, nothing for a live step."""
     if lifetime is Lifetime.EXPIRE:
-        due = now_ms + retention_ms
-        column = executions.c.expires_at_ms
-        sooner = sa.and_(column > now_ms, column < due)
-        return {"expires_at_ms": sa.case((sooner, column), else_=due)}
+        return {"expires_at_ms": now_ms + retention_ms}
     if lifetime is Lifetime.PERSIST:
         return {"expires_at_ms": None}
     return {}
@@ -123,24 +120,20 @@ async def write_full(
     """Replace every part of the execution with the full delta's state.
 
     The header row is written first, then its node and variable rows: the order in which
-    every writer (and the retention sweep's cascade) locks them. A terminal state keeps the
-    expiry a stored (live) row had left, if it is the sooner one.
+    every writer (and the retention sweep's cascade) locks them.
     """
     execution_id = delta.execution_id
-    expiry = _expiry(delta.lifetime, now_ms=now_ms, retention_ms=retention_ms)
     row = {
         **header_values(delta.header),
         "tenant_id": tenant_id,
         "execution_id": execution_id,
-        "expires_at_ms": None if delta.lifetime is Lifetime.PERSIST else now_ms + retention_ms,
+        "expires_at_ms": None,
+        **_expiry(delta.lifetime, now_ms=now_ms, retention_ms=retention_ms),
     }
     statement = upsert(connection, executions).values(row)
     statement = statement.on_conflict_do_update(
         index_elements=[executions.c.tenant_id, executions.c.execution_id],
-        set_={
-            **{name: statement.excluded[name] for name in row if name not in _PRIMARY_KEY},
-            **expiry,
-        },
+        set_={name: statement.excluded[name] for name in row if name not in _PRIMARY_KEY},
     )
     await connection.execute(statement)
     for table in (execution_nodes, execution_vars):

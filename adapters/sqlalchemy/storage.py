@@ -9,7 +9,9 @@ heartbeats, a terminal state's retention, S5) carry an expiry read against the i
 clock; ``sweep_expired`` removes them for good.
 
 The budget counters and the operator controls live on the queue's backend, not here: a
-delete removes them, and a checkpoint changes their lifetime, right after its transaction.
+delete removes both right after its transaction, and a checkpoint that changes the
+execution's lifetime changes the controls' right after its own (the counters keep their
+sliding TTL of their own).
 """
 
 from __future__ import annotations

@@ -198,21 +198,23 @@ class RetentionContract:
 
         assert await repository.load("x:1") == again
 
-    async def test_a_repeated_terminal_save_does_not_extend_the_lifetime(
-        self,
-        repository: ExecutionRepository,
-        save: Save,
-        elapse: Elapse,
+    @pytest.mark.parametrize("incremental", [True, False], ids=["delta", "full"])
+    async def test_a_later_terminal_checkpoint_keeps_it_for_the_retention_after_that(
+        self, repository: ExecutionRepository, save: Save, elapse: Elapse, incremental: bool
     ) -> None:
+        """A wake-up that fails again is kept a whole retention after its second end."""
         live = running()
         await save(live, None)
-        done = ended(live, ExecutionStatus.COMPLETED)
-        await save(done, live)
+        failed = ended(live, ExecutionStatus.ERROR)
+        await save(failed, live)
         await elapse(RETENTION_MS // 2)
 
-        await save(done, None)
+        again = attrs.evolve(failed, steps=failed.steps + 1, updated_at_ms=NOW_MS + 99)
+        await save(again, failed if incremental else None)
         await elapse(RETENTION_MS // 2 + RETENTION_MS // 4)
+        assert await repository.load("x:1") == again
 
+        await elapse(RETENTION_MS // 2)
         assert await repository.load("x:1") is None
 
     async def test_operator_flags_and_parked_carriers_expire_with_the_terminal_execution(
@@ -446,7 +448,7 @@ class RedisRetention(OwnCounters, RetentionContract):
         controls: ExecutionControls,
     ) -> None:
         """S5 with W4: every key gets a TTL <= the retention in the terminal checkpoint's own
-        script; the generation counter never gets one."""
+        script (a shorter one of its own stays); the generation counter never gets one."""
         repository = RedisExecutionRepository(client, keys, retention_ms=DAY_MS)
         live = await self._everything("x:1", save, repository, leases, counters, controls)
         lease = await leases.acquire("x:1", "w1", ttl_ms=60_000)
@@ -638,15 +640,18 @@ class ControlsRetentionContract:
         assert await controls.get("x:1") == ControlFlags()
         assert await controls.parked("x:1") == []
 
-    async def test_retain_never_extends_a_lifetime(
+    async def test_a_later_retain_restarts_the_lifetime(
         self, controls: ExecutionControls, elapse: Elapse
     ) -> None:
         await self._paused_with_a_parked_carrier(controls)
         await controls.retain("x:1", ttl_ms=RETENTION_MS)
+        await elapse(RETENTION_MS // 2)
 
-        await controls.retain("x:1", ttl_ms=DAY_MS)
-        await elapse(RETENTION_MS + RETENTION_MS // 4)
+        await controls.retain("x:1", ttl_ms=RETENTION_MS)
+        await elapse(RETENTION_MS // 2 + RETENTION_MS // 4)
+        assert await controls.get("x:1") == ControlFlags(paused=True, parked=1)
 
+        await elapse(RETENTION_MS // 2)
         assert await controls.get("x:1") == ControlFlags()
 
     async def test_retain_none_keeps_them_until_cleared(

@@ -25,13 +25,7 @@ end
 if redis.call('EXISTS', KEYS[5]) == 1 then
   return {'deleted', current}
 end
-local retention = tonumber(ARGV[4])
 if ARGV[2] == '1' then
-  -- A full save recreates the hashes; they keep the lifetime the stored state had left.
-  local left = redis.call('PTTL', KEYS[2])
-  if left > 0 and left < retention then
-    retention = left
-  end
   redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
 elseif redis.call('EXISTS', KEYS[2]) == 0 then
   return {'missing', current}
@@ -60,11 +54,13 @@ each('HSET', KEYS[4], tonumber(ARGV[8]), 2)
 each('HDEL', KEYS[4], tonumber(ARGV[9]), 1)
 
 if ARGV[3] == 'expire' then
-  -- LT: never later than a key already expires (counters and heartbeat have TTLs of their
-  -- own; a repeated terminal save must not extend the retention). A key without a TTL
-  -- counts as never expiring, so it gets one.
-  for _, key in ipairs({KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[8], KEYS[9]}) do
-    redis.call('PEXPIRE', key, retention, 'LT')
+  for _, key in ipairs({KEYS[2], KEYS[3], KEYS[4], KEYS[8], KEYS[9]}) do
+    redis.call('PEXPIRE', key, ARGV[4])
+  end
+  -- LT: counters and heartbeat keep a shorter TTL of their own (a key without a TTL counts
+  -- as never expiring, so it gets one).
+  for _, key in ipairs({KEYS[6], KEYS[7]}) do
+    redis.call('PEXPIRE', key, ARGV[4], 'LT')
   end
 elseif ARGV[3] == 'persist' then
   -- Counters and heartbeat keep their own TTLs; the rest lives until the end or a delete.

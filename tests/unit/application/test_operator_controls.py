@@ -585,6 +585,25 @@ async def test_a_cancelled_executions_cancel_flag_expires_with_it(world: World) 
     assert await world.flags("x-1") == ControlFlags()
 
 
+async def test_a_woken_up_execution_gets_a_new_retention_from_its_new_end(
+    world: World,
+) -> None:
+    """S5 with W7: the wake-up takes the expiry of the first end away, so the execution is
+    kept for a whole retention after its second end."""
+    await world.failed_at_b()
+    world.clock.advance(6 * 24 * 3600)
+    world.broken.clear()
+
+    await world.container.retry_execution()("x-1")
+    await world.drain()
+    assert await world.status("x-1") is S.COMPLETED
+    world.clock.advance(2 * 24 * 3600)  # 8 days after the first end, 2 after the second
+
+    assert await world.container.executions().load("x-1") is not None
+    world.clock.advance(5 * 24 * 3600)
+    assert await world.container.executions().load("x-1") is None
+
+
 async def test_the_reaper_skips_a_paused_execution(world: World) -> None:
     await world.failed_at_b()
     world.broken.clear()
