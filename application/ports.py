@@ -123,11 +123,30 @@ class TaskQueue(Protocol):
         ...
 
     async def dead_letter(self, delivery: Delivery, reason: str) -> str:
-        """Copy the carrier's raw fields and ``reason`` to the DLQ, then ack it; the DLQ id."""
+        """Copy the carrier's raw fields and ``reason`` to the DLQ, then ack it; the DLQ id.
+
+        The DLQ is a lossy FIFO (W10, S5): the same atomic step trims it to its length cap,
+        dropping the oldest entries; ``dead_letters_dropped`` counts them.
+        """
+        ...
+
+    async def dead_letters_dropped(self) -> int:
+        """How many dead letters the length cap has dropped through this queue object since
+        it was made (a running total: each worker counts what its own writes dropped)."""
         ...
 
     async def dead_letters(self, *, count: int = 100) -> list[DeadLetter]:
         """The newest dead letters, newest first."""
+        ...
+
+    async def trim_acknowledged(self) -> int:
+        """Remove the stream's entries below the oldest one the group still needs (S5); how
+        many were removed.
+
+        What the group needs is every pending entry and every entry not yet delivered: none
+        of them, and nothing after them, is ever removed, whatever runs meanwhile (one
+        atomic step on Redis). Acked entries behind them stay until those are acked.
+        """
         ...
 
 
@@ -158,6 +177,12 @@ class ExecutionRepository(Protocol):
         state is written and replaces whatever was stored. Raises ``ExecutionLeaseError``
         (nothing written) when the fence is not current or the execution was deleted (W4,
         W13).
+
+        Retention (S5): a terminal ``state`` makes every record of the execution (state,
+        node results, variables, counters, heartbeat, operator flags, parked carriers)
+        expire within the store's retention, in the same atomic write where the store allows
+        it; a live one over a terminal one keeps them until the end again. The generation
+        counter never expires (W4).
         """
         ...
 
@@ -169,13 +194,16 @@ class ExecutionRepository(Protocol):
         tombstone: Tombstone,
         tombstone_ttl_ms: int,
     ) -> Tombstone:
-        """Remove state, index entry, lease and counters and leave a tombstone, atomically (W13).
+        """Remove state, index entry, lease, counters, heartbeat, operator flags and parked
+        carriers and leave a tombstone, atomically (W13).
 
         The generation counter stays. ``fence`` is the deleting holder's generation
         (``ExecutionLeaseError``, nothing removed, when it is not current); None is an
         operator delete that revokes whoever holds the lease: the generation moves on, so the
         holder's later writes fail. A second delete keeps the first tombstone (and its
-        ``deleted_at``), only ever extending its TTL; the stored tombstone is returned.
+        ``deleted_at``), only ever extending its TTL, and removes again whatever was written
+        for the execution since; the stored tombstone is returned. A store whose counters or
+        flags live in another store (SQL) removes those right after its own transaction.
         """
         ...
 
@@ -514,6 +542,17 @@ class EventLog(Protocol):
         """Take over notifications left pending by a crashed event filter."""
         ...
 
+    async def trim_notifications(self, *, min_age_ms: int) -> int:
+        """Remove notifications every event-filter group has acked and that are at least
+        ``min_age_ms`` old (S5); how many were removed.
+
+        Like ``TaskQueue.trim_acknowledged`` over every group of the stream: nothing pending
+        and nothing undelivered is removed. ``min_age_ms`` is the grace of the readers without
+        a group (every event bus reads the stream with plain reads): what the groups are done
+        with stays that long for them.
+        """
+        ...
+
     async def list(self, query: EventQuery) -> Sequence[Event]:
         """Stored events matching every field the query names, oldest first (V5, V7).
 
@@ -603,8 +642,9 @@ class Admission:
 class ExecutionControls(Protocol):
     """Operator flags of an execution, apart from its checkpoint, and its parked carriers (W23).
 
-    Kept in the execution's tenant namespace and hash tag; written without the lease. No TTL:
-    they last until ``clear`` (a delete, W13).
+    Kept in the execution's tenant namespace and hash tag; written without the lease. They
+    last while the execution is live, expire with it once it is terminal (``retain``, S5) and
+    go with its delete (W13).
     """
 
     async def get(self, execution_id: str) -> ControlFlags:
@@ -640,6 +680,16 @@ class ExecutionControls(Protocol):
 
     async def unpark(self, execution_id: str, carrier_ids: Sequence[str]) -> int:
         """Forget these parked carriers (re-enqueued by the caller); how many were parked."""
+        ...
+
+    async def retain(self, execution_id: str, *, ttl_ms: int | None) -> None:
+        """Let the flags and parked carriers expire ``ttl_ms`` from now (the execution ended,
+        S5), or keep them until ``clear`` again (None: it is live again). A carrier parked
+        after the end expires with the flags.
+
+        The execution repository calls it with every checkpoint that changes the lifetime
+        (on Redis storage inside the checkpoint's own script instead).
+        """
         ...
 
     async def clear(self, execution_id: str) -> None:

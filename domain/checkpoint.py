@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from plaita.domain.execution import JSON, ExecutionState
+from plaita.domain.retention import Lifetime, lifetime_change
 
 #: The parts of the state stored one entry per key rather than in the header.
 NODE_RESULTS = "node_results"
@@ -55,6 +56,8 @@ class CheckpointDelta:
     removed_nodes: tuple[str, ...] = ()
     variables: Mapping[str, JSON] = attrs.field(factory=dict)
     removed_variables: tuple[str, ...] = ()
+    #: What the save does to the lifetime of the execution's records (S5).
+    lifetime: Lifetime = Lifetime.KEEP
 
     @property
     def is_empty(self) -> bool:
@@ -186,6 +189,7 @@ def checkpoint_delta(previous: ExecutionState | None, current: ExecutionState) -
             header=header,
             nodes=node_entries(current),
             variables=dict(current.variables),
+            lifetime=lifetime_change(None, current.status),
         )
     before = header_of(previous)
     changed_header = {
@@ -203,6 +207,7 @@ def checkpoint_delta(previous: ExecutionState | None, current: ExecutionState) -
         removed_nodes=removed_nodes,
         variables=variables,
         removed_variables=removed_variables,
+        lifetime=lifetime_change(previous.status, current.status),
     )
 
 

@@ -45,6 +45,18 @@ DEFAULT_MAX_CARRIER_AGE_MS = 30 * 24 * 60 * 60 * 1000
 DEFAULT_DLQ_MAX_LEN = 10_000
 
 
+def check_dlq_max_len(max_len: int) -> int:
+    """The DLQ length cap (W10): a whole number of entries above 0; ``ValueError`` otherwise.
+
+    The DLQ is a lossy FIFO: above the cap its oldest entries are dropped unreplayed.
+    """
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+        raise ValueError(
+            f"a DLQ length cap must be a whole number of entries >= 1, got {max_len!r}"
+        )
+    return max_len
+
+
 @attrs.frozen
 class RuntimeConfig:
     """The settings the generations are computed from.

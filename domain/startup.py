@@ -39,6 +39,7 @@ RESOURCE_SETTINGS: tuple[tuple[str, str | None, bool], ...] = (
     ("execution_deadline_ms", "zero budget", False),
     ("min_free_disk_gib", "disk guard off", False),
     ("max_carrier_age_ms", "carrier age gate off", False),
+    ("retention_ms", None, False),
 )
 #: Security switches: an unknown value refuses the start rather than guessing (fail closed).
 SECURITY_SWITCHES = ("http_block_private", "disable_holder_liveness")

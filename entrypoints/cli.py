@@ -214,6 +214,24 @@ def run_command(
     help="The dead-letter stream (default: the queue's own, NAMESPACE:q:{QUEUE}:dlq).",
 )
 @click.option(
+    "--dlq-max-len",
+    type=int,
+    envvar="PLAITA_DLQ_MAX_LEN",
+    default=10_000,
+    show_default=True,
+    help="The dead-letter queue's length cap: beyond it the oldest entries are dropped "
+    "unreplayed (counted in plaita_dlq_trimmed_total, with a WARNING).",
+)
+@click.option(
+    "--retention-days",
+    type=float,
+    envvar="PLAITA_RETENTION_DAYS",
+    default=7.0,
+    show_default=True,
+    help="How long a finished execution (completed, failed, cancelled) is kept, then it "
+    "expires with everything it wrote; more than 0, fractions allowed.",
+)
+@click.option(
     "--min-free-disk-gib",
     type=float,
     envvar="PLAITA_MIN_FREE_DISK_GIB",
@@ -274,6 +292,8 @@ def worker(
     max_deliveries: int,
     default_retries: int,
     dlq_key: str | None,
+    dlq_max_len: int,
+    retention_days: float,
     min_free_disk_gib: float,
     disk_guard_path: str,
     no_registry: bool,
@@ -316,6 +336,8 @@ def worker(
                 "max_deliveries": max_deliveries,
                 "default_retries": default_retries,
                 "dlq_key": dlq_key,
+                "dlq_max_len": dlq_max_len,
+                "retention_days": retention_days,
                 "min_free_disk_gib": min_free_disk_gib,
                 "disk_guard_path": disk_guard_path,
                 # Unset unless the flag is given, so PLAITA_REGISTRY_ENABLED=0 works too.
@@ -401,6 +423,7 @@ def worker(
                     drain_timeout_seconds=settings.drain_timeout_seconds,
                     dlq_length=container.dlq_length(),
                     alerts=alerts,
+                    trim_every_seconds=settings.stream_trim_interval_seconds,
                 ).run(stop)
         finally:
             stop.set()
@@ -517,7 +540,11 @@ def event_filter(
     )
 
     async def body(container: Container) -> None:
-        from plaita.entrypoints.janitor import run_index_janitor, run_state_sweeper
+        from plaita.entrypoints.janitor import (
+            run_index_janitor,
+            run_notification_trim,
+            run_state_sweeper,
+        )
 
         async def index_janitor(stop: asyncio.Event) -> None:
             await run_index_janitor(container, stop)
@@ -525,7 +552,10 @@ def event_filter(
         async def state_sweeper(stop: asyncio.Event) -> None:
             await run_state_sweeper(container, stop)
 
-        background = {"index_janitor": index_janitor}
+        async def notification_trim(stop: asyncio.Event) -> None:
+            await run_notification_trim(container, stop)
+
+        background = {"index_janitor": index_janitor, "notification_trim": notification_trim}
         if settings.storage == "sql":  # Redis expires state itself; a database needs a sweep
             background["state_sweeper"] = state_sweeper
 

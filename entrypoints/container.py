@@ -90,11 +90,17 @@ def _sql_engine(database_url: str, concurrency: int) -> Any:
     return create_engine(database_url, pool_size=5, max_overflow=max(10, concurrency))
 
 
-def _sql_executions(engine: Any, clock: SystemClock, counters: Any) -> Any:
+def _sql_executions(
+    engine: Any, clock: SystemClock, counters: Any, controls: Any, retention_ms: int
+) -> Any:
     from plaita.adapters.sqlalchemy.storage import SqlExecutionRepository
 
-    # The database keeps no budget counters; a delete forgets the memory twin's.
-    return SqlExecutionRepository(engine, clock=clock, counters=counters)
+    # The database keeps no budget counters and no operator flags: a delete forgets the
+    # memory twin's counters and the backend's flags, and a terminal checkpoint lets the
+    # flags expire with the retention (S5).
+    return SqlExecutionRepository(
+        engine, clock=clock, counters=counters, controls=controls, retention_ms=retention_ms
+    )
 
 
 def _sql_leases(engine: Any, clock: SystemClock) -> Any:
@@ -119,9 +125,11 @@ def _runtime_config(
     queue_name: str,
     consumer_group: str,
     dlq_key: str,
+    dlq_max_len: int,
     max_deliveries: int,
     lease_ttl_ms: int,
     max_carrier_age_ms: int,
+    retention_ms: int,
     claim_min_idle_ms: int,
     read_block_ms: int,
     execution_deadline_ms: int,
@@ -131,6 +139,7 @@ def _runtime_config(
 ) -> RuntimeConfig:
     """What this worker's generations are computed from (W12); no names, ports or secrets."""
     other: dict[str, Any] = {
+        "retention_ms": retention_ms,
         "claim_min_idle_ms": claim_min_idle_ms,
         "read_block_ms": read_block_ms,
         "execution_deadline_ms": execution_deadline_ms,
@@ -146,6 +155,7 @@ def _runtime_config(
         max_deliveries=max_deliveries,
         lease_ttl_ms=lease_ttl_ms,
         max_carrier_age_ms=max_carrier_age_ms,
+        dlq_max_len=dlq_max_len,
         other=other,
     )
 
@@ -178,6 +188,12 @@ class Container(containers.DeclarativeContainer):
     redis_keys = providers.Singleton(RedisKeys, config.namespace)
     memory_leases = providers.Singleton(MemoryLeaseManager, clock)
     memory_counters = providers.Singleton(MemoryCounterStore, clock)
+    #: Operator flags and parked carriers, beside the checkpoint (ADR 0008).
+    controls = providers.Selector(
+        config.backend,
+        memory=providers.Singleton(MemoryExecutionControls, clock),
+        redis=providers.Singleton(RedisExecutionControls, redis_client, redis_keys),
+    )
 
     #: S4: with ``storage=sql`` state, leases and flows live in the database; the engine is
     #: built only then (the SQL adapters are imported lazily, like the Redis client).
@@ -195,8 +211,19 @@ class Container(containers.DeclarativeContainer):
         config.storage,
         auto=providers.Selector(
             config.backend,
-            memory=providers.Singleton(MemoryExecutionRepository, memory_leases, memory_counters),
-            redis=providers.Singleton(RedisExecutionRepository, redis_client, redis_keys),
+            memory=providers.Singleton(
+                MemoryExecutionRepository,
+                memory_leases,
+                memory_counters,
+                controls=controls,
+                retention_ms=config.retention_ms,
+            ),
+            redis=providers.Singleton(
+                RedisExecutionRepository,
+                redis_client,
+                redis_keys,
+                retention_ms=config.retention_ms,
+            ),
         ),
         sql=providers.Singleton(
             _sql_executions,
@@ -206,11 +233,13 @@ class Container(containers.DeclarativeContainer):
             providers.Selector(
                 config.backend, memory=memory_counters, redis=providers.Object(None)
             ),
+            controls,
+            config.retention_ms,
         ),
     )
     queue = providers.Selector(
         config.backend,
-        memory=providers.Singleton(MemoryTaskQueue, clock),
+        memory=providers.Singleton(MemoryTaskQueue, clock, dead_letter_max_len=config.dlq_max_len),
         redis=providers.Singleton(
             RedisTaskQueue,
             redis_client,
@@ -218,6 +247,7 @@ class Container(containers.DeclarativeContainer):
             queue_name=config.queue_name,
             group=config.consumer_group,
             dead_letter_key=config.dlq_key,
+            dead_letter_max_len=config.dlq_max_len,
         ),
     )
     flow_repository = providers.Selector(
@@ -284,9 +314,11 @@ class Container(containers.DeclarativeContainer):
         queue_name=config.queue_name,
         consumer_group=config.consumer_group,
         dlq_key=dlq_key,
+        dlq_max_len=config.dlq_max_len,
         max_deliveries=config.max_deliveries,
         lease_ttl_ms=config.lease_ttl_ms,
         max_carrier_age_ms=config.max_carrier_age_ms,
+        retention_ms=config.retention_ms,
         claim_min_idle_ms=config.claim_min_idle_ms,
         read_block_ms=config.read_block_ms,
         execution_deadline_ms=config.execution_deadline_ms,
@@ -409,7 +441,12 @@ class Container(containers.DeclarativeContainer):
     )
     index_janitor = providers.Singleton(
         IndexJanitorService,
-        stores=providers.Dict(subscriptions=subscriptions, events=events),
+        # The executions index too (S1); SQL listings are queries, its rows are swept.
+        stores=providers.Selector(
+            config.storage,
+            auto=providers.Dict(subscriptions=subscriptions, events=events, executions=executions),
+            sql=providers.Dict(subscriptions=subscriptions, events=events),
+        ),
         plan=janitor_plan,
         clock=clock,
     )
@@ -445,16 +482,11 @@ class Container(containers.DeclarativeContainer):
         holder_id=providers.Callable("operator:{}".format, config.consumer_name),
         lease_ttl_ms=config.lease_ttl_ms,
         carrier_max_age_ms=config.max_carrier_age_ms,
+        retention_ms=config.retention_ms,
         dedup=dedup,
     )
 
     # --- operator controls (W23) and the execution listing (C1) ---------------------------
-    #: Operator flags and parked carriers, beside the checkpoint (ADR 0008).
-    controls = providers.Selector(
-        config.backend,
-        memory=providers.Singleton(MemoryExecutionControls),
-        redis=providers.Singleton(RedisExecutionControls, redis_client, redis_keys),
-    )
     pause_execution = providers.Factory(
         PauseExecution, executions=executions, controls=controls, clock=clock
     )
@@ -496,9 +528,8 @@ class Container(containers.DeclarativeContainer):
         retry=retry_execution,
     )
     list_executions = providers.Factory(ListExecutions, executions=executions, controls=controls)
-    # The worker's pause gate and cancel flag, and the delete's clean-up (W13), read them too.
+    # The worker's pause gate and cancel flag read them too.
     process_task.add_kwargs(controls=controls)
-    delete_execution.add_kwargs(controls=controls)
 
 
 def build_container(settings: Settings) -> Container:

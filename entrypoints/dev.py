@@ -30,7 +30,7 @@ from plaita.entrypoints.cli_support import import_handler_modules, load_flow_fil
 from plaita.entrypoints.console.app import create_app
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.event_filter import BackgroundJob, EventFilterService
-from plaita.entrypoints.janitor import run_state_sweeper
+from plaita.entrypoints.janitor import run_notification_trim, run_state_sweeper
 from plaita.entrypoints.settings import Settings, optional_fallbacks
 from plaita.entrypoints.worker import Worker
 
@@ -153,6 +153,7 @@ def _services(container: Container, settings: Settings) -> Sequence[Worker | Eve
         leases=container.leases(),
         guard=container.dead_letter_guard(),
         dlq_length=container.dlq_length(),
+        trim_every_seconds=settings.stream_trim_interval_seconds,
     )
     event_filter = EventFilterService(
         events=container.events(),
@@ -166,14 +167,21 @@ def _services(container: Container, settings: Settings) -> Sequence[Worker | Eve
 
 
 def _housekeeping(container: Container, settings: Settings) -> dict[str, BackgroundJob]:
-    """With SQL storage, the sweep of expired state rows runs beside the event filter."""
+    """Beside the event filter: the trim of the notification stream (S5) and, with SQL
+    storage, the sweep of expired state rows."""
+
+    async def notification_trim(stop: asyncio.Event) -> None:
+        await run_notification_trim(container, stop)
+
+    jobs: dict[str, BackgroundJob] = {"notification_trim": notification_trim}
     if settings.storage != "sql":
-        return {}
+        return jobs
 
     async def state_sweeper(stop: asyncio.Event) -> None:
         await run_state_sweeper(container, stop)
 
-    return {"state_sweeper": state_sweeper}
+    jobs["state_sweeper"] = state_sweeper
+    return jobs
 
 
 async def _wait_started(server: uvicorn.Server, serving: asyncio.Task[None]) -> None:

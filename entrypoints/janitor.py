@@ -1,8 +1,10 @@
 """Housekeeping as background tasks of a long-running plaita service: the index janitor
-(V7) and, with SQL storage, the sweep of expired state rows (S4).
+(V7), the trim of the event notification stream (S5) and, with SQL storage, the sweep of
+expired state rows (S4).
 
-The event-filter service starts it beside its read loop; it stops with the same stop event.
-Its plan (interval, budget, on/off) comes from ``PLAITA_JANITOR_*`` through the container.
+The event-filter service starts them beside its read loop; they stop with the same stop
+event. The janitor's plan (interval, budget, on/off) comes from ``PLAITA_JANITOR_*``, the
+trim interval from ``PLAITA_STREAM_TRIM_INTERVAL_SECONDS``, through the container.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ import asyncio
 import contextlib
 import logging
 
+from plaita.application.ports import EventLog
+from plaita.domain.retention import NOTIFICATION_GRACE_MS
 from plaita.entrypoints.container import Container
+from plaita.entrypoints.stream_trimming import keep_trimming
 
 
 async def run_index_janitor(container: Container, stop: asyncio.Event) -> None:
@@ -21,6 +26,18 @@ async def run_index_janitor(container: Container, stop: asyncio.Event) -> None:
     and retried at the next one, so the service beside it keeps running.
     """
     await container.index_janitor().run(stop)
+
+
+async def run_notification_trim(container: Container, stop: asyncio.Event) -> None:
+    """Trim the notification stream below what every event filter still needs, keeping
+    what is younger than the event buses' grace, every interval until ``stop`` (S5)."""
+    events: EventLog = container.events()
+
+    async def trim() -> int:
+        return await events.trim_notifications(min_age_ms=NOTIFICATION_GRACE_MS)
+
+    every_seconds = container.config.stream_trim_interval_seconds()
+    await keep_trimming(trim, stop, stream="notifications", every_seconds=every_seconds)
 
 
 #: The SQL state sweep: how often, and how many expired records per pass.

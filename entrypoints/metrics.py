@@ -48,6 +48,10 @@ class WorkerMetrics(Protocol):
         """The guard kept a carrier pending instead of dead-lettering it."""
         ...
 
+    def dlq_trimmed(self, count: int) -> None:
+        """The DLQ length cap dropped ``count`` more of the oldest dead letters (W10)."""
+        ...
+
     def reclaim_skipped(self) -> None:
         """A reclaimed carrier was left alone because its execution's lease is live."""
         ...
@@ -88,6 +92,9 @@ class NoMetrics:
         pass
 
     def guard_kept(self, reason: str) -> None:
+        pass
+
+    def dlq_trimmed(self, count: int) -> None:
         pass
 
     def reclaim_skipped(self) -> None:
@@ -148,6 +155,11 @@ class PrometheusMetrics:
             "plaita_dead_letters",
             "Carriers dead-lettered, by guard reason.",
             ["reason"],
+            registry=r,
+        )
+        self.dlq_trimmed_entries = Counter(
+            "plaita_dlq_trimmed",
+            "Dead letters dropped unreplayed by the DLQ length cap (oldest first).",
             registry=r,
         )
         self.guard_kept_pending = Counter(
@@ -215,6 +227,9 @@ class PrometheusMetrics:
 
     def guard_kept(self, reason: str) -> None:
         self.guard_kept_pending.labels(reason).inc()
+
+    def dlq_trimmed(self, count: int) -> None:
+        self.dlq_trimmed_entries.inc(count)
 
     def reclaim_skipped(self) -> None:
         self.reclaims_skipped.inc()

@@ -52,9 +52,15 @@ class Settings(BaseSettings):
     #: E15: the retries of a node without ``retryTimes``.
     default_retries: int = Field(default=DEFAULT_RETRIES, ge=0, le=100)
     max_carrier_age_days: float = Field(default=30.0, ge=0)
+    #: S5: how long a terminal execution is kept (state, node results, counters, flags);
+    #: fractions of a day are fine, 0 is refused (a terminal state absorbs late carriers).
+    retention_days: float = Field(default=7.0, gt=0)
     disable_holder_liveness: bool = False
     #: The dead-letter stream; None is the queue's own (``{ns}:q:{<queue>}:dlq``).
     dlq_key: str | None = Field(default=None, min_length=1)
+    #: W10: the DLQ's length cap, a lossy FIFO: every dead letter beyond it drops the oldest
+    #: (``plaita_dlq_trimmed_total`` and a WARNING say so). Part of the budget generation.
+    dlq_max_len: int = Field(default=10_000, ge=1)
     #: C5: POST a JSON alert for every dead letter here (best effort, bounded queue).
     alert_webhook_url: str | None = Field(default=None, pattern=r"^https?://\S+$")
     alert_queue_size: int = Field(default=1000, ge=1, le=1_000_000)
@@ -68,6 +74,9 @@ class Settings(BaseSettings):
     disk_guard_poll_seconds: float = Field(default=15.0, gt=0)
     #: Advisory: after it the worker exits without acking what still runs (W17 I2).
     drain_timeout_seconds: float = Field(default=30.0, ge=0)
+    #: S5: how often the worker trims the task stream and the event filter the notification
+    #: stream (only below what a consumer group still needs).
+    stream_trim_interval_seconds: float = Field(default=30.0, gt=0, le=3600)
     #: The index janitor (V7): a tick every interval prunes at most ``janitor_budget`` index
     #: members per store. Unusable values fall back to 60 s / 500 with a WARNING
     #: (``plan_janitor``); ``janitor_enabled=false`` switches it off, with a WARNING too.
@@ -120,6 +129,11 @@ class Settings(BaseSettings):
     def flow_cache_ttl_ms(self) -> int:
         return int(self.flow_cache_ttl_seconds * 1000)
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def retention_ms(self) -> int:
+        return max(1, int(self.retention_days * 24 * 3600 * 1000))
+
 
 # --- the worker's start-up check (W21) ---------------------------------------------------
 
@@ -128,6 +142,7 @@ _SCALED = {
     "lease_ttl_seconds": ("lease_ttl_ms", 1000),
     "execution_deadline_seconds": ("execution_deadline_ms", 1000),
     "max_carrier_age_days": ("max_carrier_age_ms", 24 * 3600 * 1000),
+    "retention_days": ("retention_ms", 24 * 3600 * 1000),
 }
 _CHECKED = (
     "namespace",
@@ -135,6 +150,7 @@ _CHECKED = (
     "consumer_group",
     "consumer_name",
     "dlq_key",
+    "dlq_max_len",
     "redis_url",
     "claim_min_idle_ms",
     "read_block_ms",

@@ -5,8 +5,9 @@ process, and across processes by the execution lease. This module is the orchest
 the order it happens: start, read, dispatch, settle (ack only after the dispatch returned),
 stop. What it orchestrates lives beside it, one concern a module: the registry record (W16,
 ``worker_registry``), the drain on SIGTERM/SIGINT (W17, ``worker_drain``), reclaim and the
-dead-letter guard (W2, W9, ``worker_reclaim``), the delay-queue mover and the gauges
-(``worker_chores``), the per-execution locks (``worker_support``), the disk guard (W18,
+dead-letter guard (W2, W9, ``worker_reclaim``), the delay-queue mover, the gauges and the
+DLQ cap's report (``worker_chores``), the task stream's trim (S5, ``stream_trimming``), the
+per-execution locks (``worker_support``), the disk guard (W18,
 ``disk_guard``) and the metrics (C5, ``metrics``).
 """
 
@@ -32,7 +33,12 @@ from plaita.domain.envelope import ResumeType
 from plaita.domain.worker_state import DrainState
 from plaita.entrypoints.disk_guard import DiskGuard
 from plaita.entrypoints.metrics import NoMetrics, WorkerMetrics
-from plaita.entrypoints.worker_chores import move_due_timers, refresh_gauges
+from plaita.entrypoints.stream_trimming import DEFAULT_TRIM_INTERVAL_SECONDS, keep_trimming
+from plaita.entrypoints.worker_chores import (
+    move_due_timers,
+    refresh_gauges,
+    report_dead_letter_drops,
+)
 from plaita.entrypoints.worker_drain import Drain
 from plaita.entrypoints.worker_reclaim import CarrierSource, DeadLetterRoute, ReclaimGate
 from plaita.entrypoints.worker_registry import Presence
@@ -70,6 +76,7 @@ class Worker:
         dlq_length: Callable[[], Awaitable[int]] | None = None,
         gauges_every_seconds: float = 10.0,
         alerts: AlertSink | None = None,
+        trim_every_seconds: float = DEFAULT_TRIM_INTERVAL_SECONDS,
     ) -> None:
         self._queue = queue
         self._process = process
@@ -88,6 +95,7 @@ class Worker:
         self._disk_guard = disk_guard
         self._dlq_length = dlq_length
         self._gauges_every_seconds = gauges_every_seconds
+        self._trim_every_seconds = trim_every_seconds
         self._inflight: set[asyncio.Task[None]] = set()
         self._locks = KeyedLocks()
         self._drain = Drain(
@@ -126,6 +134,15 @@ class Worker:
                         stop,
                         dlq_length=self._dlq_length,
                         every_seconds=self._gauges_every_seconds,
+                    )
+                ),
+                asyncio.create_task(report_dead_letter_drops(self._queue, self._metrics, stop)),
+                asyncio.create_task(
+                    keep_trimming(
+                        self._queue.trim_acknowledged,
+                        stop,
+                        stream="tasks",
+                        every_seconds=self._trim_every_seconds,
                     )
                 ),
             ]

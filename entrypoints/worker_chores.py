@@ -1,13 +1,16 @@
-"""The worker's background chores beside the read loop: the delay-queue mover and the gauges.
+"""The worker's background chores beside the read loop: the delay-queue mover, the gauges
+and the report of what the DLQ length cap dropped.
 
-Neither touches a carrier the loop is dispatching; both stop when ``stop`` is set and never
-hold the drain up. They change when timers (W8, V8) or the queue metrics (C5) do.
+None touches a carrier the loop is dispatching; all stop when ``stop`` is set and never
+hold the drain up. They change when timers (W8, V8), the queue metrics (C5) or the DLQ
+cap's report (W10) do.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from plaita.application.ports import Clock, DelayQueue, TaskQueue
@@ -61,4 +64,50 @@ async def refresh_gauges(
             )
         except Exception as exc:
             log.warning("event=metrics.refresh_failed error=%r: retrying", exc)
+        await pause(stop, every_seconds)
+
+
+#: How often the DLQ cap's drops are counted, and how often at most they are warned about.
+DLQ_DROPS_EVERY_SECONDS = 10.0
+DLQ_DROPS_WARN_EVERY_SECONDS = 60.0
+
+
+async def report_dead_letter_drops(
+    queue: TaskQueue,
+    metrics: WorkerMetrics,
+    stop: asyncio.Event,
+    *,
+    every_seconds: float = DLQ_DROPS_EVERY_SECONDS,
+    warn_every_seconds: float = DLQ_DROPS_WARN_EVERY_SECONDS,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> None:
+    """Count what the DLQ length cap dropped (``plaita_dlq_trimmed_total``) and say so in a
+    WARNING at most every ``warn_every_seconds`` (W10): those entries are gone unreplayed.
+
+    The drops are this worker's own (each dead-letter write trims the DLQ in its own atomic
+    step); a last report is made when ``stop`` is set, so none goes unsaid.
+    """
+    counted = 0
+    unwarned = 0
+    warned_at: float | None = None
+    while True:
+        stopping = stop.is_set()
+        total = await queue.dead_letters_dropped()
+        if total > counted:
+            metrics.dlq_trimmed(total - counted)
+            unwarned += total - counted
+            counted = total
+        due = warned_at is None or monotonic() - warned_at >= warn_every_seconds
+        if unwarned and (due or stopping):
+            log.warning(
+                "event=dlq.trimmed dropped=%d total=%d: the dead-letter queue is at its length "
+                "cap, so its oldest entries were dropped unreplayed; replay or inspect what is "
+                "there (`plaita dlq list`), fix what sends carriers there, or raise "
+                "--dlq-max-len / PLAITA_DLQ_MAX_LEN",
+                unwarned,
+                total,
+            )
+            unwarned, warned_at = 0, monotonic()
+        if stopping:
+            return
         await pause(stop, every_seconds)

@@ -69,6 +69,17 @@ class MemoryCounterStore:
         """Drop the execution's counters, as the Redis delete script does (W13)."""
         self._hashes.pop(scoped(execution_id), None)
 
+    async def expire_within(self, execution_id: str, ttl_ms: int) -> None:
+        """Expire the counters at most ``ttl_ms`` from now, never later than they would
+        (PEXPIRE … LT in the Redis checkpoint script of a terminal execution, S5)."""
+        held = self._hashes.get(scoped(execution_id))
+        if held is not None:
+            fields, expires_at_ms = held
+            self._hashes[scoped(execution_id)] = (
+                fields,
+                min(expires_at_ms, self._now_ms() + ttl_ms),
+            )
+
     def _live(self, execution_id: str) -> dict[str, int]:
         held = self._hashes.get(scoped(execution_id))
         if held is None:

@@ -17,6 +17,7 @@ from plaita.adapters.memory.streams import Delivered, MemoryGroupStream
 from plaita.application.ports import Clock, EventNotification
 from plaita.domain.events import Event, EventQuery
 from plaita.domain.janitor import PRUNE_BATCH, listing_page_size
+from plaita.domain.retention import check_trim_age_ms
 
 EVENT_TTL_MS = 7 * 24 * 60 * 60 * 1000
 _EVENT_ID_FIELD = "event_id"
@@ -122,6 +123,9 @@ class MemoryEventLog:
         return _notifications(delivered)
 
     # `list` and what follows come last: below it, `list` in an annotation names this method.
+    async def trim_notifications(self, *, min_age_ms: int) -> int:
+        return self._stream.trim_acknowledged(min_age_ms=check_trim_age_ms(min_age_ms))
+
     async def list(self, query: EventQuery) -> Sequence[Event]:
         name = _TIME_INDEX if query.event_type is None else ("type", query.event_type)
         index = self._live_index(name)

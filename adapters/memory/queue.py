@@ -13,15 +13,18 @@ from plaita.application.codec import (
     encode_envelope,
 )
 from plaita.application.ports import Clock, DeadLetter, Delivery, QueueStats
+from plaita.domain.config_generations import DEFAULT_DLQ_MAX_LEN, check_dlq_max_len
 from plaita.domain.envelope import TaskEnvelope
 
 
 class MemoryTaskQueue:
     """TaskQueue in memory; entries are stored encoded, exactly as on the Redis stream."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, *, dead_letter_max_len: int = DEFAULT_DLQ_MAX_LEN) -> None:
         self._stream: MemoryGroupStream[str | bytes] = MemoryGroupStream(clock)
         self._dead_letters: MemoryGroupStream[str] = MemoryGroupStream(clock)
+        self._dead_letter_max_len = check_dlq_max_len(dead_letter_max_len)
+        self._dropped = 0
 
     async def ensure_group(self) -> None:
         """The in-memory stream always has its one consumer group."""
@@ -56,8 +59,15 @@ class MemoryTaskQueue:
 
     async def dead_letter(self, delivery: Delivery, reason: str) -> str:
         dlq_id = await self._dead_letters.add(encode_dead_letter(delivery, reason))
+        self._dropped += self._dead_letters.trim_to(self._dead_letter_max_len)
         self._stream.ack(delivery.message_id)
         return dlq_id
 
+    async def dead_letters_dropped(self) -> int:
+        return self._dropped
+
     async def dead_letters(self, *, count: int = 100) -> list[DeadLetter]:
         return [decode_dead_letter(*entry) for entry in self._dead_letters.newest(count)]
+
+    async def trim_acknowledged(self) -> int:
+        return self._stream.trim_acknowledged(min_age_ms=0)

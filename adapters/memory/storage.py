@@ -1,8 +1,11 @@
-"""In-memory twin of the Redis execution repository, fenced by the memory leases (S1, S3, W4, W13).
+"""In-memory twin of the Redis execution repository, fenced by the memory leases (S1, S3, S5,
+W4, W13).
 
 Each execution is kept in the three parts Redis keeps, as JSON text per entry: the header
 fields, the node results and the variables. A save applies only the delta a step produced, a
 delete removes every part and leaves a tombstone that expires on the lease manager's clock.
+A terminal checkpoint lets the parts, the heartbeat, the counters and the operator controls
+expire within the retention on that clock (S5); a live one over it keeps them again.
 """
 
 from __future__ import annotations
@@ -13,7 +16,12 @@ from typing import Protocol
 
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.tenancy import ScopedId, scoped
-from plaita.application.ports import PAGE_SCAN_BUDGET, ExecutionPage, NodeHeartbeat
+from plaita.application.ports import (
+    PAGE_SCAN_BUDGET,
+    ExecutionControls,
+    ExecutionPage,
+    NodeHeartbeat,
+)
 from plaita.application.tenancy import current_tenant
 from plaita.domain.checkpoint import (
     CheckpointDelta,
@@ -24,14 +32,17 @@ from plaita.domain.checkpoint import (
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.lease import check_fence, check_fenced_write
 from plaita.domain.operator_controls import PageCursor, check_page_limit
+from plaita.domain.retention import DEFAULT_RETENTION_MS, Lifetime, check_retention_ms
 from plaita.domain.tenancy import check_same_tenant
 from plaita.domain.tombstone import Tombstone
 
 
-class ForgetsCounters(Protocol):
-    """The part of the memory counter store a delete needs."""
+class ExpiringCounters(Protocol):
+    """The part of the memory counter store a delete and a terminal checkpoint need."""
 
     async def forget(self, execution_id: str) -> None: ...
+
+    async def expire_within(self, execution_id: str, ttl_ms: int) -> None: ...
 
 
 class MemoryExecutionRepository:
@@ -40,9 +51,11 @@ class MemoryExecutionRepository:
     def __init__(
         self,
         leases: MemoryLeaseManager,
-        counters: ForgetsCounters | None = None,
+        counters: ExpiringCounters | None = None,
         *,
+        controls: ExecutionControls | None = None,
         heartbeat_ttl_ms: int = 360_000,
+        retention_ms: int = DEFAULT_RETENTION_MS,
     ) -> None:
         if heartbeat_ttl_ms <= 0:
             raise ValueError(
@@ -50,7 +63,11 @@ class MemoryExecutionRepository:
             )
         self._leases = leases
         self._counters = counters
+        self._controls = controls
         self._heartbeat_ttl_ms = heartbeat_ttl_ms
+        self._retention_ms = check_retention_ms(retention_ms)
+        #: execution id -> when its state expires (ms on the lease manager's clock), if ever
+        self._expire_at: dict[ScopedId, int] = {}
         #: execution id -> (heartbeat, expiry in ms on the lease manager's clock)
         self._heartbeats: dict[ScopedId, tuple[NodeHeartbeat, int]] = {}
         self._headers: dict[ScopedId, dict[str, str]] = {}
@@ -60,7 +77,7 @@ class MemoryExecutionRepository:
         self._tombstones: dict[ScopedId, tuple[str, int]] = {}
 
     async def load(self, execution_id: str) -> ExecutionState | None:
-        header = self._headers.get(scoped(execution_id))
+        header = self._live_header(scoped(execution_id))
         if header is None:
             return None
         return state_from_parts(
@@ -80,10 +97,28 @@ class MemoryExecutionRepository:
             # Deleted under this very generation: the fence is revoked (W13).
             check_fenced_write(execution_id, fence, current, None)
         delta = checkpoint_delta(previous, state)
-        if not delta.full and scoped(execution_id) not in self._headers:
+        if not delta.full and self._live_header(scoped(execution_id)) is None:
             # Nothing stored to apply the step to: write the whole state, as Redis does.
             delta = checkpoint_delta(None, state)
         self._apply(delta)
+        await self._change_lifetime(execution_id, delta.lifetime)
+
+    async def _change_lifetime(self, execution_id: str, lifetime: Lifetime) -> None:
+        """What the Redis save script does to the TTLs (S5), on this store's clock."""
+        key = scoped(execution_id)
+        if lifetime is Lifetime.EXPIRE:
+            due = self._leases.monotonic_ms() + self._retention_ms
+            self._expire_at[key] = due
+            heartbeat = self._heartbeats.get(key)
+            if heartbeat is not None:
+                self._heartbeats[key] = (heartbeat[0], min(heartbeat[1], due))
+            if self._counters is not None:
+                await self._counters.expire_within(execution_id, self._retention_ms)
+        elif lifetime is Lifetime.PERSIST:
+            self._expire_at.pop(key, None)
+        if self._controls is not None and lifetime is not Lifetime.KEEP:
+            ttl = self._retention_ms if lifetime is Lifetime.EXPIRE else None
+            await self._controls.retain(execution_id, ttl_ms=ttl)
 
     async def heartbeat(self, execution_id: str, *, fence: int, node_id: str, now_ms: int) -> None:
         current = await self._leases.current_generation(execution_id)
@@ -132,13 +167,40 @@ class MemoryExecutionRepository:
         # Everything below runs without yielding to the event loop: one atomic step, like the
         # Lua script; only the counters, another store, are forgotten after it.
         self._leases.revoke(execution_id, advance_generation=fence is None)
-        for part in (self._headers, self._nodes, self._variables):
-            part.pop(scoped(execution_id), None)
-        self._heartbeats.pop(scoped(execution_id), None)
+        self._drop(scoped(execution_id))
         stored = self._store_tombstone(execution_id, tombstone, tombstone_ttl_ms)
+        if self._controls is not None:
+            await self._controls.clear(execution_id)  # runs to its end without yielding
         if self._counters is not None:
             await self._counters.forget(execution_id)
         return stored
+
+    def _drop(self, key: ScopedId) -> None:
+        for part in (self._headers, self._nodes, self._variables, self._heartbeats):
+            part.pop(key, None)
+        self._expire_at.pop(key, None)
+
+    def _live_header(self, key: ScopedId) -> dict[str, str] | None:
+        """The stored header, or None; a state past its retention is dropped here, as a
+        Redis key past its TTL is gone for every read."""
+        expire_at = self._expire_at.get(key)
+        if expire_at is not None and self._leases.monotonic_ms() >= expire_at:
+            self._drop(key)
+        return self._headers.get(key)
+
+    def _live_headers(self, tenant_id: str) -> list[tuple[ScopedId, dict[str, str]]]:
+        keys = [key for key in self._headers if key[0] == tenant_id]
+        return [(key, header) for key in keys if (header := self._live_header(key)) is not None]
+
+    async def prune_indexes(self, *, budget: int) -> int:
+        """IndexJanitor: drop at most ``budget`` states past their retention; how many."""
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise ValueError(f"a prune budget is a whole number >= 1, got {budget!r}")
+        now_ms = self._leases.monotonic_ms()
+        expired = [key for key, due in self._expire_at.items() if now_ms >= due][:budget]
+        for key in expired:
+            self._drop(key)
+        return len(expired)
 
     def _store_tombstone(self, execution_id: str, tombstone: Tombstone, ttl_ms: int) -> Tombstone:
         now_ms = self._leases.monotonic_ms()
@@ -184,8 +246,7 @@ class MemoryExecutionRepository:
         tenant_id = current_tenant()
         states = [
             state_from_parts(header, self._nodes[key], self._variables[key])
-            for key, header in self._headers.items()
-            if key[0] == tenant_id
+            for key, header in self._live_headers(tenant_id)
         ]
         matching = [
             state
@@ -213,8 +274,7 @@ class MemoryExecutionRepository:
         entries = sorted(
             (
                 (int(json.loads(header["updated_at_ms"])), key[1])
-                for key, header in self._headers.items()
-                if key[0] == tenant_id
+                for key, header in self._live_headers(tenant_id)
             ),
             reverse=True,
         )

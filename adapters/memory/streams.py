@@ -1,7 +1,9 @@
 """An in-memory twin of a Redis stream read through one consumer group.
 
-It keeps what Redis keeps: entries in id order (never trimmed), a last-delivered position and
-a pending entries list with owner, delivery count and last delivery time per entry.
+It keeps what Redis keeps: entries in id order, a last-delivered position and a pending
+entries list with owner, delivery count and last delivery time per entry. Entries are
+trimmed like the Redis trim script does (``trim_acknowledged``): only below the oldest one
+the group still needs.
 """
 
 from __future__ import annotations
@@ -115,6 +117,36 @@ class MemoryGroupStream(Generic[Field]):
     @property
     def pending(self) -> int:
         return len(self._pending)
+
+    def trim_acknowledged(self, *, min_age_ms: int) -> int:
+        """Remove the entries below the oldest pending or undelivered one that are at least
+        ``min_age_ms`` old by their id's time (``stream_trim.lua``); how many."""
+        bounds = [_id_key(message_id) for message_id in self._order[self._next : self._next + 1]]
+        if self._pending:
+            bounds.append(min(_id_key(message_id) for message_id in self._pending))
+        if min_age_ms > 0:
+            bounds.append((self._clock.now_ms() - min_age_ms, 0))
+        bound = min(bounds, default=None)
+        trimmed = 0
+        while trimmed < len(self._order) and (
+            bound is None or _id_key(self._order[trimmed]) < bound
+        ):
+            trimmed += 1
+        for message_id in self._order[:trimmed]:
+            del self._entries[message_id]
+        del self._order[:trimmed]
+        self._next -= trimmed
+        return trimmed
+
+    def trim_to(self, max_len: int) -> int:
+        """Like XTRIM MAXLEN (exact): drop the oldest entries beyond ``max_len``; how many."""
+        dropped = max(0, len(self._order) - max_len)
+        for message_id in self._order[:dropped]:
+            del self._entries[message_id]
+            self._pending.pop(message_id, None)
+        del self._order[:dropped]
+        self._next = max(0, self._next - dropped)
+        return dropped
 
     def _deliver_new(self, consumer: str, count: int) -> list[Delivered[Field]]:
         batch = self._order[self._next : self._next + count]

@@ -8,6 +8,11 @@ Two hashes in the execution's tenant namespace and hash tag, written without the
 
 The worker's gate (``admit``) is one EVALSHA that reads the flags and parks in the same step,
 so an unpause can never miss a carrier parked "just before" it cleared the flag.
+
+Neither hash has a TTL while the execution is live. The checkpoint that ends it gives both
+one (at most the retention, S5, in the checkpoint's own script on Redis storage; through
+``retain`` with SQL storage); a carrier parked after that takes the flags' TTL. The delete
+script removes both (W13).
 """
 
 from __future__ import annotations
@@ -99,6 +104,19 @@ class RedisExecutionControls:
             return 0
         key = self._keys.execution_parked(execution_id)
         return int(await self._client.hdel(key, *dict.fromkeys(carrier_ids)))
+
+    async def retain(self, execution_id: str, *, ttl_ms: int | None) -> None:
+        keys = [
+            self._keys.execution_control(execution_id),
+            self._keys.execution_parked(execution_id),
+        ]
+        async with self._client.pipeline(transaction=True) as pipe:
+            for key in keys:
+                if ttl_ms is None:
+                    pipe.persist(key)
+                else:
+                    pipe.pexpire(key, ttl_ms)
+            await pipe.execute()
 
     async def clear(self, execution_id: str) -> None:
         await self._client.delete(

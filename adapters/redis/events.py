@@ -7,7 +7,8 @@ Keys (deployment-wide; a record carries its tenant, and listings filter by it):
   ``timestamp_ms``: one per type, one across all types. Each append extends their TTL to
   ``ttl_seconds`` from now and never shortens it, so an index outlives every record in it;
 - ``{ns}:evidx:keys`` the registry of index keys that exist, walked by the janitor;
-- ``{ns}:events:stream`` the notification stream the event filters read (ADR 0002).
+- ``{ns}:events:stream`` the notification stream the event filters read (ADR 0002),
+  trimmed below what every group still needs (``trim_notifications``, S5).
 
 An index member outlives its record by up to 7 days; listings skip and prune the dead ones
 they meet, and ``prune_indexes`` walks the indexes a bounded budget at a time.
@@ -20,8 +21,9 @@ from collections.abc import Sequence
 
 import redis.asyncio as redis
 
-from plaita.adapters.redis.index_pruning import IndexPruner
+from plaita.adapters.redis.index_pruning import IndexPruner, in_every_index
 from plaita.adapters.redis.keys import RedisKeys
+from plaita.adapters.redis.stream_trim import StreamTrimmer
 from plaita.adapters.redis.streams import RawStreamEntry, RedisGroupStream, text, text_fields
 from plaita.application.ports import EventNotification
 from plaita.domain.events import Event, EventQuery
@@ -53,7 +55,10 @@ class RedisEventLog:
         self._keys = keys
         self._ttl_ms = ttl_ms
         self._stream = RedisGroupStream(client, keys.event_notifications(), group)
-        self._pruner = IndexPruner(client, registry=keys.event_indexes(), record_key=keys.event)
+        self._trimmer = StreamTrimmer(client, keys.event_notifications())
+        self._pruner = IndexPruner(
+            client, registry=keys.event_indexes(), record_key=in_every_index(keys.event)
+        )
         # Per consumer: the last pending id handed out, until its backlog is drained.
         self._backlog: dict[str, str] = {}
         self._caught_up: set[str] = set()
@@ -119,6 +124,9 @@ class RedisEventLog:
     ) -> list[EventNotification]:
         entries = await self._stream.claim_idle(consumer, min_idle_ms=min_idle_ms, count=count)
         return _notifications(entries)
+
+    async def trim_notifications(self, *, min_age_ms: int) -> int:
+        return await self._trimmer.trim(min_age_ms=min_age_ms)
 
     # `list` and what follows come last: below it, `list` in an annotation names this method.
     async def list(self, query: EventQuery) -> Sequence[Event]:

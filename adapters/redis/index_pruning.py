@@ -1,7 +1,8 @@
 """Dead members of the event and subscription indexes, pruned on read and by the janitor (V7).
 
 An index member is dead when its record is gone: an event record expired (7 days), a
-subscription record was evicted or deleted by hand. Listings skip dead members and prune the
+subscription record was evicted or deleted by hand, an execution's state expired after its
+retention (S5). Listings skip dead members and prune the
 ones they met; the janitor walks every index of a store a bounded budget at a time. Both
 prune through one script (``index_prune.lua``) that re-checks each record inside Redis, so a
 record written again since it was read keeps its index entry, and removes at most
@@ -25,13 +26,19 @@ from plaita.domain.janitor import PRUNE_BATCH, prune_batches
 #: Registry members one SSCAN asks for; the registry holds index key names, a few bytes each.
 _REGISTRY_SCAN_COUNT = 100
 
+#: The key of the record an index member names: (index key, member) -> record key.
+RecordKey = Callable[[str, str], str]
+
+
+def in_every_index(record_key: Callable[[str], str]) -> RecordKey:
+    """For stores whose members name the same record whatever index holds them."""
+    return lambda _index, member: record_key(member)
+
 
 class IndexPruner:
     """Prunes one store's indexes; keeps the janitor's position between ticks."""
 
-    def __init__(
-        self, client: redis.Redis, *, registry: str, record_key: Callable[[str], str]
-    ) -> None:
+    def __init__(self, client: redis.Redis, *, registry: str, record_key: RecordKey) -> None:
         self._client = client
         self._registry = registry
         self._record_key = record_key
@@ -52,7 +59,8 @@ class IndexPruner:
 
     async def _prune_batch(self, index: str, ids: Sequence[str]) -> int:
         reply = await self._script(
-            keys=[index, self._registry, *(self._record_key(i) for i in ids)], args=list(ids)
+            keys=[index, self._registry, *(self._record_key(index, i) for i in ids)],
+            args=list(ids),
         )
         return int(reply)
 

@@ -19,6 +19,11 @@ from plaita.domain.flow_owners import FlowOwner
 from plaita.domain.tenancy import tenant_namespace
 
 DEFAULT_NAMESPACE = "plaita"
+_EXECUTIONS = ":executions"
+
+
+def _execution_key(tenant_namespace: str, execution_id: str, suffix: str) -> str:
+    return f"{tenant_namespace}:x:{{{execution_id}}}:{suffix}"
 
 
 class RedisKeys:
@@ -36,7 +41,7 @@ class RedisKeys:
     # --- executions (routed to the current tenant's namespace) ----------------------
 
     def _execution(self, execution_id: str, suffix: str) -> str:
-        return f"{self.tenant_namespace(current_tenant())}:x:{{{execution_id}}}:{suffix}"
+        return _execution_key(self.tenant_namespace(current_tenant()), execution_id, suffix)
 
     def execution_state(self, execution_id: str) -> str:
         return self._execution(execution_id, "state")
@@ -67,7 +72,17 @@ class RedisKeys:
         return self._execution(execution_id, "heartbeat")
 
     def executions(self) -> str:
-        return f"{self.tenant_namespace(current_tenant())}:executions"
+        return f"{self.tenant_namespace(current_tenant())}{_EXECUTIONS}"
+
+    def execution_indexes(self) -> str:
+        """Set of every tenant's ``…:executions`` index key, walked by the janitor (S1)."""
+        return f"{self.namespace}:execution-indexes"
+
+    @staticmethod
+    def execution_state_in(index: str, execution_id: str) -> str:
+        """The state key of ``execution_id`` in the tenant whose executions index is ``index``
+        (the janitor walks every tenant's index outside any tenant's scope)."""
+        return _execution_key(index.removesuffix(_EXECUTIONS), execution_id, "state")
 
     # --- task queues ----------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""Execution checkpoints on Redis: incremental, fenced saves and deletes in Lua (S1, S3, W4, W13).
+"""Execution checkpoints on Redis: incremental, fenced saves and deletes in Lua (S1, S3, S5,
+W4, W13).
 
 One execution is stored in three hashes that share its hash tag:
 
@@ -10,6 +11,13 @@ One execution is stored in three hashes that share its hash tag:
 A save with ``previous`` sends only what the step changed, in one EVALSHA that checks the
 fence first; the index ZADD travels in the same pipeline, so a steady-state save is one round
 trip (P2) and its size does not depend on how many steps came before (S3, P3).
+
+Retention (S5): the script of a terminal checkpoint gives every key of the execution (the
+three hashes, counters, heartbeat, operator flags, parked carriers) a TTL of at most
+``retention_ms``; one that makes it live again removes the TTLs it set. The generation
+counter never gets one (W4). The ``{ns}:executions`` index keeps an expired execution's id
+until a listing meets it or the janitor walks past it (``prune_indexes``); both prune it
+with a script that checks the state again, so an id written back meanwhile stays.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from typing import Any
 import redis.asyncio as redis
 from redis.exceptions import NoScriptError
 
+from plaita.adapters.redis.index_pruning import IndexPruner
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.scripts import read_script
 from plaita.adapters.redis.streams import text, text_fields
@@ -35,6 +44,7 @@ from plaita.domain.checkpoint import (
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.lease import check_fence, check_fenced_write
 from plaita.domain.operator_controls import PageCursor, check_page_limit
+from plaita.domain.retention import DEFAULT_RETENTION_MS, check_retention_ms
 from plaita.domain.tenancy import check_same_tenant
 from plaita.domain.tombstone import Tombstone
 
@@ -48,7 +58,7 @@ _MISSING = "missing"
 
 
 class RedisExecutionRepository:
-    """ExecutionRepository and TombstoneStore on the execution hashes plus the
+    """ExecutionRepository, TombstoneStore and IndexJanitor on the execution hashes plus the
     ``{ns}:executions`` index (score: updated_at)."""
 
     def __init__(
@@ -57,6 +67,7 @@ class RedisExecutionRepository:
         keys: RedisKeys,
         *,
         heartbeat_ttl_ms: int = DEFAULT_HEARTBEAT_TTL_MS,
+        retention_ms: int = DEFAULT_RETENTION_MS,
     ) -> None:
         if heartbeat_ttl_ms <= 0:
             raise ValueError(
@@ -65,6 +76,10 @@ class RedisExecutionRepository:
         self._client = client
         self._keys = keys
         self._heartbeat_ttl_ms = heartbeat_ttl_ms
+        self._retention_ms = check_retention_ms(retention_ms)
+        self._pruner = IndexPruner(
+            client, registry=keys.execution_indexes(), record_key=keys.execution_state_in
+        )
         self._save = client.register_script(read_script("execution_save"))
         self._delete = client.register_script(read_script("execution_delete"))
         self._heartbeat = client.register_script(read_script("execution_heartbeat"))
@@ -106,28 +121,46 @@ class RedisExecutionRepository:
         limit: int = 100,
     ) -> Sequence[ExecutionState]:
         found: list[ExecutionState] = []
+        dead: list[str] = []
         start = 0
         page = limit if flow_id is None and status is None else max(limit, _LIST_PAGE)
         while len(found) < limit:
-            ids = await self._client.zrevrange(self._keys.executions(), start, start + page - 1)
+            ids = [
+                text(member)
+                for member in await self._client.zrevrange(
+                    self._keys.executions(), start, start + page - 1
+                )
+            ]
             if not ids:
                 break
             # The ids live in different hash slots, so the page is read without MULTI: each
             # execution's three hashes are read back to back, but not as one snapshot.
             async with self._client.pipeline(transaction=False) as pipe:
                 for execution_id in ids:
-                    self._queue_reads(pipe, text(execution_id))
+                    self._queue_reads(pipe, execution_id)
                 replies = await pipe.execute()
-            for offset in range(0, len(replies), 3):
-                state = _assemble(*replies[offset : offset + 3])
+            for index, execution_id in enumerate(ids):
+                state = _assemble(*replies[3 * index : 3 * index + 3])
                 if state is None:
-                    continue  # an index entry without a state (deleted, or a rejected save)
-                if (flow_id is None or state.flow_id == flow_id) and (
+                    dead.append(execution_id)  # expired, deleted, or a rejected save
+                elif (flow_id is None or state.flow_id == flow_id) and (
                     status is None or state.status is status
                 ):
                     found.append(state)
             start += page
+        await self._prune(dead)
         return found[:limit]
+
+    async def _prune(self, dead: Sequence[str]) -> None:
+        """Take the ids a listing found without a state out of the index (S1); after the
+        walk, so the walk's offsets stay true."""
+        if dead:
+            await self._pruner.prune(self._keys.executions(), dead)
+
+    async def prune_indexes(self, *, budget: int) -> int:
+        """IndexJanitor: walk every tenant's executions index ``budget`` members at a time
+        and remove the ids whose state is gone (expired after the retention, S5)."""
+        return await self._pruner.sweep(budget=budget)
 
     # --- writes -------------------------------------------------------------------------
 
@@ -163,12 +196,20 @@ class RedisExecutionRepository:
             self._keys.execution_nodes(execution_id),
             self._keys.execution_vars(execution_id),
             self._keys.tombstone(execution_id),
+            self._keys.counters(execution_id),
+            self._keys.execution_heartbeat(execution_id),
+            self._keys.execution_control(execution_id),
+            self._keys.execution_parked(execution_id),
         ]
-        args = _save_arguments(delta, fence)
+        args = _save_arguments(delta, fence, self._retention_ms)
+        index = self._keys.executions()
 
         def queue(pipe: Any) -> None:
             pipe.evalsha(self._save.sha, len(keys), *keys, *args)
-            pipe.zadd(self._keys.executions(), {execution_id: updated_at_ms})
+            pipe.zadd(index, {execution_id: updated_at_ms})
+            if delta.full:
+                # Where the janitor finds this tenant's index; a full save starts every run.
+                pipe.sadd(self._keys.execution_indexes(), index)
 
         (outcome, current), _ = await self._run(queue)
         return text(outcome), _generation(current)
@@ -194,6 +235,8 @@ class RedisExecutionRepository:
             self._keys.counters(execution_id),
             self._keys.tombstone(execution_id),
             self._keys.execution_heartbeat(execution_id),
+            self._keys.execution_control(execution_id),
+            self._keys.execution_parked(execution_id),
         ]
         args = [
             "" if fence is None else str(fence),
@@ -236,7 +279,7 @@ class RedisExecutionRepository:
         """One pipeline round trip: the script reply and the index reply.
 
         A server that has not seen the script yet (first call, restart, failover) answers
-        NOSCRIPT: load it and send the pipeline again (the index update is idempotent).
+        NOSCRIPT: load it and send the pipeline again (the index updates are idempotent).
         """
         try:
             return await self._pipeline(queue)
@@ -248,10 +291,11 @@ class RedisExecutionRepository:
     async def _pipeline(self, queue: Callable[[Any], None]) -> tuple[Any, Any]:
         async with self._client.pipeline(transaction=False) as pipe:
             queue(pipe)
-            script, indexed = await pipe.execute(raise_on_error=False)
-        for reply in (script, indexed):
+            replies = await pipe.execute(raise_on_error=False)
+        for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
+        script, indexed = replies[:2]
         return script, indexed
 
     async def page(
@@ -269,6 +313,7 @@ class RedisExecutionRepository:
         batch = limit if flow_id is None and status is None else max(limit, _LIST_PAGE)
         key = self._keys.executions()
         items: list[ExecutionState] = []
+        dead: list[str] = []
         examined, offset = 0, 0
         last: tuple[int, str] | None = None
         while True:
@@ -292,10 +337,10 @@ class RedisExecutionRepository:
             for index, entry in enumerate(entries):
                 examined, last = examined + 1, entry
                 state = _assemble(*loaded[3 * index : 3 * index + 3])
-                if (
-                    state is not None
-                    and (flow_id is None or state.flow_id == flow_id)
-                    and (status is None or state.status is status)
+                if state is None:
+                    dead.append(entry[1])
+                elif (flow_id is None or state.flow_id == flow_id) and (
+                    status is None or state.status is status
                 ):
                     items.append(state)
                 if len(items) == limit or examined >= PAGE_SCAN_BUDGET:
@@ -312,17 +357,20 @@ class RedisExecutionRepository:
             if len(pairs) < batch:
                 more = False  # the index ends here
                 break
+        await self._prune(dead)
         next_cursor = PageCursor(*last).encode() if more and last is not None else None
         return ExecutionPage(tuple(items), next_cursor)
 
 
-def _save_arguments(delta: CheckpointDelta, fence: int) -> list[str | int]:
+def _save_arguments(delta: CheckpointDelta, fence: int, retention_ms: int) -> list[str | int]:
     header = _pairs(delta.header)
     nodes = _pairs(delta.nodes)
     variables = _pairs(delta.variables)
     return [
         fence,
         "1" if delta.full else "0",
+        delta.lifetime.value,
+        retention_ms,
         len(delta.header),
         len(delta.nodes),
         len(delta.removed_nodes),

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import redis.asyncio as redis
 
-from plaita.adapters.redis.index_pruning import IndexPruner
+from plaita.adapters.redis.index_pruning import IndexPruner, in_every_index
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.scripts import read_script
 from plaita.adapters.redis.streams import text
@@ -47,7 +47,9 @@ class RedisSubscriptionStore:
         self._add = client.register_script(read_script("subscription_add"))
         self._remove = client.register_script(read_script("subscription_remove"))
         self._pruner = IndexPruner(
-            client, registry=keys.subscription_indexes(), record_key=keys.subscription
+            client,
+            registry=keys.subscription_indexes(),
+            record_key=in_every_index(keys.subscription),
         )
 
     def _index_keys(self, subscription: EventSubscription) -> list[str]:

@@ -26,6 +26,7 @@ from plaita.adapters.sqlalchemy.schema import (
 from plaita.domain.checkpoint import CheckpointDelta, encode_value, state_from_parts
 from plaita.domain.errors import DatabaseSchemaError
 from plaita.domain.execution import JSON, ExecutionState
+from plaita.domain.retention import Lifetime
 
 #: Ids per ``IN (…)`` list when node and variable rows of many executions are read.
 _IDS_PER_QUERY = 500
@@ -55,8 +56,18 @@ def header_texts(row: sa.RowMapping) -> dict[str, str]:
 
 
 def alive(now_ms: int) -> sa.ColumnElement[bool]:
-    """An execution row whose state TTL has not run out (a lapsed one reads as absent)."""
+    """An execution row whose retention has not run out (a lapsed one reads as absent)."""
     return sa.or_(executions.c.expires_at_ms.is_(None), executions.c.expires_at_ms > now_ms)
+
+
+def _expiry(lifetime: Lifetime, *, now_ms: int, retention_ms: int) -> dict[str, int | None]:
+    """The ``expires_at_ms`` a save writes (S5): the retention's end for a terminal state,
+    NULL for one live again, nothing for a live step."""
+    if lifetime is Lifetime.EXPIRE:
+        return {"expires_at_ms": now_ms + retention_ms}
+    if lifetime is Lifetime.PERSIST:
+        return {"expires_at_ms": None}
+    return {}
 
 
 def is_incremental(delta: CheckpointDelta) -> bool:
@@ -70,7 +81,7 @@ async def write_step(
     delta: CheckpointDelta,
     *,
     now_ms: int,
-    expires_at_ms: int | None,
+    retention_ms: int,
 ) -> bool:
     """Apply an incremental delta; False (nothing written) when no live state is stored."""
     execution_id = delta.execution_id
@@ -79,9 +90,10 @@ async def write_step(
         alive(now_ms),
         ~live_tombstone(tenant_id, execution_id, now_ms),
     )
-    values = header_values(delta.header)
-    if expires_at_ms is not None:
-        values["expires_at_ms"] = expires_at_ms
+    values = {
+        **header_values(delta.header),
+        **_expiry(delta.lifetime, now_ms=now_ms, retention_ms=retention_ms),
+    }
     if values:
         updated = await connection.execute(sa.update(executions).where(stored).values(values))
         if updated.rowcount != 1:
@@ -102,7 +114,8 @@ async def write_full(
     tenant_id: str,
     delta: CheckpointDelta,
     *,
-    expires_at_ms: int | None,
+    now_ms: int,
+    retention_ms: int,
 ) -> None:
     """Replace every part of the execution with the full delta's state.
 
@@ -114,7 +127,8 @@ async def write_full(
         **header_values(delta.header),
         "tenant_id": tenant_id,
         "execution_id": execution_id,
-        "expires_at_ms": expires_at_ms,
+        "expires_at_ms": None,
+        **_expiry(delta.lifetime, now_ms=now_ms, retention_ms=retention_ms),
     }
     statement = upsert(connection, executions).values(row)
     statement = statement.on_conflict_do_update(

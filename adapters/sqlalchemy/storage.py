@@ -5,8 +5,13 @@ Same observable behaviour as the Redis repository and the memory twin, on the ta
 ``schema``: every write is fenced by a conditional UPDATE of the lease row (``fencing``) in
 the transaction that writes; a delete removes the state, its heartbeat and the lease holder
 and writes the tombstone in one transaction. Records with a TTL on Redis (tombstones,
-heartbeats, the optional state TTL) carry an expiry read against the injected clock;
-``sweep_expired`` removes them for good.
+heartbeats, a terminal state's retention, S5) carry an expiry read against the injected
+clock; ``sweep_expired`` removes them for good.
+
+The budget counters and the operator controls live on the queue's backend, not here: a
+delete removes both right after its transaction, and a checkpoint that changes the
+execution's lifetime changes the controls' right after its own (the counters keep their
+sliding TTL of their own).
 """
 
 from __future__ import annotations
@@ -35,11 +40,12 @@ from plaita.adapters.sqlalchemy.fencing import (
     upsert,
 )
 from plaita.adapters.sqlalchemy.schema import executions, heartbeats, tombstones
-from plaita.application.ports import Clock, ExecutionPage, NodeHeartbeat
+from plaita.application.ports import Clock, ExecutionControls, ExecutionPage, NodeHeartbeat
 from plaita.application.tenancy import current_tenant
 from plaita.domain.checkpoint import checkpoint_delta
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.operator_controls import PageCursor, check_page_limit
+from plaita.domain.retention import DEFAULT_RETENTION_MS, Lifetime, check_retention_ms
 from plaita.domain.tenancy import check_same_tenant
 from plaita.domain.tombstone import Tombstone
 
@@ -62,18 +68,18 @@ class SqlExecutionRepository:
         *,
         clock: Clock,
         counters: ForgetsCounters | None = None,
+        controls: ExecutionControls | None = None,
         heartbeat_ttl_ms: int = DEFAULT_HEARTBEAT_TTL_MS,
-        state_ttl_ms: int | None = None,
+        retention_ms: int = DEFAULT_RETENTION_MS,
     ) -> None:
         _check_positive("a heartbeat ttl", heartbeat_ttl_ms)
-        if state_ttl_ms is not None:
-            _check_positive("a state ttl", state_ttl_ms)
         self._writer = writer(engine)
         self._reader = reader(engine)
         self._clock = clock
         self._counters = counters
+        self._controls = controls
         self._heartbeat_ttl_ms = heartbeat_ttl_ms
-        self._state_ttl_ms = state_ttl_ms
+        self._retention_ms = check_retention_ms(retention_ms)
 
     # --- reads --------------------------------------------------------------------------
 
@@ -185,17 +191,21 @@ class SqlExecutionRepository:
         check_same_tenant(state.tenant_id, tenant_id, f"execution {execution_id!r}")
         delta = checkpoint_delta(previous, state)
         now_ms = self._clock.now_ms()
-        expires_at_ms = None if self._state_ttl_ms is None else now_ms + self._state_ttl_ms
         async with transaction(self._writer) as connection:
             await claim_fence(connection, tenant_id, execution_id, fence)
-            if is_incremental(delta) and await write_step(
-                connection, tenant_id, delta, now_ms=now_ms, expires_at_ms=expires_at_ms
+            if not is_incremental(delta) or not await write_step(
+                connection, tenant_id, delta, now_ms=now_ms, retention_ms=self._retention_ms
             ):
-                return
-            # A full save, or a delta with nothing stored under it: the whole state, as Redis.
-            await refuse_if_deleted(connection, tenant_id, execution_id, fence, now_ms)
-            full = delta if delta.full else checkpoint_delta(None, state)
-            await write_full(connection, tenant_id, full, expires_at_ms=expires_at_ms)
+                # A full save, or a delta with nothing stored under it: the whole state, as
+                # Redis.
+                await refuse_if_deleted(connection, tenant_id, execution_id, fence, now_ms)
+                delta = delta if delta.full else checkpoint_delta(None, state)
+                await write_full(
+                    connection, tenant_id, delta, now_ms=now_ms, retention_ms=self._retention_ms
+                )
+        if self._controls is not None and delta.lifetime is not Lifetime.KEEP:
+            ttl = self._retention_ms if delta.lifetime is Lifetime.EXPIRE else None
+            await self._controls.retain(execution_id, ttl_ms=ttl)
 
     async def heartbeat(self, execution_id: str, *, fence: int, node_id: str, now_ms: int) -> None:
         tenant_id = current_tenant()
@@ -248,6 +258,8 @@ class SqlExecutionRepository:
             stored = await self._store_tombstone(
                 connection, tenant_id, execution_id, tombstone, now_ms + tombstone_ttl_ms, now_ms
             )
+        if self._controls is not None:
+            await self._controls.clear(execution_id)
         if self._counters is not None:
             await self._counters.forget(execution_id)
         return stored

@@ -2,7 +2,10 @@
 
 The tombstone is what makes a delete final: carriers still queued, pending or delayed for
 the execution meet it at the worker's dispatch gate and are dropped instead of bringing the
-execution back.
+execution back. The repository's delete removes everything else of the execution (state,
+counters, heartbeat, operator flags, parked carriers) in the same step; a second delete runs
+it again, so whatever was written for the execution since is removed too, and the first
+tombstone is kept.
 """
 
 from __future__ import annotations
@@ -15,13 +18,13 @@ import attrs
 from plaita.application.ports import (
     Clock,
     DedupStore,
-    ExecutionControls,
     ExecutionRepository,
     LeaseManager,
     SubscriptionStore,
 )
 from plaita.domain.errors import UnknownExecutionError
 from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.retention import DEFAULT_RETENTION_MS
 from plaita.domain.tombstone import (
     DEFAULT_CARRIER_MAX_AGE_MS,
     Tombstone,
@@ -65,12 +68,10 @@ class DeleteExecution:
         lease_ttl_ms: int,
         carrier_max_age_ms: int = DEFAULT_CARRIER_MAX_AGE_MS,
         tombstone_ttl_seconds: int | None = None,
-        state_ttl_seconds: int = 0,
+        retention_ms: int = DEFAULT_RETENTION_MS,
         dedup: DedupStore | None = None,
-        controls: ExecutionControls | None = None,
     ) -> None:
         self._dedup = dedup
-        self._controls = controls
         self._executions = executions
         self._leases = leases
         self._subscriptions = subscriptions
@@ -79,23 +80,25 @@ class DeleteExecution:
         self._lease_ttl_ms = lease_ttl_ms
         self._carrier_max_age_ms = carrier_max_age_ms
         self._tombstone_ttl_seconds = tombstone_ttl_seconds
-        self._state_ttl_seconds = state_ttl_seconds
+        # W13: a tombstone outlives the state TTL, the retention of a terminal execution (S5).
+        self._state_ttl_seconds = -(-retention_ms // 1000)
 
     async def __call__(
         self, execution_id: str, *, reason: str = "deleted by operator"
     ) -> DeletedExecution:
         state = await self._executions.load(execution_id)
         existing = await self._executions.tombstone(execution_id)
-        if state is None:
-            if existing is None:
-                raise UnknownExecutionError(
-                    f"execution {execution_id!r} does not exist and was not deleted: nothing to "
-                    "delete (a start still queued for it runs when a worker reads it)"
-                )
-            await self._clear_controls(execution_id)
-            return DeletedExecution(execution_id, existing, deleted_now=False)
+        if state is not None:
+            tenant_id = state.tenant_id
+        elif existing is not None:
+            tenant_id = existing.tenant_id
+        else:
+            raise UnknownExecutionError(
+                f"execution {execution_id!r} does not exist and was not deleted: nothing to "
+                "delete (a start still queued for it runs when a worker reads it)"
+            )
         tombstone = record_delete(
-            existing, tenant_id=state.tenant_id, now_ms=self._clock.now_ms(), reason=reason
+            existing, tenant_id=tenant_id, now_ms=self._clock.now_ms(), reason=reason
         )
         ttl_seconds = self._ttl_seconds(execution_id)
         # A free lease is taken so the delete is fenced like any write; a held one is revoked
@@ -113,7 +116,6 @@ class DeleteExecution:
             if lease is not None:
                 await self._leases.release(lease)
             raise
-        await self._clear_controls(execution_id)
         removed = await self._remove_subscription(state)
         released_dedup = await self._release_dedup(state)
         deleted = DeletedExecution(
@@ -139,28 +141,24 @@ class DeleteExecution:
         )
         return deleted
 
-    async def _clear_controls(self, execution_id: str) -> None:
-        # After the delete, not in its script: operator flags and parked carriers (W23) go
-        # too. A crash in between leaves them to a second delete, which clears them again.
-        if self._controls is not None:
-            await self._controls.clear(execution_id)
-
-    async def _release_dedup(self, state: ExecutionState) -> str | None:
+    async def _release_dedup(self, state: ExecutionState | None) -> str | None:
         """Free the start's dedup key: the key may start a new execution again (W6, W13).
 
         Only a claim that still names this execution is released (compare-and-delete), so a
         key that already moved on to another execution is left alone.
         """
-        key = state.dedup_key
-        if key is None or self._dedup is None:
+        if state is None or state.dedup_key is None or self._dedup is None:
             return None
+        key = state.dedup_key
         released = await self._dedup.release(key, state.execution_id, tenant_id=state.tenant_id)
         return key if released else None
 
-    async def _remove_subscription(self, state: ExecutionState) -> str | None:
+    async def _remove_subscription(self, state: ExecutionState | None) -> str | None:
         # After the delete: an event arriving in between meets the tombstone, not the state.
+        if state is None or state.status is not ExecutionStatus.SUSPENDED:
+            return None
         suspension = state.suspension
-        if state.status is not ExecutionStatus.SUSPENDED or suspension is None:
+        if suspension is None:
             return None
         subscription_id = suspension.subscription_id
         if subscription_id and await self._subscriptions.remove(subscription_id):

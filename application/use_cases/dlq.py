@@ -80,7 +80,8 @@ class ReplayMarkerStore(Protocol):
 
 
 class UnknownDeadLetterError(PlaitaError):
-    """No dead letter with this id among the newest entries of the DLQ."""
+    """No dead letter with this id among the newest entries of the DLQ (never there, or
+    dropped by the DLQ length cap)."""
 
 
 class UnreadableDeadLetterError(PlaitaError):
@@ -277,8 +278,9 @@ async def _find(queue: TaskQueue, dlq_id: str, window: int) -> DeadLetter:
         if letter.dlq_id == dlq_id:
             return letter
     raise UnknownDeadLetterError(
-        f"no dead letter {dlq_id!r} among the newest {window} entries of the DLQ "
-        "(list them with `plaita dlq list`)"
+        f"no dead letter {dlq_id!r} among the newest {window} entries of the DLQ: it never "
+        "was one, or the DLQ length cap (PLAITA_DLQ_MAX_LEN) dropped it as the DLQ filled "
+        "up (list what is there with `plaita dlq list`)"
     )
 
 

@@ -13,7 +13,7 @@ import redis.asyncio as redis
 from plaita.adapters.memory.controls import MemoryExecutionControls
 from plaita.adapters.redis.controls import RedisExecutionControls
 from plaita.adapters.redis.keys import RedisKeys
-from plaita.application.ports import ExecutionControls
+from plaita.application.ports import Clock, ExecutionControls
 from plaita.application.tenancy import no_tenant_scope, tenant_scope
 from plaita.domain.envelope import ResumeType, TaskEnvelope
 from plaita.domain.errors import TenantContextMissingError
@@ -204,8 +204,8 @@ class ExecutionControlsContract:
 
 class TestMemoryExecutionControls(ExecutionControlsContract):
     @pytest.fixture
-    def controls(self) -> ExecutionControls:
-        return MemoryExecutionControls()
+    def controls(self, clock: Clock) -> ExecutionControls:
+        return MemoryExecutionControls(clock)
 
 
 class RedisExecutionControlsContract(ExecutionControlsContract):

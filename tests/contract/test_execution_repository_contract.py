@@ -729,6 +729,9 @@ class FakeCounters:
     async def forget(self, execution_id: str) -> None:
         self.present.discard(execution_id)
 
+    async def expire_within(self, execution_id: str, ttl_ms: int) -> None:
+        """Counters expiring with a terminal execution are the retention suite's (S5)."""
+
 
 class CountersElsewhere:
     """For stores whose counters live in another store that a delete asks to forget them
@@ -866,7 +869,9 @@ class RedisProbes:
         )
         assert _text(await redis_client.get(keys.fence_generation("x:1"))) == "2"
         remaining = [_text(k) async for k in redis_client.scan_iter(match=f"{keys.namespace}:*")]
-        assert sorted(remaining) == sorted([keys.fence_generation("x:1"), keys.tombstone("x:1")])
+        assert sorted(remaining) == sorted(
+            [keys.execution_indexes(), keys.fence_generation("x:1"), keys.tombstone("x:1")]
+        )
 
     async def test_rejected_writes_leave_the_index_as_it_was(
         self,
@@ -1155,20 +1160,22 @@ class SqlProbes(SqlStores, CountersElsewhere):
     def test_ttls_must_be_positive(self, engine: AsyncEngine, clock: Clock, ttl_ms: int) -> None:
         with pytest.raises(ValueError, match="heartbeat ttl"):
             SqlExecutionRepository(engine, clock=clock, heartbeat_ttl_ms=ttl_ms)
-        with pytest.raises(ValueError, match="state ttl"):
-            SqlExecutionRepository(engine, clock=clock, state_ttl_ms=ttl_ms)
+        with pytest.raises(ValueError, match="retention"):
+            SqlExecutionRepository(engine, clock=clock, retention_ms=ttl_ms)
 
-    # --- retention: the state TTL and the sweep -----------------------------------------
+    # --- retention (S5): a terminal state's expiry and the sweep ------------------------
 
-    async def test_a_state_past_its_ttl_reads_as_absent_and_a_step_rewrites_it_whole(
+    async def test_a_state_past_its_retention_reads_as_absent_and_a_step_rewrites_it_whole(
         self, engine: AsyncEngine, clock: Clock, leases: LeaseManager, advance_clock: Elapse
     ) -> None:
-        """Like a Redis key past its TTL: gone for every read; the next step's delta has
-        nothing under it, so the whole state is written (no stale entries survive)."""
-        repository = SqlExecutionRepository(engine, clock=clock, state_ttl_ms=1_000)
+        """Like a Redis key past its TTL: gone for every read; a later write (a late retry
+        of the same holder) has nothing under its delta, so the whole state is written."""
+        repository = SqlExecutionRepository(engine, clock=clock, retention_ms=1_000)
         lease = await leases.acquire("x:1", "w1", ttl_ms=60_000)
         assert lease is not None
-        before = attrs.evolve(state(), node_results={"old": 1}, variables={"old": 1})
+        before = attrs.evolve(
+            state(status=ExecutionStatus.ERROR), node_results={"old": 1}, variables={"old": 1}
+        )
         await repository.save(before, fence=lease.generation)
         await advance_clock(999)
         assert await repository.load("x:1") == before
@@ -1178,16 +1185,18 @@ class SqlProbes(SqlStores, CountersElsewhere):
         assert await repository.load("x:1") is None
         assert list(await repository.list()) == []
         assert (await repository.page()).items == ()
-        after = attrs.evolve(before, node_results={"new": 2}, variables={}, steps=1)
+        after = attrs.evolve(
+            before, status=ExecutionStatus.RUNNING, node_results={"new": 2}, variables={}, steps=1
+        )
         await repository.save(after, fence=lease.generation, previous=before)
         assert await repository.load("x:1") == after
-        await advance_clock(999)
+        await advance_clock(10_000)
         assert await repository.load("x:1") == after
 
-    async def test_each_save_restarts_the_state_ttl(
+    async def test_the_retention_runs_from_the_terminal_checkpoint(
         self, engine: AsyncEngine, clock: Clock, leases: LeaseManager, advance_clock: Elapse
     ) -> None:
-        repository = SqlExecutionRepository(engine, clock=clock, state_ttl_ms=1_000)
+        repository = SqlExecutionRepository(engine, clock=clock, retention_ms=1_000)
         lease = await leases.acquire("x:1", "w1", ttl_ms=60_000)
         assert lease is not None
         previous = state()
@@ -1198,22 +1207,29 @@ class SqlProbes(SqlStores, CountersElsewhere):
             current = attrs.evolve(previous, steps=step)
             await repository.save(current, fence=lease.generation, previous=previous)
             previous = current
+        done = attrs.evolve(previous, status=ExecutionStatus.COMPLETED, steps=4)
+        await repository.save(done, fence=lease.generation, previous=previous)
 
-        assert await repository.load("x:1") == previous
-        await advance_clock(1_000)
+        await advance_clock(999)
+        assert await repository.load("x:1") == done
+        await advance_clock(1)
         assert await repository.load("x:1") is None
 
     async def test_the_sweep_removes_what_expired_and_nothing_else(
         self, engine: AsyncEngine, clock: Clock, leases: LeaseManager, advance_clock: Elapse
     ) -> None:
         repository = SqlExecutionRepository(
-            engine, clock=clock, heartbeat_ttl_ms=1_000, state_ttl_ms=1_000
+            engine, clock=clock, heartbeat_ttl_ms=1_000, retention_ms=1_000
         )
         for execution_id in ("x:old", "x:gone"):
             lease = await leases.acquire(execution_id, "w1", ttl_ms=60_000)
             assert lease is not None
             await repository.save(
-                attrs.evolve(state(execution_id), node_results={"a": 1}, variables={"v": 1}),
+                attrs.evolve(
+                    state(execution_id, status=ExecutionStatus.COMPLETED),
+                    node_results={"a": 1},
+                    variables={"v": 1},
+                ),
                 fence=lease.generation,
             )
             await repository.heartbeat(

@@ -1,13 +1,18 @@
 -- Fenced incremental save (W4, S3): write one step's changes only under the current lease
--- generation, and never to a deleted execution (W13).
--- KEYS[1] fencegen   KEYS[2] state (hash: header field -> JSON)   KEYS[3] nodes (hash)
--- KEYS[4] vars (hash)   KEYS[5] tombstone
+-- generation, and never to a deleted execution (W13). The same script sets the lifetime of
+-- every key of the execution (S5): a terminal checkpoint lets them expire within the
+-- retention, one that makes the execution live again keeps them until it ends or is deleted.
+-- KEYS[1] fencegen (never given a TTL, W4)   KEYS[2] state (hash: header field -> JSON)
+-- KEYS[3] nodes (hash)   KEYS[4] vars (hash)   KEYS[5] tombstone   KEYS[6] counters
+-- KEYS[7] heartbeat   KEYS[8] control (operator flags)   KEYS[9] parked (carriers)
 -- ARGV[1] fence the writer holds
 -- ARGV[2] '1': full save (replace every part) | '0': delta on top of the stored state
--- ARGV[3] header pairs   ARGV[4] node pairs   ARGV[5] removed nodes
--- ARGV[6] variable pairs   ARGV[7] removed variables
--- ARGV[8...] the header fields and values, node ids and results, removed node ids, variable
---            names and values, removed variable names, in that order.
+-- ARGV[3] lifetime: 'keep' | 'expire' | 'persist' (plaita.domain.retention.lifetime_change)
+-- ARGV[4] retention in ms (read for 'expire')
+-- ARGV[5] header pairs   ARGV[6] node pairs   ARGV[7] removed nodes
+-- ARGV[8] variable pairs   ARGV[9] removed variables
+-- ARGV[10...] the header fields and values, node ids and results, removed node ids, variable
+--             names and values, removed variable names, in that order.
 -- Returns {outcome, current generation or nil}; outcome is
 --   'ok'       written;
 --   'fenced'   the generation is not ARGV[1]: nothing written;
@@ -27,7 +32,7 @@ elseif redis.call('EXISTS', KEYS[2]) == 0 then
 end
 
 local unpack = unpack or table.unpack
-local position = 8
+local position = 10
 -- Run `command` on `key` over the next `count` items of `width` arguments each, in chunks so
 -- a full save of a long run never unpacks more values than Lua's stack allows.
 local function each(command, key, count, width)
@@ -42,9 +47,25 @@ local function each(command, key, count, width)
   position = last + 1
 end
 
-each('HSET', KEYS[2], tonumber(ARGV[3]), 2)
-each('HSET', KEYS[3], tonumber(ARGV[4]), 2)
-each('HDEL', KEYS[3], tonumber(ARGV[5]), 1)
-each('HSET', KEYS[4], tonumber(ARGV[6]), 2)
-each('HDEL', KEYS[4], tonumber(ARGV[7]), 1)
+each('HSET', KEYS[2], tonumber(ARGV[5]), 2)
+each('HSET', KEYS[3], tonumber(ARGV[6]), 2)
+each('HDEL', KEYS[3], tonumber(ARGV[7]), 1)
+each('HSET', KEYS[4], tonumber(ARGV[8]), 2)
+each('HDEL', KEYS[4], tonumber(ARGV[9]), 1)
+
+if ARGV[3] == 'expire' then
+  for _, key in ipairs({KEYS[2], KEYS[3], KEYS[4], KEYS[8], KEYS[9]}) do
+    redis.call('PEXPIRE', key, ARGV[4])
+  end
+  -- LT: counters and heartbeat keep a shorter TTL of their own (a key without a TTL counts
+  -- as never expiring, so it gets one).
+  for _, key in ipairs({KEYS[6], KEYS[7]}) do
+    redis.call('PEXPIRE', key, ARGV[4], 'LT')
+  end
+elseif ARGV[3] == 'persist' then
+  -- Counters and heartbeat keep their own TTLs; the rest lives until the end or a delete.
+  for _, key in ipairs({KEYS[2], KEYS[3], KEYS[4], KEYS[8], KEYS[9]}) do
+    redis.call('PERSIST', key)
+  end
+end
 return {'ok', current}

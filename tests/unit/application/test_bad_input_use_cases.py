@@ -12,8 +12,11 @@ from plaita.adapters.memory.dedup import MemoryDedupStore
 from plaita.adapters.memory.events import MemoryEventLog
 from plaita.adapters.memory.flows import MemoryFlowRepository
 from plaita.adapters.memory.inbox import MemoryInbox
+from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.application.codec import decode_envelope
+from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.events import PublishEvent
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.start_execution import StartExecution
@@ -25,6 +28,7 @@ from plaita.domain.errors import (
 )
 from plaita.domain.events import EventQuery
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import SHARED
 from plaita.domain.limits import MAX_JSON_BYTES, MAX_JSON_DEPTH
 
 from .conftest import FakeClock, SequentialIds
@@ -46,11 +50,14 @@ def queue(clock: FakeClock) -> MemoryTaskQueue:
 async def start(clock: FakeClock, ids: SequentialIds, queue: MemoryTaskQueue) -> StartExecution:
     catalog = FlowCatalog(MemoryFlowRepository(), None)
     await catalog.register(
-        Flow.from_document({"flow_id": "f", "start": "a", "nodes": [{"id": "a", "type": "end"}]})
+        Flow.from_document({"flow_id": "f", "start": "a", "nodes": [{"id": "a", "type": "end"}]}),
+        owner=SHARED,
     )
-    return StartExecution(
-        flows=catalog, queue=queue, dedup=MemoryDedupStore(clock), clock=clock, ids=ids
+    claims = DedupClaims(
+        dedup=MemoryDedupStore(clock),
+        executions=MemoryExecutionRepository(MemoryLeaseManager(clock)),
     )
+    return StartExecution(flows=catalog, queue=queue, claims=claims, clock=clock, ids=ids)
 
 
 @pytest.mark.parametrize(

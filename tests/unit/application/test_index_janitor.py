@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -174,11 +175,12 @@ async def test_a_tick_that_prunes_logs_what_and_how_long(
 # --- as the container wires it (entrypoints/janitor.py) -----------------------------------
 
 
-async def test_the_container_wires_both_stores_and_the_settings_plan(
+async def test_the_container_wires_every_store_and_the_settings_plan(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """PLAITA_JANITOR_* reach the plan (an unusable one falls back, with its WARNING) and a
-    tick prunes the event log and the subscription store the rest of plaita uses."""
+    tick prunes the event log, the subscription store and the executions index (S1) the rest
+    of plaita uses."""
     from plaita.entrypoints.container import build_container
     from plaita.entrypoints.janitor import run_index_janitor
     from plaita.entrypoints.settings import Settings
@@ -189,7 +191,7 @@ async def test_the_container_wires_both_stores_and_the_settings_plan(
     janitor = container.index_janitor()
 
     assert (janitor.plan.interval_seconds, janitor.plan.budget) == (60.0, 42)
-    assert (await janitor.tick()).pruned == {"subscriptions": 0, "events": 0}
+    assert (await janitor.tick()).pruned == {"subscriptions": 0, "events": 0, "executions": 0}
     with caplog.at_level(logging.WARNING, logger="plaita.janitor"):
         stop = asyncio.Event()
         stop.set()
@@ -197,6 +199,21 @@ async def test_the_container_wires_both_stores_and_the_settings_plan(
     assert [r.message.split(":")[0] for r in caplog.records] == [
         "event=config.fallback setting=janitor_interval_seconds value=0.0 used=60.0"
     ]
+
+
+async def test_with_sql_storage_the_janitor_leaves_the_executions_to_the_state_sweep(
+    tmp_path: Path,
+) -> None:
+    """SQL listings are queries on live rows: nothing to prune, the sweep removes rows."""
+    from plaita.entrypoints.container import build_container
+    from plaita.entrypoints.settings import Settings
+
+    settings = Settings(
+        backend="memory", storage="sql", database_url=f"sqlite:///{tmp_path / 'p.db'}"
+    )
+    janitor = build_container(settings).index_janitor()
+
+    assert set((await janitor.tick()).pruned) == {"subscriptions", "events"}
 
 
 async def test_the_container_can_switch_the_janitor_off() -> None:

@@ -579,6 +579,53 @@ async def test_delete_removes_the_flags_and_the_parked_carriers(world: World) ->
     assert await world.container.controls().parked("x-1") == []
 
 
+async def test_a_second_delete_removes_flags_written_after_the_first(world: World) -> None:
+    """W13: an operator flag that raced the first delete goes with the next one, which keeps
+    the first tombstone."""
+    await world.suspended()
+    first = await world.container.delete_execution()("x-1")
+    await world.container.controls().set_flags("x-1", cancel_requested=True)
+
+    second = await world.container.delete_execution()("x-1", reason="again")
+
+    assert (second.tombstone, second.deleted_now) == (first.tombstone, False)
+    assert await world.flags("x-1") == ControlFlags()
+
+
+async def test_a_cancelled_executions_cancel_flag_expires_with_it(world: World) -> None:
+    """S5: the flag a cancel leaves behind lasts only as long as the terminal execution
+    (7 days by default), not forever."""
+    await world.suspended()
+    await world.container.cancel_execution()("x-1")
+    await world.drain()
+    assert await world.status("x-1") is ExecutionStatus.CANCELLED
+    assert (await world.flags("x-1")).cancel_requested
+
+    world.clock.advance(7 * 24 * 3600)
+
+    assert await world.container.executions().load("x-1") is None
+    assert await world.flags("x-1") == ControlFlags()
+
+
+async def test_a_woken_up_execution_gets_a_new_retention_from_its_new_end(
+    world: World,
+) -> None:
+    """S5 with W7: the wake-up takes the expiry of the first end away, so the execution is
+    kept for a whole retention after its second end."""
+    await world.failed_at_b()
+    world.clock.advance(6 * 24 * 3600)
+    world.broken.clear()
+
+    await world.container.retry_execution()("x-1")
+    await world.drain()
+    assert await world.status("x-1") is S.COMPLETED
+    world.clock.advance(2 * 24 * 3600)  # 8 days after the first end, 2 after the second
+
+    assert await world.container.executions().load("x-1") is not None
+    world.clock.advance(5 * 24 * 3600)
+    assert await world.container.executions().load("x-1") is None
+
+
 async def test_the_reaper_skips_a_paused_execution(world: World) -> None:
     await world.failed_at_b()
     world.broken.clear()

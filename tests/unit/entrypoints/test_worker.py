@@ -169,6 +169,12 @@ class StopOnRead:
     async def ack(self, message_id: str) -> None:
         self.acked.append(message_id)
 
+    async def trim_acknowledged(self) -> int:
+        return await self.inner.trim_acknowledged()
+
+    async def dead_letters_dropped(self) -> int:
+        return await self.inner.dead_letters_dropped()
+
 
 async def test_carriers_read_after_the_drain_began_are_neither_dispatched_nor_acked(
     queue: MemoryTaskQueue,
