@@ -36,6 +36,7 @@ from plaita.entrypoints.cli_support import (
     import_handler_modules,
     json_option,
     load_flow_file,
+    log_generations,
     named_errors,
     redis_url_option,
     run_with_container,
@@ -46,11 +47,17 @@ from plaita.entrypoints.cli_support import (
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.event_filter import EventFilterService
 from plaita.entrypoints.run_flow import run_flow
+from plaita.entrypoints.settings import Settings
 from plaita.entrypoints.timeline import LogListener
 from plaita.entrypoints.worker import Worker
 
 T = TypeVar("T")
 JSON = Any
+
+
+def _setting_default(name: str) -> str:
+    """The default a flag falls back to when neither it nor PLAITA_<NAME> is set (for --help)."""
+    return str(Settings.model_fields[name].default)
 
 
 def _parse_object(option: str, text: str | None) -> dict[str, JSON]:
@@ -177,19 +184,44 @@ def run_command(
     default="",
     help="Comma-separated modules task handlers may come from (env PLAITA_HANDLER_MODULES).",
 )
-@click.option("--concurrency", type=int, default=16, show_default=True)
-@click.option("--queue-name", default="default", show_default=True)
-@click.option("--consumer-group", default="plaita-workers", show_default=True)
+# Unset flags are None, so PLAITA_* (then the Settings default) apply: every process of a pool
+# reads the same environment, and the console and CLI compute this worker's generations (W12).
+@click.option("--concurrency", type=int, default=None, show_default=_setting_default("concurrency"))
+@click.option(
+    "--queue-name",
+    default=None,
+    show_default=_setting_default("queue_name"),
+    help="The task queue (env PLAITA_QUEUE_NAME).",
+)
+@click.option(
+    "--consumer-group",
+    default=None,
+    show_default=_setting_default("consumer_group"),
+    help="The consumer group (env PLAITA_CONSUMER_GROUP).",
+)
 @click.option("--consumer-name", default=None, help="Default: host-pid-random, unique per start.")
 @click.option(
     "--read-block-ms",
     type=int,
-    default=1000,
-    show_default=True,
+    default=None,
+    show_default=_setting_default("read_block_ms"),
     help="How long one read waits; it also bounds how long a stop takes to begin.",
 )
-@click.option("--claim-min-idle-ms", type=int, default=60_000, show_default=True)
-@click.option("--lease-ttl-seconds", type=float, default=120.0, show_default=True)
+@click.option(
+    "--claim-min-idle-ms",
+    type=int,
+    default=None,
+    show_default=_setting_default("claim_min_idle_ms"),
+    help="Reclaim carriers another worker left pending this long (env PLAITA_CLAIM_MIN_IDLE_MS).",
+)
+@click.option(
+    "--lease-ttl-seconds",
+    type=float,
+    default=None,
+    show_default=_setting_default("lease_ttl_seconds"),
+    help="The execution lease's TTL (env PLAITA_LEASE_TTL_SECONDS); part of the budget "
+    "generation, so set it in the environment of every process of the pool.",
+)
 @click.option(
     "--max-deliveries",
     type=int,
@@ -197,7 +229,8 @@ def run_command(
     default=5,
     show_default=True,
     help="Processing attempts of a carrier; a reclaimed one past it goes to the dead-letter "
-    "guard, and it is each node's retry budget.",
+    "guard, and it is each node's retry budget. Part of the budget generation: set it in the "
+    "environment of every process of the pool.",
 )
 @click.option(
     "--dlq-key",
@@ -254,13 +287,13 @@ def worker(
     redis_url: str,
     flows_dir: Path | None,
     handler_modules: str,
-    concurrency: int,
-    queue_name: str,
-    consumer_group: str,
+    concurrency: int | None,
+    queue_name: str | None,
+    consumer_group: str | None,
     consumer_name: str | None,
-    read_block_ms: int,
-    claim_min_idle_ms: int,
-    lease_ttl_seconds: float,
+    read_block_ms: int | None,
+    claim_min_idle_ms: int | None,
+    lease_ttl_seconds: float | None,
     max_deliveries: int,
     dlq_key: str | None,
     min_free_disk_gib: float,
@@ -327,12 +360,7 @@ def worker(
         import_handler_modules(settings.handler_modules)
         container.listeners.override(lambda: [LogListener()])
         generations = container.generations()
-        log.info(
-            "event=worker.config family=%s generation=%s budget_generation=%s",
-            generations.config_family,
-            generations.config_generation,
-            generations.budget_generation,
-        )
+        log_generations(log, "worker", generations)
         for flow in flows:
             await container.flows().register(flow)
             click.echo(f"registered flow {flow.flow_id} version {flow.version}", err=True)
@@ -404,13 +432,20 @@ def worker(
 @main.command("event-filter")
 @redis_url_option
 @click.option("--consumer-name", default=None, help="Default: host-pid-random, unique per start.")
-@click.option("--read-block-ms", type=click.IntRange(1, 60_000), default=1000, show_default=True)
+@click.option(
+    "--read-block-ms",
+    type=click.IntRange(1, 60_000),
+    default=None,
+    show_default=_setting_default("read_block_ms"),
+    help="How long one read waits (env PLAITA_READ_BLOCK_MS).",
+)
 @click.option(
     "--claim-min-idle-ms",
     type=click.IntRange(1),
-    default=60_000,
-    show_default=True,
-    help="Reclaim notifications another event filter left pending this long.",
+    default=None,
+    show_default=_setting_default("claim_min_idle_ms"),
+    help="Reclaim notifications another event filter left pending this long "
+    "(env PLAITA_CLAIM_MIN_IDLE_MS).",
 )
 @click.option(
     "--reconcile-interval-seconds",
@@ -450,8 +485,8 @@ def worker(
 def event_filter(
     redis_url: str,
     consumer_name: str | None,
-    read_block_ms: int,
-    claim_min_idle_ms: int,
+    read_block_ms: int | None,
+    claim_min_idle_ms: int | None,
     reconcile_interval_seconds: float,
     reconcile_lookback_seconds: float,
     reconcile_settle_seconds: float,
@@ -506,6 +541,10 @@ def event_filter(
 
     async def body(container: Container) -> None:
         from plaita.entrypoints.janitor import run_index_janitor, run_state_sweeper
+
+        log_generations(
+            logging.getLogger("plaita.event_filter"), "event-filter", container.generations()
+        )
 
         async def index_janitor(stop: asyncio.Event) -> None:
             await run_index_janitor(container, stop)

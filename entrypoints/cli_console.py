@@ -17,6 +17,7 @@ import click
 import uvicorn
 
 from plaita.entrypoints.cli_support import (
+    log_generations,
     named_errors,
     redis_url_option,
     settings_from,
@@ -116,6 +117,7 @@ async def _serve(settings: Settings, tokens: TokenTable, host: str, port: int) -
     container = build_container(settings)
     try:
         await container.redis_client().ping()
+        log_generations(log, "console", container.generations())
         app = create_app(container, tokens=tokens, max_body_bytes=settings.max_body_bytes)
         server = _Server(
             uvicorn.Config(

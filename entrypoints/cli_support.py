@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import importlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -18,6 +19,7 @@ import redis.exceptions
 from pydantic import ValidationError
 
 from plaita.application.tenancy import tenant_scope
+from plaita.domain.envelope import CarrierGenerations
 from plaita.domain.errors import PlaitaError, UnknownHandlerError
 from plaita.domain.execution import ExecutionState
 from plaita.domain.flow import Flow
@@ -78,6 +80,23 @@ def import_handler_modules(modules: tuple[str, ...]) -> None:
 
 
 T = TypeVar("T")
+
+
+def log_generations(log: logging.Logger, service: str, generations: CarrierGenerations) -> None:
+    """The generations this process stamps on the carriers it writes (W12), at start-up.
+
+    Compare them across the pool: a worker leaves pending every carrier whose family or budget
+    generation is not its own, so every producer must log the workers' values.
+    """
+    log.info(
+        "event=config.effective service=%s config_family=%s config_generation=%s "
+        "budget_generation=%s",
+        service,
+        generations.config_family,
+        generations.config_generation,
+        generations.budget_generation,
+    )
+
 
 redis_url_option = click.option(
     "--redis-url",

@@ -61,6 +61,7 @@ from plaita.application.use_cases.operator_controls import (
     UnpauseExecution,
 )
 from plaita.application.use_cases.process_task import ProcessTask
+from plaita.application.use_cases.reap import ReapZombies
 from plaita.application.use_cases.reconcile_events import ReconcileEvents
 from plaita.application.use_cases.recover import RecoverAfterRestart
 from plaita.application.use_cases.start_execution import StartExecution
@@ -345,11 +346,18 @@ class Container(containers.DeclarativeContainer):
         counters=counters,
         max_deliveries=config.max_deliveries,
     )
+    # Every use case that writes new carriers stamps them with ``generations`` (W12).
     start_execution = providers.Factory(
-        StartExecution, flows=flows, queue=queue, dedup=dedup, clock=clock, ids=ids
+        StartExecution,
+        flows=flows,
+        queue=queue,
+        dedup=dedup,
+        clock=clock,
+        ids=ids,
+        generations=generations,
     )
     resume_execution = providers.Factory(
-        ResumeExecution, executions=executions, queue=queue, clock=clock
+        ResumeExecution, executions=executions, queue=queue, clock=clock, generations=generations
     )
     get_execution = providers.Factory(GetExecution, executions)
     #: `plaita dev --db`: carriers, timers and subscriptions back after a restart (S4).
@@ -361,6 +369,7 @@ class Container(containers.DeclarativeContainer):
         subscriptions=subscriptions,
         flows=flows,
         clock=clock,
+        generations=generations,
     )
     publish_event = providers.Factory(
         PublishEvent, events=events, clock=clock, ids=ids, inbox=inbox
@@ -372,6 +381,7 @@ class Container(containers.DeclarativeContainer):
         executions=executions,
         queue=queue,
         clock=clock,
+        generations=generations,
     )
     reconciler_cursor = providers.Selector(
         config.backend,
@@ -387,6 +397,7 @@ class Container(containers.DeclarativeContainer):
         queue=queue,
         cursor=reconciler_cursor,
         clock=clock,
+        generations=generations,
     )
 
     #: The index janitor (V7): prunes dead members of the event and subscription indexes.
@@ -454,12 +465,23 @@ class Container(containers.DeclarativeContainer):
         queue=queue,
         delay=delay_queue,
         clock=clock,
+        generations=generations,
     )
     cancel_execution = providers.Factory(
-        CancelExecution, executions=executions, controls=controls, queue=queue, clock=clock
+        CancelExecution,
+        executions=executions,
+        controls=controls,
+        queue=queue,
+        clock=clock,
+        generations=generations,
     )
     continue_execution = providers.Factory(
-        ContinueExecution, executions=executions, controls=controls, queue=queue, clock=clock
+        ContinueExecution,
+        executions=executions,
+        controls=controls,
+        queue=queue,
+        clock=clock,
+        generations=generations,
     )
     #: Restarts under the lease as ``operator:<name>``, like an operator delete.
     retry_execution = providers.Factory(
@@ -468,6 +490,7 @@ class Container(containers.DeclarativeContainer):
         controls=controls,
         queue=queue,
         clock=clock,
+        generations=generations,
         flows=flow_repository,
         leases=leases,
         counters=counters,
@@ -485,6 +508,19 @@ class Container(containers.DeclarativeContainer):
         retry=retry_execution,
     )
     list_executions = providers.Factory(ListExecutions, executions=executions, controls=controls)
+    #: The zombie reaper (W19): re-enqueues running executions that lost their carrier.
+    reap_zombies = providers.Factory(
+        ReapZombies,
+        executions=executions,
+        leases=leases,
+        queue=queue,
+        flows=flow_repository,
+        clock=clock,
+        holder_id=providers.Callable("reaper:{}".format, config.consumer_name),
+        lease_ttl_ms=config.lease_ttl_ms,
+        generations=generations,
+        controls=controls,  # a paused execution is skipped (W23)
+    )
     # The worker's pause gate and cancel flag, and the delete's clean-up (W13), read them too.
     process_task.add_kwargs(controls=controls)
     delete_execution.add_kwargs(controls=controls)

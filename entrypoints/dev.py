@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import secrets
 import socket
 from collections.abc import Callable, Sequence
@@ -23,13 +24,15 @@ from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.recover import RecoveryReport
 from plaita.domain.reconcile import ReconcileSettings
 from plaita.domain.tenancy import DEFAULT_TENANT
-from plaita.entrypoints.cli_support import import_handler_modules, load_flow_file
+from plaita.entrypoints.cli_support import import_handler_modules, load_flow_file, log_generations
 from plaita.entrypoints.console.app import create_app
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.event_filter import BackgroundJob, EventFilterService
 from plaita.entrypoints.janitor import run_state_sweeper
 from plaita.entrypoints.settings import Settings
 from plaita.entrypoints.worker import Worker
+
+log = logging.getLogger("plaita.dev")
 
 DEFAULT_PORT = 8700
 #: Short blocking reads: a dev process should feel instant and stop at once.
@@ -57,6 +60,7 @@ async def run_dev(
         if settings.backend == "redis":
             await container.redis_client().ping()
         import_handler_modules(settings.handler_modules)
+        log_generations(log, "dev", container.generations())
         if settings.storage == "sql" and settings.database_url:
             await _migrate(settings.database_url, echo)
         registered = await _register_flows(container, flows_dir)

@@ -257,6 +257,10 @@ class Worker:
                 delivery, delivery.problem or "undecodable entry", refused=True
             )
             return None
+        # Before the reclaim rules: their delivery budget is this pool's, never another's (W12).
+        foreign = self._process.foreign(envelope, delivery.message_id)
+        if foreign is not None:
+            return foreign
         if delivery.reclaimed and not await self._reclaim.admits(delivery, envelope):
             return None
         if self._clock is not None and _first_event_resume(delivery):

@@ -159,7 +159,12 @@ class ProcessTask:
             sleep=sleep,
         )
         self._waits = WaitRegistrar(
-            subscriptions=subscriptions, delay=delay, clock=clock, ids=ids, inbox=inbox
+            subscriptions=subscriptions,
+            delay=delay,
+            clock=clock,
+            ids=ids,
+            generations=settings.generations,
+            inbox=inbox,
         )
 
     async def __call__(
@@ -168,6 +173,10 @@ class ProcessTask:
         """Advance the carrier's execution, inside the carrier's tenant (W24)."""
         with tenant_scope(envelope.tenant_id):
             return await self._process(envelope, message_id, reclaimed)
+
+    def foreign(self, envelope: TaskEnvelope, message_id: str | None) -> DispatchResult | None:
+        """Left pending when written under another pool's family or budget (W12), else None."""
+        return self._carrier_gates.foreign(envelope, message_id)
 
     async def _process(
         self, envelope: TaskEnvelope, message_id: str | None, reclaimed: bool
@@ -426,6 +435,7 @@ class ProcessTask:
                 resume_type=ResumeType.CONTINUE,
                 now_ms=self._clock.now_ms(),
                 tenant_id=state.tenant_id,
+                generations=self._settings.generations,
             )
         )
         return _ack("yielded")

@@ -32,7 +32,7 @@ from plaita.application.ports import (
     LeaseManager,
     TaskQueue,
 )
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
 from plaita.domain.errors import ExecutionLeaseError
 from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus
 from plaita.domain.failures import CODE_FLOW_ERROR
@@ -111,9 +111,11 @@ class ReapZombies:
         holder_id: str,
         lease_ttl_ms: int,
         stale_after_ms: int | None = None,
+        generations: CarrierGenerations,
         heartbeat_interval_ms: int | None = None,
         controls: ExecutionControls | None = None,
     ) -> None:
+        self._generations = generations
         self._controls = controls
         self._executions = executions
         self._leases = leases
@@ -177,6 +179,7 @@ class ReapZombies:
                 resume_type=ResumeType.CONTINUE,
                 now_ms=self._clock.now_ms(),
                 tenant_id=state.tenant_id,
+                generations=self._generations,
             )
         )
         log.warning(

@@ -9,7 +9,7 @@ import attrs
 
 from plaita.application.ports import Clock, DedupStore, IdGenerator, TaskQueue
 from plaita.application.use_cases.flows import FlowCatalog
-from plaita.domain.envelope import TaskEnvelope
+from plaita.domain.envelope import CarrierGenerations, TaskEnvelope
 
 JSON = Any
 
@@ -34,8 +34,10 @@ class StartExecution:
         dedup: DedupStore,
         clock: Clock,
         ids: IdGenerator,
+        generations: CarrierGenerations,
     ) -> None:
         self._flows = flows
+        self._generations = generations
         self._queue = queue
         self._dedup = dedup
         self._clock = clock
@@ -69,6 +71,7 @@ class StartExecution:
                 now_ms=self._clock.now_ms(),
                 tenant_id=tenant_id,
                 dedup_key=dedup_key,
+                generations=self._generations,
             )
         )
         return StartedExecution(execution_id, flow.flow_id, flow.version)

@@ -13,7 +13,7 @@ from dependency_injector import providers
 
 from plaita.application.ports import Delivery, WorkerInstance
 from plaita.application.tenancy import tenant_scope
-from plaita.domain.envelope import TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 from plaita.entrypoints.console import create_app
 from plaita.entrypoints.container import Container, build_container
 
@@ -237,6 +237,7 @@ def _envelope(execution_id: str, tenant: str = "default") -> TaskEnvelope:
         params={"amount": 1},
         now_ms=1_760_000_000_000,
         tenant_id=tenant,
+        generations=LEGACY_GENERATIONS,
     )
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from plaita.adapters.webhook.alerts import WebhookAlertSink
 from plaita.application.ports import DeadLetterAlert, Delivery
-from plaita.domain.envelope import TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 from plaita.entrypoints.metrics import NoMetrics
 from plaita.entrypoints.worker_reclaim import DeadLetterRoute
 
@@ -140,7 +140,13 @@ async def test_the_worker_offers_an_alert_for_each_dead_letter() -> None:
     sink = RecordingSink()
     route = DeadLetterRoute(FakeQueue(), None, NoMetrics(), alerts=sink)  # type: ignore[arg-type]
     envelope = TaskEnvelope.start(
-        execution_id="x-9", flow_id="f", version=None, params={}, now_ms=1, tenant_id="acme"
+        execution_id="x-9",
+        flow_id="f",
+        version=None,
+        params={},
+        now_ms=1,
+        tenant_id="acme",
+        generations=LEGACY_GENERATIONS,
     )
 
     await route.send(Delivery("m-9", envelope, {}, 6), "delivered 6 times")

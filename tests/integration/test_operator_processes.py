@@ -23,6 +23,9 @@ def parked_count(plaita: Plaita, execution_id: str) -> int:
 
 
 def test_pause_unpause_cancel_and_retry_from_a_node_on_real_processes(plaita: Plaita) -> None:
+    # One retry of a node, then the execution ends in error: the retry test's failure. A
+    # budget setting, so the whole pool (this worker and the CLI) shares it (W12).
+    plaita.share(max_deliveries=1)
     worker = plaita.spawn(
         "worker",
         "worker",
@@ -34,9 +37,6 @@ def test_pause_unpause_cancel_and_retry_from_a_node_on_real_processes(plaita: Pl
         "100",
         "--concurrency",
         "4",
-        # One retry of a node, then the execution ends in error: the retry test's failure.
-        "--max-deliveries",
-        "1",
     )
     event_filter = plaita.spawn("event-filter", "event-filter", "--read-block-ms", "100")
     plaita.json(

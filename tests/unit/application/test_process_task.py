@@ -27,7 +27,7 @@ from plaita.application.use_cases.executions import ResumeExecution
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.process_task import ProcessTask
 from plaita.application.use_cases.start_execution import StartExecution
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.errors import (
     ExecutionLeaseError,
     HandlerNotAllowedError,
@@ -95,7 +95,9 @@ class Twin:
     handlers: HandlerRegistry
     counters: MemoryCounterStore
     delay: MemoryDelayQueue
-    settings: StepSettings = attrs.field(factory=lambda: StepSettings(holder_id="worker-a"))
+    settings: StepSettings = attrs.field(
+        factory=lambda: StepSettings(holder_id="worker-a", generations=LEGACY_GENERATIONS)
+    )
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     @property
@@ -128,6 +130,7 @@ class Twin:
             executions=self.executions,
             queue=self.queue,
             clock=self.clock,
+            generations=LEGACY_GENERATIONS,
         )
 
     def envelope_start(self, amount: int, execution_id: str = "x-1") -> TaskEnvelope:
@@ -137,6 +140,7 @@ class Twin:
             version="1",
             params={"amount": amount},
             now_ms=self.clock.now_ms(),
+            generations=LEGACY_GENERATIONS,
         )
 
     def resume(self, kind: ResumeType, execution_id: str = "x-1", **extra: Any) -> TaskEnvelope:
@@ -146,6 +150,7 @@ class Twin:
             resume_type=kind,
             now_ms=self.clock.now_ms(),
             **extra,
+            generations=LEGACY_GENERATIONS,
         )
 
     async def tick(self, seconds: float) -> None:
@@ -354,7 +359,9 @@ async def test_resume_of_an_unknown_execution_is_dead_lettered(twin: Twin) -> No
 
 async def test_a_long_dispatch_hands_over_to_a_fresh_carrier_before_acking(twin: Twin) -> None:
     """I0: a dispatch that stops early enqueues its continuation first; no node runs twice."""
-    twin.settings = StepSettings(holder_id="worker-a", max_steps_per_dispatch=1)
+    twin.settings = StepSettings(
+        holder_id="worker-a", max_steps_per_dispatch=1, generations=LEGACY_GENERATIONS
+    )
     result = await twin.process(twin.envelope_start(10))
     assert result.outcome == "yielded"
     outcomes = []
@@ -373,6 +380,7 @@ async def test_start_execution_refuses_an_unknown_flow_with_a_named_error(twin: 
         dedup=MemoryDedupStore(twin.clock),
         clock=twin.clock,
         ids=twin.ids,
+        generations=LEGACY_GENERATIONS,
     )
     with pytest.raises(UnknownFlowError, match="approval"):
         await start("missing")
@@ -386,6 +394,7 @@ async def test_start_with_a_dedup_key_starts_once(twin: Twin) -> None:
         dedup=MemoryDedupStore(twin.clock),
         clock=twin.clock,
         ids=twin.ids,
+        generations=LEGACY_GENERATIONS,
     )
     first = await start("approval", params={"amount": 1}, dedup_key="order-7")
     second = await start("approval", params={"amount": 1}, dedup_key="order-7")
@@ -441,16 +450,24 @@ async def test_a_holder_that_cannot_renew_fences_itself_off(twin: Twin) -> None:
 
 async def test_resume_execution_enqueues_a_carrier_for_an_existing_execution(twin: Twin) -> None:
     await twin.process(twin.envelope_start(5000))
-    state = await ResumeExecution(executions=twin.executions, queue=twin.queue, clock=twin.clock)(
-        "x-1", ResumeType.CANCEL
-    )
+    state = await ResumeExecution(
+        executions=twin.executions,
+        queue=twin.queue,
+        clock=twin.clock,
+        generations=LEGACY_GENERATIONS,
+    )("x-1", ResumeType.CANCEL)
     assert state.status is ExecutionStatus.SUSPENDED
     [outcome] = await twin.drain_queue()
     assert outcome.outcome == "cancelled"
 
 
 async def test_resume_execution_of_an_unknown_execution_is_a_named_error(twin: Twin) -> None:
-    resume = ResumeExecution(executions=twin.executions, queue=twin.queue, clock=twin.clock)
+    resume = ResumeExecution(
+        executions=twin.executions,
+        queue=twin.queue,
+        clock=twin.clock,
+        generations=LEGACY_GENERATIONS,
+    )
     with pytest.raises(UnknownExecutionError, match="ghost"):
         await resume("ghost", ResumeType.CONTINUE)
 
@@ -517,7 +534,9 @@ async def test_a_node_out_of_retry_budget_ends_in_error_and_the_dead_letter_queu
         raise ConnectionError("database unavailable")
 
     twin.handlers = handler_registry(request=flaky)
-    twin.settings = StepSettings(holder_id="worker-a", max_deliveries=2)
+    twin.settings = StepSettings(
+        holder_id="worker-a", max_deliveries=2, generations=LEGACY_GENERATIONS
+    )
     outcomes = []
     envelope = twin.envelope_start(10)
     for _ in range(5):

@@ -71,7 +71,7 @@ from plaita.domain.dedup import (
     decide_dedup_claim,
     decide_start,
 )
-from plaita.domain.envelope import ResumeType, TaskEnvelope, copy_envelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope, copy_envelope
 from plaita.domain.errors import (
     DefinitionDriftError,
     ExecutionLeaseError,
@@ -417,6 +417,7 @@ class ExecutionModel(RuleBasedStateMachine):
             now_ms=self.now,
             tenant_id=TENANT,
             dedup_key=self.dedup_key,
+            generations=LEGACY_GENERATIONS,
         )
         carrier = self._enqueue(start)
         if not read_at_once:
@@ -1207,6 +1208,7 @@ class ExecutionModel(RuleBasedStateMachine):
                     now_ms=self.now,
                     subscription_id=subscription,
                     tenant_id=TENANT,
+                    generations=LEGACY_GENERATIONS,
                 )
                 due = self.now + wait_ms
                 self._enqueue(timer, made_for=serial, due_ms=due)
@@ -1360,6 +1362,7 @@ class ExecutionModel(RuleBasedStateMachine):
             event={"event_type": "approval_decision", "data": {"approved": True}},
             subscription_id=subscription,
             tenant_id=TENANT,
+            generations=LEGACY_GENERATIONS,
         )
         self._enqueue(event, made_for=self.past_subscriptions[subscription])
 
@@ -1387,6 +1390,7 @@ class ExecutionModel(RuleBasedStateMachine):
                 resume_type=kind,
                 now_ms=self.now,
                 tenant_id=TENANT,
+                generations=LEGACY_GENERATIONS,
             )
         )
 
@@ -1481,6 +1485,7 @@ class ExecutionModel(RuleBasedStateMachine):
                     resume_type=ResumeType.CONTINUE,
                     now_ms=self.now,
                     tenant_id=TENANT,
+                    generations=LEGACY_GENERATIONS,
                 )
             )
         else:

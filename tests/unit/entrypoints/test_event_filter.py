@@ -24,7 +24,7 @@ from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.ports import EventNotification
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.reconcile_events import ReconcileEvents, ReconcileRound
-from plaita.domain.envelope import ResumeType
+from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType
 from plaita.domain.events import Event, EventQuery, EventSubscription
 from plaita.domain.execution import ExecutionState, ExecutionStatus, Suspension
 from plaita.domain.reconcile import ReconcileSettings, ReconcileWindow
@@ -103,6 +103,7 @@ class World:
             executions=self.executions,
             queue=self.queue,
             clock=self.clock,
+            generations=LEGACY_GENERATIONS,
         )
 
     def reconcile(self) -> ReconcileEvents:
@@ -114,6 +115,7 @@ class World:
             cursor=self.cursor,
             clock=self.clock,
             settings=ReconcileSettings(settle_ms=0),
+            generations=LEGACY_GENERATIONS,
         )
 
     def service(self, **overrides: object) -> EventFilterService:
