@@ -123,16 +123,20 @@ def _runtime_config(
     lease_ttl_ms: int,
     max_carrier_age_ms: int,
     claim_min_idle_ms: int,
-    read_block_ms: int,
     execution_deadline_ms: int,
     disable_holder_liveness: bool,
     registry_enabled: bool,
     handler_modules: Sequence[str],
 ) -> RuntimeConfig:
-    """What this worker's generations are computed from (W12); no names, ports or secrets."""
+    """What this process's generations are computed from (W12); no names, ports or secrets.
+
+    ``other`` holds the rules a worker applies beyond family and budget. Per-process tunings
+    that change no rule — concurrency, read block, metrics port, disk guard, drain timeout,
+    log level — are left out, so the console, the CLI and the event filter of a pool compute
+    the workers' config_generation from the same environment.
+    """
     other: dict[str, Any] = {
         "claim_min_idle_ms": claim_min_idle_ms,
-        "read_block_ms": read_block_ms,
         "execution_deadline_ms": execution_deadline_ms,
         "disable_holder_liveness": disable_holder_liveness,
         "registry_enabled": registry_enabled,
@@ -288,7 +292,6 @@ class Container(containers.DeclarativeContainer):
         lease_ttl_ms=config.lease_ttl_ms,
         max_carrier_age_ms=config.max_carrier_age_ms,
         claim_min_idle_ms=config.claim_min_idle_ms,
-        read_block_ms=config.read_block_ms,
         execution_deadline_ms=config.execution_deadline_ms,
         disable_holder_liveness=config.disable_holder_liveness,
         registry_enabled=config.registry_enabled,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -304,6 +305,13 @@ class Plaita:
 
 @pytest.fixture
 def plaita(tmp_path: Path) -> Iterator[Plaita]:
+    with isolated_plaita(tmp_path) as runner:
+        yield runner
+
+
+@contextlib.contextmanager
+def isolated_plaita(tmp_path: Path) -> Iterator[Plaita]:
+    """A runner in a namespace of its own; its processes stopped and its keys deleted after."""
     assert REDIS_URL is not None
     runner = Plaita(REDIS_URL, f"plaita-it-{uuid.uuid4().hex[:12]}", tmp_path)
     try:
