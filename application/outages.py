@@ -51,26 +51,39 @@ class StoreOutages:
         return int(self._monotonic() * 1000)
 
     def expects(self, error: BaseException) -> bool:
-        """Whether ``error`` says the store is unreachable (logged without a traceback)."""
-        return isinstance(error, self._expected)
+        """Whether ``error``, or an error it was raised from, says the store is unreachable.
 
-    def _failed(self, loop: LoopOutage, error: BaseException) -> None:
+        A use case may wrap the client's error in its own (a failed reconcile round): the
+        outage is still an outage, logged without a traceback.
+        """
+        seen: set[int] = set()
+        cause: BaseException | None = error
+        while cause is not None and id(cause) not in seen:
+            if isinstance(cause, self._expected):
+                return True
+            seen.add(id(cause))
+            cause = cause.__cause__ or cause.__context__
+        return False
+
+    def _failed(self, loop: LoopOutage, error: BaseException, context: str) -> None:
         seen = self.health.failed(loop.name, now_ms=self._now_ms())
         self.health = seen.health
         if not seen.started:
             self._log.debug(
-                "event=store.still_unreachable store=%s loop=%s error=%r",
+                "event=store.still_unreachable store=%s loop=%s%s error=%r",
                 self.store,
                 loop.name,
+                context,
                 error,
             )
             return
         self._log.warning(
-            "event=store.unreachable store=%s loop=%s error=%r: %s; the background loops retry "
-            "with back-off (at most %g s apart) and count further failures until it answers "
-            "again; check that %s is running and reachable",
+            "event=store.unreachable store=%s loop=%s%s error=%r: %s; the background loops "
+            "retry with back-off (at most %g s apart) and count further failures until it "
+            "answers again; check that %s is running and reachable",
             self.store,
             loop.name,
+            context,
             error,
             loop.consequence,
             loop.backoff.cap_ms / 1000,
@@ -92,19 +105,21 @@ class StoreOutages:
             self.store,
         )
 
-    def _failed_unexpectedly(self, loop: LoopOutage, error: BaseException) -> None:
+    def _failed_unexpectedly(self, loop: LoopOutage, error: BaseException, context: str) -> None:
         if loop.unexpected > 1:
             self._log.debug(
-                "event=loop.still_failing loop=%s failures=%d error=%r",
+                "event=loop.still_failing loop=%s%s failures=%d error=%r",
                 loop.name,
+                context,
                 loop.unexpected,
                 error,
             )
             return
         self._log.warning(
-            "event=loop.failed loop=%s error=%r: %s; retrying with back-off (at most %g s "
+            "event=loop.failed loop=%s%s error=%r: %s; retrying with back-off (at most %g s "
             "apart); repeats of this failure are counted until the loop works again",
             loop.name,
+            context,
             error,
             loop.consequence,
             loop.backoff.cap_ms / 1000,
@@ -131,15 +146,19 @@ class LoopOutage:
         self._outages = outages
         self._in_store_outage = False
 
-    def failed(self, error: BaseException) -> float:
-        """Count ``error``; the seconds to wait before this loop tries again."""
+    def failed(self, error: BaseException, **context: object) -> float:
+        """Count ``error``; the seconds to wait before this loop tries again.
+
+        ``context`` (e.g. ``event_id=…``) is logged with it as ``key=value`` fields.
+        """
         self.failures += 1
+        fields = "".join(f" {key}={value}" for key, value in context.items())
         if self._outages.expects(error):
             self._in_store_outage = True
-            self._outages._failed(self, error)
+            self._outages._failed(self, error, fields)
         else:
             self.unexpected += 1
-            self._outages._failed_unexpectedly(self, error)
+            self._outages._failed_unexpectedly(self, error, fields)
         return self.backoff.delay_ms(self.failures) / 1000
 
     def succeeded(self) -> None:

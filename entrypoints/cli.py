@@ -49,7 +49,6 @@ from plaita.entrypoints.event_filter import EventFilterService
 from plaita.entrypoints.run_flow import run_flow
 from plaita.entrypoints.settings import Settings
 from plaita.entrypoints.timeline import LogListener
-from plaita.entrypoints.worker import Worker
 
 T = TypeVar("T")
 JSON = Any
@@ -305,12 +304,9 @@ def worker(
     quiet: bool,
 ) -> None:
     """Advance executions from the task stream until SIGTERM/SIGINT."""
-    from plaita.adapters.webhook.alerts import WebhookAlertSink
     from plaita.domain.errors import InvalidConfigurationError
-    from plaita.entrypoints.disk_guard import DiskGuard
-    from plaita.entrypoints.metrics import NoMetrics, PrometheusMetrics, WorkerMetrics
+    from plaita.entrypoints.metrics import PrometheusMetrics
     from plaita.entrypoints.settings import worker_settings
-    from plaita.entrypoints.worker import Presence
 
     log = logging.getLogger("plaita.worker")
     group = click.get_current_context().parent
@@ -359,72 +355,32 @@ def worker(
     async def body(container: Container) -> None:
         import_handler_modules(settings.handler_modules)
         container.listeners.override(lambda: [LogListener()])
-        generations = container.generations()
-        log_generations(log, "worker", generations)
+        log_generations(log, "worker", container.generations())
         for flow in flows:
             await container.flows().register(flow)
             click.echo(f"registered flow {flow.flow_id} version {flow.version}", err=True)
-        prometheus = PrometheusMetrics() if settings.metrics_port else None
-        metrics: WorkerMetrics = prometheus or NoMetrics()
-        presence = None
-        if settings.registry_enabled:
-            presence = Presence(
-                container.registry(),
-                instance_id=settings.consumer_name,
-                clock=container.clock(),
-                lease_ttl_ms=settings.lease_ttl_ms,
-                generations=generations,
-                metrics=metrics,
-            )
-        disk_guard = DiskGuard(
-            min_free_gib=settings.min_free_disk_gib,
-            path=settings.disk_guard_path,
-            poll_seconds=settings.disk_guard_poll_seconds,
-            metrics=metrics,
-        )
+        metrics = container.metrics()
+        alerts = container.alerts()
         stop = asyncio.Event()
-        alerts = (
-            WebhookAlertSink(settings.alert_webhook_url, max_queue=settings.alert_queue_size)
-            if settings.alert_webhook_url
-            else None
-        )
         sender = asyncio.create_task(alerts.run(stop)) if alerts is not None else None
         try:
-            if prometheus is not None:
+            if isinstance(metrics, PrometheusMetrics):
                 try:
-                    prometheus.serve(settings.metrics_port)
+                    metrics.serve(settings.metrics_port)
                 except OSError as exc:
                     raise click.ClickException(
                         f"cannot serve metrics on 127.0.0.1:{settings.metrics_port}: {exc}; "
                         "choose another --metrics-port (0 disables)"
                     ) from None
             with stop_on_signals(stop):
-                await Worker(
-                    queue=container.queue(),
-                    process=container.process_task(),
-                    delay=container.delay_queue(),
-                    clock=container.clock(),
-                    consumer=settings.consumer_name,
-                    concurrency=settings.concurrency,
-                    read_block_ms=settings.read_block_ms,
-                    claim_min_idle_ms=settings.claim_min_idle_ms,
-                    max_deliveries=settings.max_deliveries,
-                    leases=container.leases(),
-                    guard=container.dead_letter_guard(),
-                    presence=presence,
-                    metrics=metrics,
-                    disk_guard=disk_guard if disk_guard.enabled else None,
-                    drain_timeout_seconds=settings.drain_timeout_seconds,
-                    dlq_length=container.dlq_length(),
-                    alerts=alerts,
-                ).run(stop)
+                await container.worker().run(stop)
         finally:
             stop.set()
             if sender is not None and alerts is not None:
                 await sender
                 await alerts.close()
-            if prometheus is not None:
-                prometheus.close()
+            if isinstance(metrics, PrometheusMetrics):
+                metrics.close()
 
     run_with_container(settings, body)
 
@@ -568,6 +524,7 @@ def event_filter(
                 reconcile_interval_ms=milliseconds["--reconcile-interval-seconds"],
                 background=background,
                 closeables=[container.subscriptions(), container.executions()],
+                outages=container.outages(),
             ).run(stop)
 
     run_with_container(settings, body)

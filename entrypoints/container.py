@@ -42,6 +42,7 @@ from plaita.adapters.redis.replay_markers import RedisReplayMarkerStore
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
 from plaita.adapters.system import SystemClock, UuidGenerator
+from plaita.adapters.webhook.alerts import WebhookAlertSink
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
 from plaita.application.use_cases.delete_execution import DeleteExecution
@@ -67,7 +68,12 @@ from plaita.application.use_cases.recover import RecoverAfterRestart
 from plaita.application.use_cases.start_execution import StartExecution
 from plaita.domain.config_generations import RuntimeConfig, generations_of
 from plaita.domain.janitor import plan_janitor
+from plaita.entrypoints.disk_guard import DiskGuard
+from plaita.entrypoints.metrics import NoMetrics, PrometheusMetrics, WorkerMetrics
+from plaita.entrypoints.outages import store_outages
 from plaita.entrypoints.settings import Settings
+from plaita.entrypoints.worker import Worker
+from plaita.entrypoints.worker_registry import Presence
 
 
 def _redis_client(url: str, concurrency: int) -> redis.Redis:
@@ -158,6 +164,15 @@ def _registry_switch(enabled: bool) -> str:
     return "on" if enabled else "off"
 
 
+def _worker_metrics(port: int) -> WorkerMetrics:
+    # The exporter is served by the worker command (it owns the port); 0 records nothing.
+    return PrometheusMetrics() if port else NoMetrics()
+
+
+def _alert_sink(url: str | None, queue_size: int) -> WebhookAlertSink | None:
+    return WebhookAlertSink(url, max_queue=queue_size) if url else None
+
+
 def _memory_dlq_length(queue: MemoryTaskQueue) -> Callable[[], Awaitable[int]]:
     async def length() -> int:
         return len(await queue.dead_letters(count=1_000_000))
@@ -177,6 +192,9 @@ class Container(containers.DeclarativeContainer):
 
     clock = providers.Singleton(SystemClock)
     ids = providers.Singleton(UuidGenerator)
+    #: One store's outages for every background loop of this process: one WARNING when it
+    #: begins, one INFO when it ends.
+    outages = providers.Singleton(store_outages, config.backend)
 
     redis_client = providers.Singleton(_redis_client, config.redis_url, config.concurrency)
     redis_keys = providers.Singleton(RedisKeys, config.namespace)
@@ -415,6 +433,7 @@ class Container(containers.DeclarativeContainer):
         stores=providers.Dict(subscriptions=subscriptions, events=events),
         plan=janitor_plan,
         clock=clock,
+        outages=outages,
     )
 
     # --- operator use cases: the console (C1) and the CLI ---------------------------------
@@ -524,6 +543,54 @@ class Container(containers.DeclarativeContainer):
         generations=generations,
         controls=controls,  # a paused execution is skipped (W23)
     )
+    # --- the worker process (W1-W18, C5) ---------------------------------------------------
+    metrics = providers.Singleton(_worker_metrics, config.metrics_port)
+    #: This worker's registry record (W16); none with ``--no-registry``.
+    presence = providers.Selector(
+        providers.Callable(_registry_switch, config.registry_enabled),
+        on=providers.Singleton(
+            Presence,
+            registry,
+            instance_id=config.consumer_name,
+            clock=clock,
+            lease_ttl_ms=config.lease_ttl_ms,
+            generations=generations,
+            metrics=metrics,
+            outages=outages,
+        ),
+        off=providers.Object(None),
+    )
+    disk_guard = providers.Singleton(
+        DiskGuard,
+        min_free_gib=config.min_free_disk_gib,
+        path=config.disk_guard_path,
+        poll_seconds=config.disk_guard_poll_seconds,
+        metrics=metrics,
+    )
+    #: C5: a webhook for every dead letter; none without ``alert_webhook_url``.
+    alerts = providers.Singleton(_alert_sink, config.alert_webhook_url, config.alert_queue_size)
+    worker = providers.Singleton(
+        Worker,
+        queue=queue,
+        process=process_task,
+        consumer=config.consumer_name,
+        delay=delay_queue,
+        clock=clock,
+        concurrency=config.concurrency,
+        read_block_ms=config.read_block_ms,
+        claim_min_idle_ms=config.claim_min_idle_ms,
+        max_deliveries=config.max_deliveries,
+        leases=leases,
+        guard=dead_letter_guard,
+        presence=presence,
+        metrics=metrics,
+        disk_guard=disk_guard,
+        drain_timeout_seconds=config.drain_timeout_seconds,
+        dlq_length=dlq_length,
+        alerts=alerts,
+        outages=outages,
+    )
+
     # The worker's pause gate and cancel flag, and the delete's clean-up (W13), read them too.
     process_task.add_kwargs(controls=controls)
     delete_execution.add_kwargs(controls=controls)

@@ -66,7 +66,9 @@ async def run_dev(
         registered = await _register_flows(container, flows_dir)
         recovered = await _recover(container, settings)
         token = token or dev_token()
-        app = create_app(container, tokens=[token], dev_mode=True)
+        app = create_app(
+            container, tokens=[token], dev_mode=True, max_body_bytes=settings.max_body_bytes
+        )
         server = _ConsoleServer(
             uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
         )
@@ -133,20 +135,7 @@ async def _register_flows(container: Container, flows_dir: Path | None) -> list[
 
 
 def _services(container: Container, settings: Settings) -> Sequence[Worker | EventFilterService]:
-    worker = Worker(
-        queue=container.queue(),
-        process=container.process_task(),
-        delay=container.delay_queue(),
-        clock=container.clock(),
-        consumer=f"dev-worker-{settings.consumer_name}",
-        concurrency=settings.concurrency,
-        read_block_ms=settings.read_block_ms,
-        claim_min_idle_ms=settings.claim_min_idle_ms,
-        max_deliveries=settings.max_deliveries,
-        leases=container.leases(),
-        guard=container.dead_letter_guard(),
-        dlq_length=container.dlq_length(),
-    )
+    worker: Worker = container.worker()
     event_filter = EventFilterService(
         events=container.events(),
         filter_event=container.filter_event(),
@@ -154,6 +143,7 @@ def _services(container: Container, settings: Settings) -> Sequence[Worker | Eve
         read_block_ms=settings.read_block_ms,
         reconcile=container.reconcile_events(settings=ReconcileSettings()),
         background=_housekeeping(container, settings),
+        outages=container.outages(),
     )
     return [worker, event_filter]
 

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 
+from plaita.domain.outages import Backoff
 from plaita.entrypoints.container import Container
 
 
@@ -48,12 +49,22 @@ async def run_state_sweeper(
     if sweep is None:
         return
     clock = container.clock()
+    every_ms = max(1, round(every_seconds * 1000))
+    # It passes every interval whatever happens: that is its back-off too.
+    outage = container.outages().loop(
+        "state_sweeper",
+        consequence="expired states, tombstones and heartbeats stay in the database meanwhile "
+        "(reads already treat them as absent)",
+        backoff=Backoff(base_ms=every_ms, cap_ms=every_ms),
+    )
     while not stop.is_set():
         try:
             removed = await sweep(now_ms=clock.now_ms(), limit=limit)
         except Exception as exc:
-            log.warning("event=sweep.failed error=%r: retrying at the next pass", exc)
+            outage.failed(exc)
             removed = 0
+        else:
+            outage.succeeded()
         if removed:
             log.info("event=sweep.done removed=%d", removed)
         if removed < limit:  # a full pass means more is due: go again at once
