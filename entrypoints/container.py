@@ -11,6 +11,8 @@ from typing import Any
 
 import redis.asyncio as redis
 from dependency_injector import containers, providers
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from plaita.adapters.memory.controls import MemoryExecutionControls
 from plaita.adapters.memory.counters import MemoryCounterStore
@@ -85,6 +87,10 @@ def _redis_client(url: str, concurrency: int) -> redis.Redis:
         health_check_interval=30,
         max_connections=concurrency + 16,
         timeout=30,
+        # After Redis restarts, every pooled connection is dead: without one immediate retry
+        # on a fresh connection, the first command on each fails after the store is back
+        # (a dispatch crashes and waits for reclaim, a loop reports a second outage).
+        retry=Retry(NoBackoff(), 1),
     )
     return redis.Redis(connection_pool=pool)
 

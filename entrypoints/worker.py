@@ -269,13 +269,25 @@ class Worker:
     async def _handle(self, delivery: Delivery) -> None:
         try:
             result = await self._dispatch(delivery)
-        except Exception:
-            log.exception(
-                "event=worker.dispatch_crashed message_id=%s execution_id=%s: left pending, "
-                "it will be reclaimed after claim_min_idle_ms",
-                delivery.message_id,
-                None if delivery.envelope is None else delivery.envelope.execution_id,
-            )
+        except Exception as exc:
+            execution_id = None if delivery.envelope is None else delivery.envelope.execution_id
+            if self._outages.expects(exc):
+                # An outage, not a bug: no traceback (the outage itself is logged once).
+                log.warning(
+                    "event=worker.dispatch_interrupted message_id=%s execution_id=%s error=%r: "
+                    "the store did not answer; left pending, it will be reclaimed after "
+                    "claim_min_idle_ms",
+                    delivery.message_id,
+                    execution_id,
+                    exc,
+                )
+            else:
+                log.exception(
+                    "event=worker.dispatch_crashed message_id=%s execution_id=%s: left "
+                    "pending, it will be reclaimed after claim_min_idle_ms",
+                    delivery.message_id,
+                    execution_id,
+                )
             self._metrics.crashed()
             self._drain.aborted()
             return

@@ -51,9 +51,7 @@ class WebhookAlertSink:
         self._url = url
         self._queue: asyncio.Queue[DeadLetterAlert] = asyncio.Queue(maxsize=max_queue)
         self._client = httpx.AsyncClient(timeout=timeout_seconds, transport=transport)
-        self._outage = StoreOutages(
-            "alert-webhook", log=log, expected=WEBHOOK_UNREACHABLE
-        ).loop(
+        self._outage = StoreOutages("alert-webhook", log=log, expected=WEBHOOK_UNREACHABLE).loop(
             "alerts",
             consequence="dead-letter alerts are not delivered meanwhile (the DLQ keeps every "
             "entry); alerts that do not fit the queue are dropped",
