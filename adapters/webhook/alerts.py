@@ -48,7 +48,8 @@ class WebhookAlertSink:
             raise ValueError(f"the alert queue holds at least one alert, got {max_queue}")
         if timeout_seconds <= 0:
             raise ValueError(f"an alert POST needs a positive timeout, got {timeout_seconds}")
-        self._url = url
+        self.url = url
+        self.max_queue = max_queue
         self._queue: asyncio.Queue[DeadLetterAlert] = asyncio.Queue(maxsize=max_queue)
         self._client = httpx.AsyncClient(timeout=timeout_seconds, transport=transport)
         self._outage = StoreOutages("alert-webhook", log=log, expected=WEBHOOK_UNREACHABLE).loop(
@@ -113,7 +114,7 @@ class WebhookAlertSink:
     async def _send(self, alert: DeadLetterAlert) -> float:
         """POST one alert; 0 when it was delivered, else the seconds to wait before the next."""
         try:
-            response = await self._client.post(self._url, json=alert.to_json())
+            response = await self._client.post(self.url, json=alert.to_json())
             response.raise_for_status()
         except Exception as exc:  # best effort: a failed alert never stops the next one
             self.failed += 1
