@@ -52,7 +52,7 @@ from dependency_injector import providers
 
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.application.handlers import HandlerRegistry
-from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
+from plaita.domain.envelope import TaskEnvelope
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.flow import Flow
 from plaita.entrypoints.container import Container, build_container
@@ -187,7 +187,7 @@ async def one_run(args: argparse.Namespace, profiler: cProfile.Profile | None = 
                     version=flow.version,
                     params={},
                     now_ms=now_ms,
-                    generations=LEGACY_GENERATIONS,
+                    generations=container.generations(),
                 )
             )
             ids.append(execution_id)
