@@ -171,6 +171,13 @@ async def test_config_shows_settings_without_secrets() -> None:
     assert shown["handler_modules"] == ["examples.handlers"]
     assert shown["console_max_body_bytes"] == 4096
     assert {"name": "acme-root", "role": "admin", "tenants": ["acme"]} in shown["console_tokens"]
+    generations = container.generations()
+    # W12: what this console stamps, to compare with the workers' (`plaita workers list`).
+    assert shown["config_generations"] == {
+        "config_family": generations.config_family,
+        "config_generation": generations.config_generation,
+        "budget_generation": generations.budget_generation,
+    }
 
 
 # --- events -----------------------------------------------------------------------------------
