@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -19,9 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from plaita.application.ports import Counters, DeadLetter, Delivery, RawBase64
 from plaita.domain.budgets import Counter, CounterChange, CounterOp
+from plaita.domain.config_generations import MALFORMED_EVENT, read_generations
 from plaita.domain.envelope import (
     CURRENT_SCHEMA_VERSION,
-    CarrierGenerations,
     CarrierKind,
     ResumeType,
     TaskEnvelope,
@@ -36,6 +37,8 @@ from plaita.domain.errors import (
 )
 from plaita.domain.ids import validate_event_id, validate_execution_id, validate_flow_id
 from plaita.domain.limits import ENVELOPE_LIMIT, JsonLimit, check_json_text
+
+log = logging.getLogger("plaita.codec")
 
 ENVELOPE_FIELD = "envelope"
 SCHEMA_FIELD = "schema_version"
@@ -58,9 +61,10 @@ class EnvelopeDocument(BaseModel):
     subscription_id: str | None = None
     tenant_id: str = Field(default="default", min_length=1)
     dedup_key: str | None = None
-    config_family: str | None = None
-    config_generation: str | None = None
-    budget_generation: str | None = None
+    # Any: a malformed generation makes the carrier legacy (W12 rule 4), not undecodable.
+    config_family: Any = None
+    config_generation: Any = None
+    budget_generation: Any = None
 
 
 def encode_envelope(envelope: TaskEnvelope) -> dict[str, str]:
@@ -110,6 +114,21 @@ def decode_envelope(fields: Mapping[str, str]) -> TaskEnvelope:
             for e in exc.errors()
         )
         raise InvalidEnvelopeError(f"malformed task envelope: {problems}") from None
+    generations = read_generations(
+        {
+            "config_family": document.config_family,
+            "config_generation": document.config_generation,
+            "budget_generation": document.budget_generation,
+        }
+    )
+    if generations.malformed:
+        log.warning(
+            "event=%s execution_id=%s fields=%s: read as missing, as on a legacy carrier, never as "
+            "this worker's values; find the producer that wrote them",
+            MALFORMED_EVENT,
+            document.execution_id,
+            ",".join(generations.malformed),
+        )
     try:
         return TaskEnvelope(
             kind=CarrierKind(document.kind),
@@ -124,11 +143,7 @@ def decode_envelope(fields: Mapping[str, str]) -> TaskEnvelope:
             tenant_id=document.tenant_id,
             dedup_key=document.dedup_key,
             schema_version=schema_version,
-            generations=CarrierGenerations(
-                config_family=document.config_family,
-                config_generation=document.config_generation,
-                budget_generation=document.budget_generation,
-            ),
+            generations=generations.generations,
         )
     except (ValueError, InvalidTenantIdError, InvalidIdError) as exc:
         raise InvalidEnvelopeError(f"malformed task envelope: {exc}") from None

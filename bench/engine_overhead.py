@@ -50,7 +50,7 @@ from plaita.application.handlers import HandlerRegistry
 from plaita.application.use_cases.dispatch import Disposition, StepSettings
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.process_task import ProcessTask
-from plaita.domain.envelope import TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 from plaita.domain.execution import Suspension
 from plaita.domain.flow import EventNode, Flow, SleepNode
 from plaita.domain.flow_owners import SHARED
@@ -163,7 +163,9 @@ class Twin:
             clock=CLOCK,
             ids=IDS,
             settings=StepSettings(
-                holder_id="bench-worker", max_steps_per_dispatch=nodes_per_dispatch
+                holder_id="bench-worker",
+                max_steps_per_dispatch=nodes_per_dispatch,
+                generations=LEGACY_GENERATIONS,
             ),
         )
 
@@ -180,6 +182,7 @@ class Twin:
                 version=self.flow.version,
                 params={},
                 now_ms=CLOCK.now_ms(),
+                generations=LEGACY_GENERATIONS,
             )
         )
         outcome = "started"

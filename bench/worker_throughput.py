@@ -188,6 +188,7 @@ async def one_run(args: argparse.Namespace, profiler: cProfile.Profile | None = 
                     version=flow.version,
                     params={},
                     now_ms=now_ms,
+                    generations=container.generations(),
                 )
             )
             ids.append(execution_id)

@@ -45,6 +45,10 @@ class CarrierGenerations:
         return self.config_family is None and self.budget_generation is None
 
 
+#: What a carrier written before generations existed names: nothing (W12 rule 4, executable).
+LEGACY_GENERATIONS = CarrierGenerations()
+
+
 @attrs.frozen
 class TaskEnvelope:
     kind: CarrierKind
@@ -59,7 +63,10 @@ class TaskEnvelope:
     tenant_id: str = "default"
     dedup_key: str | None = None
     schema_version: int = CURRENT_SCHEMA_VERSION
-    generations: CarrierGenerations = attrs.field(factory=CarrierGenerations)
+    #: Required, so no carrier is ever built without saying whose rules it was written under
+    #: (W12): a producer passes its own generations, the wire decoder what it read, a copy
+    #: (``copy_envelope``) its source's; ``LEGACY_GENERATIONS`` only for a legacy carrier.
+    generations: CarrierGenerations = attrs.field(kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         validate_tenant_id(self.tenant_id)  # W24: a carrier always names a valid tenant
@@ -75,9 +82,11 @@ class TaskEnvelope:
         version: str | None,
         params: Mapping[str, JSON],
         now_ms: int,
+        generations: CarrierGenerations,
         tenant_id: str = "default",
         dedup_key: str | None = None,
     ) -> TaskEnvelope:
+        """A new start carrier, stamped with its producer's current ``generations`` (W12)."""
         return cls(
             kind=CarrierKind.START,
             execution_id=execution_id,
@@ -87,6 +96,7 @@ class TaskEnvelope:
             timestamp_ms=now_ms,
             tenant_id=tenant_id,
             dedup_key=dedup_key,
+            generations=generations,
         )
 
     @classmethod
@@ -97,10 +107,12 @@ class TaskEnvelope:
         flow_id: str,
         resume_type: ResumeType,
         now_ms: int,
+        generations: CarrierGenerations,
         event: Mapping[str, JSON] | None = None,
         subscription_id: str | None = None,
         tenant_id: str = "default",
     ) -> TaskEnvelope:
+        """A new resume carrier, stamped with its producer's current ``generations`` (W12)."""
         return cls(
             kind=CarrierKind.RESUME,
             execution_id=execution_id,
@@ -110,6 +122,7 @@ class TaskEnvelope:
             subscription_id=subscription_id,
             timestamp_ms=now_ms,
             tenant_id=tenant_id,
+            generations=generations,
         )
 
 

@@ -32,6 +32,7 @@ import attrs
 
 from plaita.domain.errors import InvalidConfigurationError, PlaitaError
 from plaita.domain.events import MAX_LISTING_LIMIT
+from plaita.domain.outages import Backoff
 
 DEFAULT_INTERVAL_MS = 30_000
 DEFAULT_LOOKBACK_MS = 60 * 60 * 1000
@@ -226,16 +227,11 @@ def delay_before_next_round_ms(
     """
     if consecutive_failures <= 0:
         return interval_ms if caught_up else 0
+    return round_backoff(interval_ms).delay_ms(consecutive_failures)
+
+
+def round_backoff(interval_ms: int) -> Backoff:
+    """Failed rounds wait twice, four times … the interval, at most ``MAX_RETRY_DELAY_MS`` (or the
+    interval, if that is longer)."""
     cap = max(interval_ms, MAX_RETRY_DELAY_MS)
-    doublings = min(consecutive_failures, 32)  # 2**32 intervals exceed any cap
-    return int(min(cap, interval_ms * 2**doublings))
-
-
-def failure_backoff_ms(
-    consecutive_failures: int, *, base_ms: int = 100, cap_ms: int = 5_000
-) -> int:
-    """Pause after ``consecutive_failures`` failed reads or filters: 0.1 s doubling up to 5 s."""
-    if consecutive_failures <= 0:
-        return 0
-    doublings = min(consecutive_failures - 1, 32)
-    return int(min(cap_ms, base_ms * 2**doublings))
+    return Backoff(base_ms=min(2 * interval_ms, cap), cap_ms=cap)

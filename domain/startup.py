@@ -24,9 +24,7 @@ IDENTITY_SETTINGS = (
     "consumer_group",
     "consumer_name",
     "dlq_key",
-    "delay_queue_name",
     "redis_url",
-    "deployment_epoch",
 )
 #: Resource settings: (name, 0 allowed and meaning, whole number required).
 RESOURCE_SETTINGS: tuple[tuple[str, str | None, bool], ...] = (
@@ -42,7 +40,7 @@ RESOURCE_SETTINGS: tuple[tuple[str, str | None, bool], ...] = (
     ("retention_ms", None, False),
 )
 #: Security switches: an unknown value refuses the start rather than guessing (fail closed).
-SECURITY_SWITCHES = ("http_block_private", "disable_holder_liveness")
+SECURITY_SWITCHES = ("disable_holder_liveness",)
 _SWITCH_WORDS = {"1": True, "true": True, "0": False, "false": False}
 #: Optional settings and the value a bad one falls back to, with a WARNING.
 OPTIONAL_FALLBACKS: Mapping[str, JSON] = {

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 
 import attrs
 
+from plaita.domain.outages import Backoff
+
 # --- registry (W16) --------------------------------------------------------------------
 
 
@@ -40,9 +42,8 @@ LEGAL_STATUS_CHANGES: Mapping[WorkerStatus, frozenset[WorkerStatus]] = {
     _W.CLOSED: frozenset(),
 }
 
-#: Background registration retry after a failed start-up registration (A2R19-03).
-REGISTRATION_RETRY_INITIAL_SECONDS = 1.0
-REGISTRATION_RETRY_MAX_SECONDS = 30.0
+#: Background registration retry after a failed start-up registration: 1 s → 30 s (A2R19-03).
+REGISTRATION_BACKOFF = Backoff(base_ms=1_000, cap_ms=30_000)
 #: Short retries of the immediate drain/stop write before it is reported as failed (A45-03).
 STATUS_FLUSH_RETRIES = 2
 #: Lifetime of the ``stopped`` tombstone written before the registry key is deleted (A46-01).
@@ -102,11 +103,7 @@ def registration_status(current: WorkerStatus) -> WorkerStatus | None:
 def registration_retry_delay(failures: int) -> float:
     """Seconds before the next registration attempt after ``failures`` failed ones:
     1 s, 2 s, 4 s … capped at 30 s, so a Redis outage does not flood the log (A2R19-03)."""
-    cap = REGISTRATION_RETRY_MAX_SECONDS
-    doublings = max(0, failures - 1)
-    if doublings >= 5:  # 2**5 s already exceeds the cap; avoids huge powers of two
-        return cap
-    return min(cap, REGISTRATION_RETRY_INITIAL_SECONDS * 2.0**doublings)
+    return REGISTRATION_BACKOFF.delay_ms(max(1, failures)) / 1000
 
 
 # --- drain (W17, seed S18-01) ----------------------------------------------------------

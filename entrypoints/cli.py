@@ -50,6 +50,7 @@ from plaita.entrypoints.cli_support import (
     import_handler_modules,
     json_option,
     load_flow_file,
+    log_generations,
     named_errors,
     parse_json_object,
     redis_url_option,
@@ -62,11 +63,16 @@ from plaita.entrypoints.cli_support import (
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.event_filter import EventFilterService
 from plaita.entrypoints.run_flow import run_flow
+from plaita.entrypoints.settings import Settings
 from plaita.entrypoints.timeline import LogListener
-from plaita.entrypoints.worker import Worker
 
 T = TypeVar("T")
 JSON = Any
+
+
+def _setting_default(name: str) -> str:
+    """The default a flag falls back to when neither it nor PLAITA_<NAME> is set (for --help)."""
+    return str(Settings.model_fields[name].default)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -183,19 +189,44 @@ def run_command(
     default="",
     help="Comma-separated modules task handlers may come from (env PLAITA_HANDLER_MODULES).",
 )
-@click.option("--concurrency", type=int, default=16, show_default=True)
-@click.option("--queue-name", default="default", show_default=True)
-@click.option("--consumer-group", default="plaita-workers", show_default=True)
+# Unset flags are None, so PLAITA_* (then the Settings default) apply: every process of a pool
+# reads the same environment, and the console and CLI compute this worker's generations (W12).
+@click.option("--concurrency", type=int, default=None, show_default=_setting_default("concurrency"))
+@click.option(
+    "--queue-name",
+    default=None,
+    show_default=_setting_default("queue_name"),
+    help="The task queue (env PLAITA_QUEUE_NAME).",
+)
+@click.option(
+    "--consumer-group",
+    default=None,
+    show_default=_setting_default("consumer_group"),
+    help="The consumer group (env PLAITA_CONSUMER_GROUP).",
+)
 @click.option("--consumer-name", default=None, help="Default: host-pid-random, unique per start.")
 @click.option(
     "--read-block-ms",
     type=int,
-    default=1000,
-    show_default=True,
+    default=None,
+    show_default=_setting_default("read_block_ms"),
     help="How long one read waits; it also bounds how long a stop takes to begin.",
 )
-@click.option("--claim-min-idle-ms", type=int, default=60_000, show_default=True)
-@click.option("--lease-ttl-seconds", type=float, default=120.0, show_default=True)
+@click.option(
+    "--claim-min-idle-ms",
+    type=int,
+    default=None,
+    show_default=_setting_default("claim_min_idle_ms"),
+    help="Reclaim carriers another worker left pending this long (env PLAITA_CLAIM_MIN_IDLE_MS).",
+)
+@click.option(
+    "--lease-ttl-seconds",
+    type=float,
+    default=None,
+    show_default=_setting_default("lease_ttl_seconds"),
+    help="The execution lease's TTL (env PLAITA_LEASE_TTL_SECONDS); part of the budget "
+    "generation, so set it in the environment of every process of the pool.",
+)
 @click.option(
     "--max-deliveries",
     type=int,
@@ -204,7 +235,8 @@ def run_command(
     show_default=True,
     help="Attempts of a step that crash their worker before it is given up: its execution "
     "ends in error and the carrier goes to the dead-letter queue. Skipped redeliveries never "
-    "count; a handler's own failures count against its node's retryTimes.",
+    "count; a handler's own failures count against its node's retryTimes. Part of the budget "
+    "generation: set it in the environment of every process of the pool.",
 )
 @default_retries_option
 @click.option(
@@ -282,13 +314,13 @@ def worker(
     redis_url: str,
     flows_dir: Path | None,
     handler_modules: str,
-    concurrency: int,
-    queue_name: str,
-    consumer_group: str,
+    concurrency: int | None,
+    queue_name: str | None,
+    consumer_group: str | None,
     consumer_name: str | None,
-    read_block_ms: int,
-    claim_min_idle_ms: int,
-    lease_ttl_seconds: float,
+    read_block_ms: int | None,
+    claim_min_idle_ms: int | None,
+    lease_ttl_seconds: float | None,
     max_deliveries: int,
     default_retries: int,
     dlq_key: str | None,
@@ -305,12 +337,9 @@ def worker(
     quiet: bool,
 ) -> None:
     """Advance executions from the task stream until SIGTERM/SIGINT."""
-    from plaita.adapters.webhook.alerts import WebhookAlertSink
     from plaita.domain.errors import InvalidConfigurationError
-    from plaita.entrypoints.disk_guard import DiskGuard
-    from plaita.entrypoints.metrics import NoMetrics, PrometheusMetrics, WorkerMetrics
+    from plaita.entrypoints.metrics import PrometheusMetrics
     from plaita.entrypoints.settings import worker_settings
-    from plaita.entrypoints.worker import Presence
 
     log = logging.getLogger("plaita.worker")
     group = click.get_current_context().parent
@@ -357,13 +386,7 @@ def worker(
     async def body(container: Container) -> None:
         import_handler_modules(settings.handler_modules)
         container.listeners.override(lambda: [LogListener()])
-        generations = container.generations()
-        log.info(
-            "event=worker.config family=%s generation=%s budget_generation=%s",
-            generations.config_family,
-            generations.config_generation,
-            generations.budget_generation,
-        )
+        log_generations(log, "worker", container.generations())
         for flow in flows:
             # The worker serves every tenant: its --flows are deployment-wide (ADR 0011).
             registered = await container.flows().register(flow, owner=SHARED)
@@ -371,67 +394,28 @@ def worker(
             click.echo(
                 f"{done} flow {flow.flow_id} version {flow.version} (deployment-wide)", err=True
             )
-        prometheus = PrometheusMetrics() if settings.metrics_port else None
-        metrics: WorkerMetrics = prometheus or NoMetrics()
-        presence = None
-        if settings.registry_enabled:
-            presence = Presence(
-                container.registry(),
-                instance_id=settings.consumer_name,
-                clock=container.clock(),
-                lease_ttl_ms=settings.lease_ttl_ms,
-                generations=generations,
-                metrics=metrics,
-            )
-        disk_guard = DiskGuard(
-            min_free_gib=settings.min_free_disk_gib,
-            path=settings.disk_guard_path,
-            poll_seconds=settings.disk_guard_poll_seconds,
-            metrics=metrics,
-        )
+        metrics = container.metrics()
+        alerts = container.alerts()
         stop = asyncio.Event()
-        alerts = (
-            WebhookAlertSink(settings.alert_webhook_url, max_queue=settings.alert_queue_size)
-            if settings.alert_webhook_url
-            else None
-        )
         sender = asyncio.create_task(alerts.run(stop)) if alerts is not None else None
         try:
-            if prometheus is not None:
+            if isinstance(metrics, PrometheusMetrics):
                 try:
-                    prometheus.serve(settings.metrics_port)
+                    metrics.serve(settings.metrics_port)
                 except OSError as exc:
                     raise click.ClickException(
                         f"cannot serve metrics on 127.0.0.1:{settings.metrics_port}: {exc}; "
                         "choose another --metrics-port (0 disables)"
                     ) from None
             with stop_on_signals(stop):
-                await Worker(
-                    queue=container.queue(),
-                    process=container.process_task(),
-                    delay=container.delay_queue(),
-                    clock=container.clock(),
-                    consumer=settings.consumer_name,
-                    concurrency=settings.concurrency,
-                    read_block_ms=settings.read_block_ms,
-                    claim_min_idle_ms=settings.claim_min_idle_ms,
-                    leases=container.leases(),
-                    guard=container.dead_letter_guard(),
-                    presence=presence,
-                    metrics=metrics,
-                    disk_guard=disk_guard if disk_guard.enabled else None,
-                    drain_timeout_seconds=settings.drain_timeout_seconds,
-                    dlq_length=container.dlq_length(),
-                    alerts=alerts,
-                    trim_every_seconds=settings.stream_trim_interval_seconds,
-                ).run(stop)
+                await container.worker().run(stop)
         finally:
             stop.set()
             if sender is not None and alerts is not None:
                 await sender
                 await alerts.close()
-            if prometheus is not None:
-                prometheus.close()
+            if isinstance(metrics, PrometheusMetrics):
+                metrics.close()
 
     run_with_container(settings, body)
 
@@ -439,13 +423,20 @@ def worker(
 @main.command("event-filter")
 @redis_url_option
 @click.option("--consumer-name", default=None, help="Default: host-pid-random, unique per start.")
-@click.option("--read-block-ms", type=click.IntRange(1, 60_000), default=1000, show_default=True)
+@click.option(
+    "--read-block-ms",
+    type=click.IntRange(1, 60_000),
+    default=None,
+    show_default=_setting_default("read_block_ms"),
+    help="How long one read waits (env PLAITA_READ_BLOCK_MS).",
+)
 @click.option(
     "--claim-min-idle-ms",
     type=click.IntRange(1),
-    default=60_000,
-    show_default=True,
-    help="Reclaim notifications another event filter left pending this long.",
+    default=None,
+    show_default=_setting_default("claim_min_idle_ms"),
+    help="Reclaim notifications another event filter left pending this long "
+    "(env PLAITA_CLAIM_MIN_IDLE_MS).",
 )
 @click.option(
     "--reconcile-interval-seconds",
@@ -485,8 +476,8 @@ def worker(
 def event_filter(
     redis_url: str,
     consumer_name: str | None,
-    read_block_ms: int,
-    claim_min_idle_ms: int,
+    read_block_ms: int | None,
+    claim_min_idle_ms: int | None,
     reconcile_interval_seconds: float,
     reconcile_lookback_seconds: float,
     reconcile_settle_seconds: float,
@@ -546,6 +537,10 @@ def event_filter(
             run_state_sweeper,
         )
 
+        log_generations(
+            logging.getLogger("plaita.event_filter"), "event-filter", container.generations()
+        )
+
         async def index_janitor(stop: asyncio.Event) -> None:
             await run_index_janitor(container, stop)
 
@@ -571,6 +566,7 @@ def event_filter(
                 reconcile_interval_ms=milliseconds["--reconcile-interval-seconds"],
                 background=background,
                 closeables=[container.subscriptions(), container.executions()],
+                outages=container.outages(),
             ).run(stop)
 
     run_with_container(settings, body)

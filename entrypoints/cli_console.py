@@ -15,10 +15,12 @@ from pathlib import Path
 
 import click
 import uvicorn
+from fastapi import FastAPI
 
 from plaita.entrypoints.cli_support import (
     flow_cache_size_option,
     flow_cache_ttl_option,
+    log_generations,
     named_errors,
     redis_url_option,
     settings_from,
@@ -26,7 +28,7 @@ from plaita.entrypoints.cli_support import (
 )
 from plaita.entrypoints.console.app import create_app
 from plaita.entrypoints.console.auth import ConsoleTokensError, TokenTable
-from plaita.entrypoints.container import build_container
+from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.settings import Settings
 
 log = logging.getLogger("plaita.console")
@@ -120,11 +122,17 @@ def console(
         asyncio.run(_serve(settings, tokens, host, port))
 
 
+def console_app(container: Container, settings: Settings, tokens: TokenTable) -> FastAPI:
+    """The console's ASGI app as ``plaita console`` serves it, from ``settings``."""
+    return create_app(container, tokens=tokens, max_body_bytes=settings.max_body_bytes)
+
+
 async def _serve(settings: Settings, tokens: TokenTable, host: str, port: int) -> None:
     container = build_container(settings)
     try:
         await container.redis_client().ping()
-        app = create_app(container, tokens=tokens, max_body_bytes=settings.max_body_bytes)
+        log_generations(log, "console", container.generations())
+        app = console_app(container, settings, tokens)
         server = _Server(
             uvicorn.Config(
                 app,

@@ -254,17 +254,7 @@ def reap(
     )
 
     async def body(container: Container) -> ReapReport:
-        use_case = ReapZombies(
-            executions=container.executions(),
-            leases=container.leases(),
-            queue=container.queue(),
-            flows=container.flows(),
-            counters=container.counters(),
-            clock=container.clock(),
-            holder_id=f"reaper:{settings.consumer_name}",
-            lease_ttl_ms=settings.lease_ttl_ms,
-            controls=container.controls(),  # a paused execution is skipped (W23)
-        )
+        use_case: ReapZombies = container.reap_zombies()
         return await use_case(dry_run=dry_run, limit=limit)
 
     report = _run(settings, body, tenant_id=tenant_id)

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from plaita.application.tenancy import tenant_scope
 from plaita.domain.budgets import DEFAULT_RETRIES
+from plaita.domain.envelope import CarrierGenerations
 from plaita.domain.errors import InvalidIdError, PayloadLimitError, PlaitaError, UnknownHandlerError
 from plaita.domain.execution import ExecutionState
 from plaita.domain.flow import Flow
@@ -125,6 +126,22 @@ def parse_json_object(option: str, text: str | None, limit: JsonLimit) -> dict[s
             f"must be a JSON object such as '{{\"amount\": 10}}', got {text!r}", param_hint=option
         )
     return value
+
+
+def log_generations(log: logging.Logger, service: str, generations: CarrierGenerations) -> None:
+    """The generations this process stamps on the carriers it writes (W12), at start-up.
+
+    Compare them across the pool: a worker leaves pending every carrier whose family or budget
+    generation is not its own, so every producer must log the workers' values.
+    """
+    log.info(
+        "event=config.effective service=%s config_family=%s config_generation=%s "
+        "budget_generation=%s",
+        service,
+        generations.config_family,
+        generations.config_generation,
+        generations.budget_generation,
+    )
 
 
 redis_url_option = click.option(

@@ -11,6 +11,8 @@ from typing import Any
 
 import redis.asyncio as redis
 from dependency_injector import containers, providers
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from plaita.adapters.memory.controls import MemoryExecutionControls
 from plaita.adapters.memory.counters import MemoryCounterStore
@@ -42,6 +44,7 @@ from plaita.adapters.redis.replay_markers import RedisReplayMarkerStore
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
 from plaita.adapters.system import SystemClock, UuidGenerator
+from plaita.adapters.webhook.alerts import WebhookAlertSink
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
 from plaita.application.use_cases.dedup_claims import DedupClaims
@@ -62,12 +65,18 @@ from plaita.application.use_cases.operator_controls import (
     UnpauseExecution,
 )
 from plaita.application.use_cases.process_task import ProcessTask
+from plaita.application.use_cases.reap import ReapZombies
 from plaita.application.use_cases.reconcile_events import ReconcileEvents
 from plaita.application.use_cases.recover import RecoverAfterRestart
 from plaita.application.use_cases.start_execution import StartExecution
 from plaita.domain.config_generations import RuntimeConfig, generations_of
 from plaita.domain.janitor import plan_janitor
+from plaita.entrypoints.disk_guard import DiskGuard
+from plaita.entrypoints.metrics import NoMetrics, PrometheusMetrics, WorkerMetrics
+from plaita.entrypoints.outages import store_outages
 from plaita.entrypoints.settings import Settings
+from plaita.entrypoints.worker import Worker
+from plaita.entrypoints.worker_registry import Presence
 
 
 def _redis_client(url: str, concurrency: int) -> redis.Redis:
@@ -79,6 +88,10 @@ def _redis_client(url: str, concurrency: int) -> redis.Redis:
         health_check_interval=30,
         max_connections=concurrency + 16,
         timeout=30,
+        # After Redis restarts, every pooled connection is dead: without one immediate retry
+        # on a fresh connection, the first command on each fails after the store is back
+        # (a dispatch crashes and waits for reclaim, a loop reports a second outage).
+        retry=Retry(NoBackoff(), 1),
     )
     return redis.Redis(connection_pool=pool)
 
@@ -131,17 +144,21 @@ def _runtime_config(
     max_carrier_age_ms: int,
     retention_ms: int,
     claim_min_idle_ms: int,
-    read_block_ms: int,
     execution_deadline_ms: int,
     disable_holder_liveness: bool,
     registry_enabled: bool,
     handler_modules: Sequence[str],
 ) -> RuntimeConfig:
-    """What this worker's generations are computed from (W12); no names, ports or secrets."""
+    """What this process's generations are computed from (W12); no names, ports or secrets.
+
+    ``other`` holds the rules a worker applies beyond family and budget. Per-process tunings
+    that change no rule — concurrency, read block, metrics port, disk guard, drain timeout,
+    log level — are left out, so the console, the CLI and the event filter of a pool compute
+    the workers' config_generation from the same environment.
+    """
     other: dict[str, Any] = {
         "retention_ms": retention_ms,
         "claim_min_idle_ms": claim_min_idle_ms,
-        "read_block_ms": read_block_ms,
         "execution_deadline_ms": execution_deadline_ms,
         "disable_holder_liveness": disable_holder_liveness,
         "registry_enabled": registry_enabled,
@@ -164,6 +181,15 @@ def _registry_switch(enabled: bool) -> str:
     return "on" if enabled else "off"
 
 
+def _worker_metrics(port: int) -> WorkerMetrics:
+    # The exporter is served by the worker command (it owns the port); 0 records nothing.
+    return PrometheusMetrics() if port else NoMetrics()
+
+
+def _alert_sink(url: str | None, queue_size: int) -> WebhookAlertSink | None:
+    return WebhookAlertSink(url, max_queue=queue_size) if url else None
+
+
 def _memory_dlq_length(queue: MemoryTaskQueue) -> Callable[[], Awaitable[int]]:
     async def length() -> int:
         return len(await queue.dead_letters(count=1_000_000))
@@ -183,6 +209,9 @@ class Container(containers.DeclarativeContainer):
 
     clock = providers.Singleton(SystemClock)
     ids = providers.Singleton(UuidGenerator)
+    #: One store's outages for every background loop of this process: one WARNING when it
+    #: begins, one INFO when it ends.
+    outages = providers.Singleton(store_outages, config.backend)
 
     redis_client = providers.Singleton(_redis_client, config.redis_url, config.concurrency)
     redis_keys = providers.Singleton(RedisKeys, config.namespace)
@@ -320,7 +349,6 @@ class Container(containers.DeclarativeContainer):
         max_carrier_age_ms=config.max_carrier_age_ms,
         retention_ms=config.retention_ms,
         claim_min_idle_ms=config.claim_min_idle_ms,
-        read_block_ms=config.read_block_ms,
         execution_deadline_ms=config.execution_deadline_ms,
         disable_holder_liveness=config.disable_holder_liveness,
         registry_enabled=config.registry_enabled,
@@ -388,11 +416,18 @@ class Container(containers.DeclarativeContainer):
         max_deliveries=config.max_deliveries,
     )
     dedup_claims = providers.Factory(DedupClaims, dedup=dedup, executions=executions)
+    # Every use case that writes new carriers stamps them with ``generations`` (W12).
     start_execution = providers.Factory(
-        StartExecution, flows=flows, queue=queue, claims=dedup_claims, clock=clock, ids=ids
+        StartExecution,
+        flows=flows,
+        queue=queue,
+        claims=dedup_claims,
+        clock=clock,
+        ids=ids,
+        generations=generations,
     )
     resume_execution = providers.Factory(
-        ResumeExecution, executions=executions, queue=queue, clock=clock
+        ResumeExecution, executions=executions, queue=queue, clock=clock, generations=generations
     )
     get_execution = providers.Factory(GetExecution, executions)
     #: `plaita dev --db`: carriers, timers and subscriptions back after a restart (S4).
@@ -404,6 +439,7 @@ class Container(containers.DeclarativeContainer):
         subscriptions=subscriptions,
         flows=flows,
         clock=clock,
+        generations=generations,
     )
     publish_event = providers.Factory(
         PublishEvent, events=events, clock=clock, ids=ids, inbox=inbox
@@ -415,6 +451,7 @@ class Container(containers.DeclarativeContainer):
         executions=executions,
         queue=queue,
         clock=clock,
+        generations=generations,
     )
     reconciler_cursor = providers.Selector(
         config.backend,
@@ -430,6 +467,7 @@ class Container(containers.DeclarativeContainer):
         queue=queue,
         cursor=reconciler_cursor,
         clock=clock,
+        generations=generations,
     )
 
     #: The index janitor (V7): prunes dead members of the event and subscription indexes.
@@ -449,6 +487,7 @@ class Container(containers.DeclarativeContainer):
         ),
         plan=janitor_plan,
         clock=clock,
+        outages=outages,
     )
 
     # --- operator use cases: the console (C1) and the CLI ---------------------------------
@@ -497,12 +536,23 @@ class Container(containers.DeclarativeContainer):
         queue=queue,
         delay=delay_queue,
         clock=clock,
+        generations=generations,
     )
     cancel_execution = providers.Factory(
-        CancelExecution, executions=executions, controls=controls, queue=queue, clock=clock
+        CancelExecution,
+        executions=executions,
+        controls=controls,
+        queue=queue,
+        clock=clock,
+        generations=generations,
     )
     continue_execution = providers.Factory(
-        ContinueExecution, executions=executions, controls=controls, queue=queue, clock=clock
+        ContinueExecution,
+        executions=executions,
+        controls=controls,
+        queue=queue,
+        clock=clock,
+        generations=generations,
     )
     #: Restarts under the lease as ``operator:<name>``, like an operator delete.
     retry_execution = providers.Factory(
@@ -511,6 +561,7 @@ class Container(containers.DeclarativeContainer):
         controls=controls,
         queue=queue,
         clock=clock,
+        generations=generations,
         flows=flows,
         leases=leases,
         counters=counters,
@@ -528,6 +579,68 @@ class Container(containers.DeclarativeContainer):
         retry=retry_execution,
     )
     list_executions = providers.Factory(ListExecutions, executions=executions, controls=controls)
+    #: The zombie reaper (W19): re-enqueues running executions that lost their carrier.
+    reap_zombies = providers.Factory(
+        ReapZombies,
+        executions=executions,
+        leases=leases,
+        queue=queue,
+        flows=flows,
+        counters=counters,
+        clock=clock,
+        holder_id=providers.Callable("reaper:{}".format, config.consumer_name),
+        lease_ttl_ms=config.lease_ttl_ms,
+        generations=generations,
+        controls=controls,  # a paused execution is skipped (W23)
+    )
+    # --- the worker process (W1-W18, C5) ---------------------------------------------------
+    metrics = providers.Singleton(_worker_metrics, config.metrics_port)
+    #: This worker's registry record (W16); none with ``--no-registry``.
+    presence = providers.Selector(
+        providers.Callable(_registry_switch, config.registry_enabled),
+        on=providers.Singleton(
+            Presence,
+            registry,
+            instance_id=config.consumer_name,
+            clock=clock,
+            lease_ttl_ms=config.lease_ttl_ms,
+            generations=generations,
+            metrics=metrics,
+            outages=outages,
+        ),
+        off=providers.Object(None),
+    )
+    disk_guard = providers.Singleton(
+        DiskGuard,
+        min_free_gib=config.min_free_disk_gib,
+        path=config.disk_guard_path,
+        poll_seconds=config.disk_guard_poll_seconds,
+        metrics=metrics,
+    )
+    #: C5: a webhook for every dead letter; none without ``alert_webhook_url``.
+    alerts = providers.Singleton(_alert_sink, config.alert_webhook_url, config.alert_queue_size)
+    worker = providers.Singleton(
+        Worker,
+        queue=queue,
+        process=process_task,
+        consumer=config.consumer_name,
+        delay=delay_queue,
+        clock=clock,
+        concurrency=config.concurrency,
+        read_block_ms=config.read_block_ms,
+        claim_min_idle_ms=config.claim_min_idle_ms,
+        leases=leases,
+        guard=dead_letter_guard,
+        presence=presence,
+        metrics=metrics,
+        disk_guard=disk_guard,
+        drain_timeout_seconds=config.drain_timeout_seconds,
+        dlq_length=dlq_length,
+        alerts=alerts,
+        outages=outages,
+        trim_every_seconds=config.stream_trim_interval_seconds,
+    )
+
     # The worker's pause gate and cancel flag read them too.
     process_task.add_kwargs(controls=controls)
 

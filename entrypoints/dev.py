@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import secrets
 import socket
 from collections.abc import Callable, Sequence
@@ -26,13 +27,20 @@ from plaita.domain.errors import FlowVersionConflictError
 from plaita.domain.flow_owners import SHARED
 from plaita.domain.reconcile import ReconcileSettings
 from plaita.domain.tenancy import DEFAULT_TENANT
-from plaita.entrypoints.cli_support import import_handler_modules, load_flow_file, warn_fallbacks
+from plaita.entrypoints.cli_support import (
+    import_handler_modules,
+    load_flow_file,
+    log_generations,
+    warn_fallbacks,
+)
 from plaita.entrypoints.console.app import create_app
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.event_filter import BackgroundJob, EventFilterService
 from plaita.entrypoints.janitor import run_notification_trim, run_state_sweeper
 from plaita.entrypoints.settings import Settings, optional_fallbacks
 from plaita.entrypoints.worker import Worker
+
+log = logging.getLogger("plaita.dev")
 
 DEFAULT_PORT = 8700
 #: Short blocking reads: a dev process should feel instant and stop at once.
@@ -60,12 +68,15 @@ async def run_dev(
         if settings.backend == "redis":
             await container.redis_client().ping()
         import_handler_modules(settings.handler_modules)
+        log_generations(log, "dev", container.generations())
         if settings.storage == "sql" and settings.database_url:
             await _migrate(settings.database_url, echo)
         registered = await register_flow_folder(container, flows_dir, echo)
         recovered = await _recover(container, settings)
         token = token or dev_token()
-        app = create_app(container, tokens=[token], dev_mode=True)
+        app = create_app(
+            container, tokens=[token], dev_mode=True, max_body_bytes=settings.max_body_bytes
+        )
         server = _ConsoleServer(
             uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
         )
@@ -141,20 +152,7 @@ async def register_flow_folder(
 
 
 def _services(container: Container, settings: Settings) -> Sequence[Worker | EventFilterService]:
-    worker = Worker(
-        queue=container.queue(),
-        process=container.process_task(),
-        delay=container.delay_queue(),
-        clock=container.clock(),
-        consumer=f"dev-worker-{settings.consumer_name}",
-        concurrency=settings.concurrency,
-        read_block_ms=settings.read_block_ms,
-        claim_min_idle_ms=settings.claim_min_idle_ms,
-        leases=container.leases(),
-        guard=container.dead_letter_guard(),
-        dlq_length=container.dlq_length(),
-        trim_every_seconds=settings.stream_trim_interval_seconds,
-    )
+    worker: Worker = container.worker()
     event_filter = EventFilterService(
         events=container.events(),
         filter_event=container.filter_event(),
@@ -162,6 +160,7 @@ def _services(container: Container, settings: Settings) -> Sequence[Worker | Eve
         read_block_ms=settings.read_block_ms,
         reconcile=container.reconcile_events(settings=ReconcileSettings()),
         background=_housekeeping(container, settings),
+        outages=container.outages(),
     )
     return [worker, event_filter]
 

@@ -10,8 +10,10 @@ Three loops share one process until SIGTERM/SIGINT sets ``stop``:
 - **background jobs** (the index janitor, when the deployment has one).
 
 Nothing that fails in a loop stops the service: a failed read, filter, ack or round is
-logged at WARNING with its error and retried after a back-off; a notification whose filter
-failed stays pending (never dropped), a failed round leaves the cursor where it was.
+retried after a capped back-off; a notification whose filter failed stays pending (never
+dropped), a failed round leaves the cursor where it was. The loops report to one
+``StoreOutages``: a Redis outage is one WARNING when it begins and one INFO when it ends,
+whatever the number of failed attempts in between.
 
 On stop the service reads nothing more and finishes the notification in flight; the rest of
 its batch stays pending for another filter to reclaim (or the reconciler to replay). A round
@@ -30,13 +32,16 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import attrs
 
+from plaita.application.outages import StoreOutages
 from plaita.application.ports import EventLog, EventNotification
 from plaita.application.use_cases.reconcile_events import ReconcileRound
+from plaita.domain.outages import Backoff
 from plaita.domain.reconcile import (
     DEFAULT_INTERVAL_MS,
     delay_before_next_round_ms,
-    failure_backoff_ms,
+    round_backoff,
 )
+from plaita.entrypoints.outages import store_outages
 
 log = logging.getLogger("plaita.event_filter")
 
@@ -47,6 +52,10 @@ BackgroundJob = Callable[[asyncio.Event], Awaitable[None]]
 
 #: How long stopping waits for the reconciler and background jobs, and for each close().
 STOP_TIMEOUT_SECONDS = 10.0
+#: After failed reads, filters or acks: 0.1 s, doubling up to 5 s.
+NOTIFICATION_BACKOFF = Backoff(base_ms=100, cap_ms=5_000)
+#: Before a failed background job is started again: 1 s, doubling up to a minute.
+BACKGROUND_BACKOFF = Backoff(base_ms=1_000, cap_ms=60_000)
 
 
 async def pause_until_stopped(stop: asyncio.Event, seconds: float) -> None:
@@ -85,6 +94,7 @@ class EventFilterService:
         closeables: Sequence[object] = (),
         pause: Pause = pause_until_stopped,
         monotonic: Callable[[], float] = time.monotonic,
+        outages: StoreOutages | None = None,
     ) -> None:
         self._events = events
         self._filter = filter_event
@@ -98,6 +108,7 @@ class EventFilterService:
         self._closeables = closeables
         self._pause = pause
         self._monotonic = monotonic
+        self._outages = outages or store_outages()
         self.stats = FilterStats()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -149,8 +160,19 @@ class EventFilterService:
     # --- notifications (V4) -----------------------------------------------------------------
 
     async def _consume(self, stop: asyncio.Event) -> None:
-        # Consecutive failures of reads and of filters, each streak backing off on its own.
-        failed_reads = failed_filters = 0
+        # Reads and filters back off each on its own streak; their outages are one.
+        reads = self._outages.loop(
+            "notifications",
+            consequence="no notification is read; published events wait in the stream and "
+            "the reconciler replays them",
+            backoff=NOTIFICATION_BACKOFF,
+        )
+        filters = self._outages.loop(
+            "filter",
+            consequence=f"notifications whose filter failed stay pending; another event "
+            f"filter reclaims them after claim_min_idle_ms={self._claim_min_idle_ms}",
+            backoff=NOTIFICATION_BACKOFF,
+        )
         next_reclaim = 0.0
         while not stop.is_set():
             # A blocked read is never cancelled: entries Redis hands to a cancelled
@@ -168,21 +190,10 @@ class EventFilterService:
                         self._consumer, count=self._batch, block_ms=self._read_block_ms
                     )
             except Exception as exc:
-                failed_reads += 1
                 self.stats.read_failures += 1
-                delay = failure_backoff_ms(failed_reads) / 1000
-                log.warning(
-                    "event=event_filter.read_failed consumer=%s failures=%d error=%r: retrying "
-                    "in %.1f s; unread notifications wait in the stream",
-                    self._consumer,
-                    failed_reads,
-                    exc,
-                    delay,
-                    exc_info=failed_reads == 1,
-                )
-                await self._pause(stop, delay)
+                await self._pause(stop, reads.failed(exc))
                 continue
-            failed_reads = 0
+            reads.succeeded()
             for index, notification in enumerate(notifications):
                 if stop.is_set():
                     log.info(
@@ -194,50 +205,45 @@ class EventFilterService:
                         self._claim_min_idle_ms,
                     )
                     break
-                if await self._handle(notification):
-                    failed_filters = 0
+                failure = await self._handle(notification)
+                if failure is None:
+                    filters.succeeded()
                     continue
-                failed_filters += 1
-                await self._pause(stop, failure_backoff_ms(failed_filters) / 1000)
+                delay = filters.failed(
+                    failure,
+                    event_id=notification.event_id,
+                    notification_id=notification.notification_id,
+                )
+                await self._pause(stop, delay)
 
-    async def _handle(self, notification: EventNotification) -> bool:
+    async def _handle(self, notification: EventNotification) -> Exception | None:
+        """Filter and ack one notification; the error that stopped it, left pending."""
         try:
             await self._filter(notification.event_id)
         except Exception as exc:
-            self.stats.filter_failures += 1
             # Left pending: retried when reclaimed (and replayed by the reconciler), never
             # dropped.
-            log.warning(
-                "event=event_filter.filter_failed event_id=%s notification_id=%s error=%r: "
-                "left pending; another event filter reclaims it after claim_min_idle_ms=%d",
-                notification.event_id,
-                notification.notification_id,
-                exc,
-                self._claim_min_idle_ms,
-                exc_info=True,
-            )
-            return False
+            self.stats.filter_failures += 1
+            return exc
         self.stats.filtered += 1
         try:
             await self._events.ack_notification(notification.notification_id)
         except Exception as exc:
-            log.warning(
-                "event=event_filter.ack_failed event_id=%s notification_id=%s error=%r: its "
-                "resumes are enqueued; it is filtered again when reclaimed (a harmless "
-                "duplicate)",
-                notification.event_id,
-                notification.notification_id,
-                exc,
-            )
-            return False
-        return True
+            # Its resumes are enqueued: filtered again when reclaimed, a harmless duplicate.
+            return exc
+        return None
 
     # --- the reconciler (V5) ----------------------------------------------------------------
 
     async def _reconcile_rounds(
         self, reconcile: Callable[[], Awaitable[ReconcileRound]], stop: asyncio.Event
     ) -> None:
-        failures = 0
+        rounds = self._outages.loop(
+            "reconcile",
+            consequence="lost notifications are not recovered meanwhile; the cursor stays and "
+            "the next round replays the same window",
+            backoff=round_backoff(self._reconcile_interval_ms),
+        )
         while not stop.is_set():
             round_task = asyncio.ensure_future(reconcile())
             stopping = asyncio.ensure_future(stop.wait())
@@ -255,21 +261,10 @@ class EventFilterService:
             try:
                 done = round_task.result()
             except Exception as exc:
-                failures += 1
                 self.stats.failed_rounds += 1
-                delay_ms = delay_before_next_round_ms(
-                    self._reconcile_interval_ms, consecutive_failures=failures
-                )
-                log.warning(
-                    "event=reconcile.round_failed failures=%d error=%s: nothing counted, "
-                    "the cursor stays; next round in %.1f s",
-                    failures,
-                    exc,
-                    delay_ms / 1000,
-                    exc_info=failures == 1,
-                )
+                delay_ms = round(rounds.failed(exc) * 1000)
             else:
-                failures = 0
+                rounds.succeeded()
                 self.stats.rounds += 1
                 self.stats.replayed += done.replayed
                 self.stats.recovered_resumes += done.resumes
@@ -294,23 +289,16 @@ class EventFilterService:
     # --- background jobs and shutdown -------------------------------------------------------
 
     async def _keep_running(self, name: str, job: BackgroundJob, stop: asyncio.Event) -> None:
-        failures = 0
+        restarts = self._outages.loop(
+            name,
+            consequence=f"the {name} job stopped; it is started again after a back-off",
+            backoff=BACKGROUND_BACKOFF,
+        )
         while not stop.is_set():
             try:
                 await job(stop)
             except Exception as exc:
-                failures += 1
-                delay = failure_backoff_ms(failures, base_ms=1_000, cap_ms=60_000) / 1000
-                log.warning(
-                    "event=event_filter.background_failed job=%s failures=%d error=%r: "
-                    "restarting it in %.1f s",
-                    name,
-                    failures,
-                    exc,
-                    delay,
-                    exc_info=failures == 1,
-                )
-                await self._pause(stop, delay)
+                await self._pause(stop, restarts.failed(exc))
             else:
                 if not stop.is_set():
                     # A job returns early when it is switched off; it has said why itself.

@@ -14,9 +14,10 @@ import contextlib
 import logging
 
 from plaita.application.ports import EventLog
+from plaita.domain.outages import Backoff
 from plaita.domain.retention import NOTIFICATION_GRACE_MS
 from plaita.entrypoints.container import Container
-from plaita.entrypoints.stream_trimming import keep_trimming
+from plaita.entrypoints.stream_trimming import keep_trimming, trim_backoff
 
 
 async def run_index_janitor(container: Container, stop: asyncio.Event) -> None:
@@ -37,7 +38,14 @@ async def run_notification_trim(container: Container, stop: asyncio.Event) -> No
         return await events.trim_notifications(min_age_ms=NOTIFICATION_GRACE_MS)
 
     every_seconds = container.config.stream_trim_interval_seconds()
-    await keep_trimming(trim, stop, stream="notifications", every_seconds=every_seconds)
+    outage = container.outages().loop(
+        "notification_trim",
+        consequence="acked notifications stay in the stream a little longer; none is lost",
+        backoff=trim_backoff(every_seconds),
+    )
+    await keep_trimming(
+        trim, stop, stream="notifications", outage=outage, every_seconds=every_seconds
+    )
 
 
 #: The SQL state sweep: how often, and how many expired records per pass.
@@ -65,12 +73,22 @@ async def run_state_sweeper(
     if sweep is None:
         return
     clock = container.clock()
+    every_ms = max(1, round(every_seconds * 1000))
+    # It passes every interval whatever happens: that is its back-off too.
+    outage = container.outages().loop(
+        "state_sweeper",
+        consequence="expired states, tombstones and heartbeats stay in the database meanwhile "
+        "(reads already treat them as absent)",
+        backoff=Backoff(base_ms=every_ms, cap_ms=every_ms),
+    )
     while not stop.is_set():
         try:
             removed = await sweep(now_ms=clock.now_ms(), limit=limit)
         except Exception as exc:
-            log.warning("event=sweep.failed error=%r: retrying at the next pass", exc)
+            outage.failed(exc)
             removed = 0
+        else:
+            outage.succeeded()
         if removed:
             log.info("event=sweep.done removed=%d", removed)
         if removed < limit:  # a full pass means more is due: go again at once

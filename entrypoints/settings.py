@@ -257,12 +257,3 @@ def _dlq_key_problems(settings: Settings) -> list[ConfigProblem]:
             f"must share it: use e.g. 'myapp:{tag}:dead', or leave --dlq-key unset for {own!r}",
         )
     ]
-    # The task queue dead-letters atomically into its own DLQ (one MULTI/EXEC on one hash
-    # tag); a worker that named another key would be writing somewhere it did not say.
-    return [
-        ConfigProblem(
-            "dlq_key",
-            f"{settings.dlq_key!r} is not this queue's dead-letter stream {own!r}, and the "
-            "task queue writes dead letters only there; leave --dlq-key unset or set it to that",
-        )
-    ]

@@ -18,6 +18,9 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+import attrs
+
+from plaita.application.outages import StoreOutages
 from plaita.application.ports import (
     AlertSink,
     Clock,
@@ -30,11 +33,19 @@ from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
 from plaita.application.use_cases.dispatch import DispatchResult, Disposition
 from plaita.application.use_cases.process_task import ProcessTask
 from plaita.domain.envelope import ResumeType
+from plaita.domain.outages import Backoff
 from plaita.domain.worker_state import DrainState
 from plaita.entrypoints.disk_guard import DiskGuard
 from plaita.entrypoints.metrics import NoMetrics, WorkerMetrics
-from plaita.entrypoints.stream_trimming import DEFAULT_TRIM_INTERVAL_SECONDS, keep_trimming
+from plaita.entrypoints.outages import store_outages
+from plaita.entrypoints.stream_trimming import (
+    DEFAULT_TRIM_INTERVAL_SECONDS,
+    keep_trimming,
+    trim_backoff,
+)
 from plaita.entrypoints.worker_chores import (
+    GAUGES_BACKOFF,
+    TIMERS_BACKOFF,
     move_due_timers,
     refresh_gauges,
     report_dead_letter_drops,
@@ -49,8 +60,21 @@ __all__ = ["KeyedLocks", "Presence", "Worker"]
 
 log = logging.getLogger("plaita.worker")
 
-#: Back-off after a failed read or reclaim: doubles from the first value up to the second.
-READ_RETRY_SECONDS = (0.1, 5.0)
+#: Back-off after a failed read or reclaim: 0.1 s, doubling up to 5 s.
+READ_BACKOFF = Backoff(base_ms=100, cap_ms=5_000)
+
+
+@attrs.frozen
+class WorkerOptions:
+    """What the worker runs with (W1, W2, W17), as configured; logged when it starts."""
+
+    consumer: str
+    concurrency: int
+    read_block_ms: int
+    claim_min_idle_ms: int
+    drain_timeout_seconds: float
+    gauges_every_seconds: float
+    trim_every_seconds: float
 
 
 class Worker:
@@ -77,16 +101,24 @@ class Worker:
         gauges_every_seconds: float = 10.0,
         alerts: AlertSink | None = None,
         trim_every_seconds: float = DEFAULT_TRIM_INTERVAL_SECONDS,
+        outages: StoreOutages | None = None,
     ) -> None:
+        self.options = WorkerOptions(
+            consumer=consumer,
+            concurrency=concurrency,
+            read_block_ms=read_block_ms,
+            claim_min_idle_ms=claim_min_idle_ms,
+            drain_timeout_seconds=drain_timeout_seconds,
+            gauges_every_seconds=gauges_every_seconds,
+            trim_every_seconds=trim_every_seconds,
+        )
         self._queue = queue
         self._process = process
         self._delay = delay
         self._clock = clock
-        self._consumer = consumer
-        self._concurrency = concurrency
-        self._read_block_ms = read_block_ms
-        self._claim_min_idle_ms = claim_min_idle_ms
         self._presence = presence
+        #: One WARNING per store outage for all of this worker's loops, one INFO at its end.
+        self._outages = outages or store_outages()
         self._metrics = metrics or NoMetrics()
         self._dead_letters = DeadLetterRoute(
             queue, guard, self._metrics, alerts=alerts, clock=clock
@@ -95,7 +127,6 @@ class Worker:
         self._disk_guard = disk_guard
         self._dlq_length = dlq_length
         self._gauges_every_seconds = gauges_every_seconds
-        self._trim_every_seconds = trim_every_seconds
         self._inflight: set[asyncio.Task[None]] = set()
         self._locks = KeyedLocks()
         self._drain = Drain(
@@ -117,14 +148,28 @@ class Worker:
                 await self._presence.start()
             self._metrics.worker_up(True)
             log.info(
-                "event=worker.started consumer=%s concurrency=%d", self._consumer, self._concurrency
+                "event=worker.started consumer=%s concurrency=%d read_block_ms=%d "
+                "claim_min_idle_ms=%d drain_timeout_seconds=%g",
+                self.options.consumer,
+                self.options.concurrency,
+                self.options.read_block_ms,
+                self.options.claim_min_idle_ms,
+                self.options.drain_timeout_seconds,
             )
             draining = asyncio.create_task(self._drain_on(stop))
             helpers = [
                 draining,
                 asyncio.create_task(
                     move_due_timers(
-                        self._delay, self._clock, stop, read_block_ms=self._read_block_ms
+                        self._delay,
+                        self._clock,
+                        stop,
+                        read_block_ms=self.options.read_block_ms,
+                        outage=self._outages.loop(
+                            "timers",
+                            consequence="due timers, retries and timeouts wait; none is lost",
+                            backoff=TIMERS_BACKOFF,
+                        ),
                     )
                 ),
                 asyncio.create_task(
@@ -133,7 +178,12 @@ class Worker:
                         self._metrics,
                         stop,
                         dlq_length=self._dlq_length,
-                        every_seconds=self._gauges_every_seconds,
+                        every_seconds=self.options.gauges_every_seconds,
+                        outage=self._outages.loop(
+                            "gauges",
+                            consequence="the queue gauges keep their last values",
+                            backoff=GAUGES_BACKOFF,
+                        ),
                     )
                 ),
                 asyncio.create_task(report_dead_letter_drops(self._queue, self._metrics, stop)),
@@ -142,7 +192,12 @@ class Worker:
                         self._queue.trim_acknowledged,
                         stop,
                         stream="tasks",
-                        every_seconds=self._trim_every_seconds,
+                        every_seconds=self.options.trim_every_seconds,
+                        outage=self._outages.loop(
+                            "stream_trim",
+                            consequence="acked carriers stay in the stream a little longer",
+                            backoff=trim_backoff(self.options.trim_every_seconds),
+                        ),
                     )
                 ),
             ]
@@ -159,7 +214,7 @@ class Worker:
             if self._presence is not None:
                 await self._presence.stop()
             self._metrics.worker_up(False)
-            log.info("event=worker.stopped consumer=%s", self._consumer)
+            log.info("event=worker.stopped consumer=%s", self.options.consumer)
 
     # --- stopping (W17) ------------------------------------------------------------------
 
@@ -181,37 +236,33 @@ class Worker:
     async def _consume(self, stop: asyncio.Event) -> None:
         source = CarrierSource(
             self._queue,
-            self._consumer,
-            read_block_ms=self._read_block_ms,
-            claim_min_idle_ms=self._claim_min_idle_ms,
+            self.options.consumer,
+            read_block_ms=self.options.read_block_ms,
+            claim_min_idle_ms=self.options.claim_min_idle_ms,
         )
-        failures = 0
+        outage = self._outages.loop(
+            "read",
+            consequence="no carrier is read or reclaimed; unread ones wait in the stream",
+            backoff=READ_BACKOFF,
+        )
         while True:
             if stop.is_set():
                 self._drain.begin(len(self._inflight))
             if not self._drain.reading:
                 return
-            if len(self._inflight) >= self._concurrency:
+            if len(self._inflight) >= self.options.concurrency:
                 await self._wait_for_a_slot(stop)
                 continue
             if self._disk_guard is not None and not self._disk_guard.allows():
                 await pause(stop, self._disk_guard.poll_seconds)
                 continue
-            free = self._concurrency - len(self._inflight)
+            free = self.options.concurrency - len(self._inflight)
             try:
                 deliveries = await source.fetch(free)
             except Exception as exc:
-                failures += 1
-                wait = min(READ_RETRY_SECONDS[1], READ_RETRY_SECONDS[0] * 2 ** (failures - 1))
-                log.warning(
-                    "event=worker.read_failed consumer=%s error=%r: retrying in %g s",
-                    self._consumer,
-                    exc,
-                    wait,
-                )
-                await pause(stop, wait)
+                await pause(stop, outage.failed(exc))
                 continue
-            failures = 0
+            outage.succeeded()
             if stop.is_set():
                 self._drain.begin(len(self._inflight))
             self._start_dispatches(deliveries)
@@ -234,13 +285,25 @@ class Worker:
     async def _handle(self, delivery: Delivery) -> None:
         try:
             result = await self._dispatch(delivery)
-        except Exception:
-            log.exception(
-                "event=worker.dispatch_crashed message_id=%s execution_id=%s: left pending, "
-                "it will be reclaimed after claim_min_idle_ms",
-                delivery.message_id,
-                None if delivery.envelope is None else delivery.envelope.execution_id,
-            )
+        except Exception as exc:
+            execution_id = None if delivery.envelope is None else delivery.envelope.execution_id
+            if self._outages.expects(exc):
+                # An outage, not a bug: no traceback (the outage itself is logged once).
+                log.warning(
+                    "event=worker.dispatch_interrupted message_id=%s execution_id=%s error=%r: "
+                    "the store did not answer; left pending, it will be reclaimed after "
+                    "claim_min_idle_ms",
+                    delivery.message_id,
+                    execution_id,
+                    exc,
+                )
+            else:
+                log.exception(
+                    "event=worker.dispatch_crashed message_id=%s execution_id=%s: left "
+                    "pending, it will be reclaimed after claim_min_idle_ms",
+                    delivery.message_id,
+                    execution_id,
+                )
             self._metrics.crashed()
             self._drain.aborted()
             return
@@ -268,6 +331,10 @@ class Worker:
                 delivery, delivery.problem or "undecodable entry", refused=True
             )
             return None
+        # Before the reclaim rules: their delivery budget is this pool's, never another's (W12).
+        foreign = self._process.foreign(envelope, delivery.message_id)
+        if foreign is not None:
+            return foreign
         if delivery.reclaimed and not await self._reclaim.admits(delivery, envelope):
             return None
         if self._clock is not None and _first_event_resume(delivery):

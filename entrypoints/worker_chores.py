@@ -3,7 +3,9 @@ and the report of what the DLQ length cap dropped.
 
 None touches a carrier the loop is dispatching; all stop when ``stop`` is set and never
 hold the drain up. They change when timers (W8, V8), the queue metrics (C5) or the DLQ
-cap's report (W10) do.
+cap's report (W10) do. A store outage makes them back off and report to the process's
+``StoreOutages``: one WARNING when it begins, one INFO when it ends, never a traceback per
+attempt.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from plaita.application.outages import LoopOutage
 from plaita.application.ports import Clock, DelayQueue, TaskQueue
+from plaita.domain.outages import Backoff
 from plaita.entrypoints.metrics import WorkerMetrics
 from plaita.entrypoints.worker_support import pause
 
@@ -22,10 +26,23 @@ log = logging.getLogger("plaita.worker")
 
 #: Without a ``dlq_length`` probe the DLQ gauge counts at most this many entries.
 DLQ_LENGTH_SCAN_LIMIT = 10_000
+#: After failed moves the mover waits 0.1 s, doubling up to 5 s: due timers are late by at
+#: most that much once the store is back.
+TIMERS_BACKOFF = Backoff(base_ms=100, cap_ms=5_000)
+#: Gauges are refreshed every few seconds anyway; failed refreshes wait up to a minute.
+GAUGES_BACKOFF = Backoff(base_ms=1_000, cap_ms=60_000)
+
+Pause = Callable[[asyncio.Event, float], Awaitable[None]]
 
 
 async def move_due_timers(
-    delay: DelayQueue | None, clock: Clock | None, stop: asyncio.Event, *, read_block_ms: int
+    delay: DelayQueue | None,
+    clock: Clock | None,
+    stop: asyncio.Event,
+    *,
+    read_block_ms: int,
+    outage: LoopOutage,
+    wait: Pause = pause,
 ) -> None:
     """Move due retries, event timeouts and sleep wake-ups into the stream (W8, V8)."""
     if delay is None or clock is None:
@@ -34,11 +51,12 @@ async def move_due_timers(
     while not stop.is_set():
         try:
             moved = await delay.move_due(now_ms=clock.now_ms())
-        except Exception:
-            log.exception("event=timers.move_failed: retrying; due timers wait, none is lost")
-            moved = 0
+        except Exception as exc:
+            await wait(stop, outage.failed(exc))
+            continue
+        outage.succeeded()
         if not moved:
-            await pause(stop, interval)
+            await wait(stop, interval)
 
 
 async def refresh_gauges(
@@ -48,6 +66,8 @@ async def refresh_gauges(
     *,
     dlq_length: Callable[[], Awaitable[int]] | None,
     every_seconds: float,
+    outage: LoopOutage,
+    wait: Pause = pause,
 ) -> None:
     """Refresh the queue length, pending and dead-letter gauges every ``every_seconds`` (C5)."""
     if not metrics.enabled:
@@ -63,8 +83,10 @@ async def refresh_gauges(
                 length=stats.length, pending=stats.pending, dead_letters=dead_letters
             )
         except Exception as exc:
-            log.warning("event=metrics.refresh_failed error=%r: retrying", exc)
-        await pause(stop, every_seconds)
+            await wait(stop, max(every_seconds, outage.failed(exc)))
+            continue
+        outage.succeeded()
+        await wait(stop, every_seconds)
 
 
 #: How often the DLQ cap's drops are counted, and how often at most they are warned about.

@@ -13,9 +13,12 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from plaita.application.outages import StoreOutages
 from plaita.application.ports import Clock, WorkerInstance, WorkerRegistry
 from plaita.domain.envelope import CarrierGenerations
+from plaita.domain.outages import Backoff
 from plaita.domain.worker_state import (
+    REGISTRATION_BACKOFF,
     STATUS_FLUSH_RETRIES,
     STOPPED_TOMBSTONE_TTL_SECONDS,
     ChangeOutcome,
@@ -27,6 +30,7 @@ from plaita.domain.worker_state import (
     registry_writes_allowed,
 )
 from plaita.entrypoints.metrics import NoMetrics, WorkerMetrics
+from plaita.entrypoints.outages import store_outages
 
 # The loop's logger: operators filter the registry events under plaita.worker.
 log = logging.getLogger("plaita.worker")
@@ -61,6 +65,7 @@ class Presence:
         generations: CarrierGenerations | None = None,
         metrics: WorkerMetrics | None = None,
         sleep: Sleep = asyncio.sleep,
+        outages: StoreOutages | None = None,
     ) -> None:
         self.instance_id = instance_id
         self.status = WorkerStatus.STARTING
@@ -80,6 +85,21 @@ class Presence:
         self._writing = asyncio.Lock()
         self._closing = asyncio.Event()
         self._keeper: asyncio.Task[None] | None = None
+        # A registry outage is one WARNING and one INFO, shared with the worker's other loops.
+        outages = outages or store_outages()
+        beat_ms = round(self.heartbeat_seconds * 1000)
+        self._registration = outages.loop(
+            "registration",
+            consequence="this worker consumes but is not registered, so other workers do not "
+            "count it as running (lease conflicts with it are never acked) until it is",
+            backoff=REGISTRATION_BACKOFF,
+        )
+        self._heartbeat = outages.loop(
+            "heartbeat",
+            consequence=f"this worker's registry record is not refreshed; it expires "
+            f"{self.record_ttl_ms} ms after the last heartbeat",
+            backoff=Backoff(base_ms=beat_ms, cap_ms=beat_ms),
+        )
 
     @property
     def dispatchable(self) -> bool:
@@ -146,28 +166,20 @@ class Presence:
                         self.registration_failures = 0
                     else:
                         self.registration_failures += 1
-                elif not await self._put(self.status, what="heartbeat"):
-                    log.warning(
-                        "event=registry.heartbeat_failed instance=%s: retrying at the next "
-                        "heartbeat; the record expires after %d ms without one",
-                        self.instance_id,
-                        self.record_ttl_ms,
-                    )
+                elif (error := await self._write(self.status)) is not None:
+                    self._heartbeat.failed(error)
+                else:
+                    self._heartbeat.succeeded()
 
     async def _register(self) -> bool:
         target = registration_status(self.status)
         if target is None:
             return True
-        if not await self._put(target, what="register"):
-            log.error(
-                "event=registry.register_failed instance=%s attempt=%d: consuming anyway; "
-                "other workers do not count this one as running until it registers, retrying "
-                "in %g s",
-                self.instance_id,
-                self.registration_failures + 1,
-                registration_retry_delay(self.registration_failures + 1),
-            )
+        error = await self._write(target)
+        if error is not None:
+            self._registration.failed(error)
             return False
+        self._registration.succeeded()
         self.status = change_status(self.status, target).status
         self.registered = True
         log.info("event=registry.registered instance=%s status=%s", self.instance_id, self.status)
@@ -194,6 +206,20 @@ class Presence:
         )
 
     async def _put(self, status: WorkerStatus, *, what: str, ttl_ms: int | None = None) -> bool:
+        error = await self._write(status, ttl_ms=ttl_ms)
+        if error is not None:
+            log.debug(
+                "event=registry.write_failed instance=%s what=%s error=%r",
+                self.instance_id,
+                what,
+                error,
+            )
+        return error is None
+
+    async def _write(
+        self, status: WorkerStatus, *, ttl_ms: int | None = None
+    ) -> BaseException | None:
+        """Write the record; the error when the store refused it (the caller says what then)."""
         now_ms = self._clock.now_ms()
         record = WorkerInstance(
             instance_id=self.instance_id,
@@ -207,18 +233,12 @@ class Presence:
         try:
             await self._registry.put(record, ttl_ms=ttl_ms or self.record_ttl_ms)
         except Exception as exc:
-            log.debug(
-                "event=registry.write_failed instance=%s what=%s error=%r",
-                self.instance_id,
-                what,
-                exc,
-            )
-            return False
+            return exc
         # A write that reached the store may need undoing at stop, even after a drain.
         self._written = True
         self.registered = self.registered or status is not WorkerStatus.STARTING
         self._metrics.heartbeat(now_ms / 1000)
-        return True
+        return None
 
     async def _pause(self, seconds: float) -> bool:
         """Sleep, or return early once stop began; whether it did."""

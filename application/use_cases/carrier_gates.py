@@ -1,6 +1,6 @@
 """The checks a carrier passes before and instead of the lease (W5, W11-W14, W23).
 
-Before the lease: its age, its config generations, the execution's tombstone, then the
+Before the lease: its config generations, its age, the execution's tombstone, then the
 operator's pause gate (a paused execution's carrier is parked, not run). When the lease is
 held by someone else: the W5 conflict table, with the holder's registry record. Every answer
 is the domain's; this class gathers the facts.
@@ -58,9 +58,32 @@ class CarrierGates:
         self._registry = registry
         self._dedup = dedup
 
+    def foreign(self, envelope: TaskEnvelope, message_id: str | None) -> DispatchResult | None:
+        """A carrier of another config family or budget generation: left pending (W12).
+
+        First of all gates, and asked by the worker before its reclaim rules too: the carrier
+        age and the delivery budget are this worker's budget, which must never judge a
+        carrier written under another's.
+        """
+        consume = decide_consume(envelope.generations, self._settings.generations)
+        if consume.executes:
+            return None
+        event = consume.event or consume.action.value
+        log.warning(
+            "event=%s execution_id=%s message_id=%s: %s",
+            event,
+            envelope.execution_id,
+            message_id,
+            consume.detail,
+        )
+        return DispatchResult(Disposition.LEAVE_PENDING, event, consume.detail)
+
     async def before_lease(
         self, envelope: TaskEnvelope, message_id: str | None
     ) -> DispatchResult | None:
+        foreign = self.foreign(envelope, message_id)
+        if foreign is not None:
+            return foreign
         age = check_carrier_age(
             now_ms=self._clock.now_ms(),
             payload_timestamp_ms=envelope.timestamp_ms,
@@ -74,10 +97,6 @@ class CarrierGates:
                 f"carrier age {age.age_ms} ms against a maximum of "
                 f"{self._settings.max_carrier_age_ms} ms (W14)",
             )
-        consume = decide_consume(envelope.generations, self._settings.generations)
-        if consume.leaves_pending:
-            event = consume.event or consume.action.value
-            return DispatchResult(Disposition.LEAVE_PENDING, event, consume.detail)
         if self._tombstones is None:
             return None
         path = DispatchPath.START if envelope.kind is CarrierKind.START else DispatchPath.RESUME

@@ -41,6 +41,10 @@ def ack(outcome: str, detail: str = "") -> DispatchResult:
 @attrs.frozen
 class StepSettings:
     holder_id: str
+    #: This worker's config family and generations (W12): the consume gate compares every
+    #: carrier's with them, and the carriers the worker writes anew (timers, the hand-over
+    #: continue) are stamped with them. Required: a worker without them would gate nothing.
+    generations: CarrierGenerations = attrs.field(kw_only=True)
     lease_ttl_ms: int = 120_000
     default_deadline_ms: int = 1_800_000
     #: Retries of a node without ``retryTimes`` (E15, ``--default-retries``).
@@ -50,5 +54,3 @@ class StepSettings:
     max_deliveries: int = 5
     max_carrier_age_ms: int = DEFAULT_CARRIER_MAX_AGE_MS
     holder_liveness_disabled: bool = False
-    #: This worker's config family / generations; carriers of another family wait (W12).
-    generations: CarrierGenerations = attrs.field(factory=CarrierGenerations)

@@ -16,7 +16,7 @@ from plaita.application.ports import (
     TaskQueue,
 )
 from plaita.application.tenancy import tenant_scope
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
 from plaita.domain.events import Event, subscription_matches
 from plaita.domain.limits import EVENT_DATA_LIMIT, EVENT_LIMIT, check_json_value
 
@@ -81,12 +81,14 @@ class FilterEvent:
         executions: ExecutionRepository,
         queue: TaskQueue,
         clock: Clock,
+        generations: CarrierGenerations,
     ) -> None:
         self._events = events
         self._subscriptions = subscriptions
         self._executions = executions
         self._queue = queue
         self._clock = clock
+        self._generations = generations
 
     async def __call__(self, event_id: str) -> int:
         """Return how many resume carriers were enqueued for the event."""
@@ -125,6 +127,7 @@ class FilterEvent:
                     subscription_id=subscription.subscription_id,
                     now_ms=self._clock.now_ms(),
                     tenant_id=state.tenant_id,
+                    generations=self._generations,
                 )
             )
             enqueued += 1

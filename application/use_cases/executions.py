@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from plaita.application.ports import Clock, ExecutionRepository, TaskQueue
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
 from plaita.domain.errors import UnknownExecutionError
 from plaita.domain.execution import ExecutionState
 
@@ -25,8 +25,16 @@ class GetExecution:
 class ResumeExecution:
     """Enqueue a resume carrier (continue, retry or cancel) for an existing execution (W7)."""
 
-    def __init__(self, *, executions: ExecutionRepository, queue: TaskQueue, clock: Clock) -> None:
+    def __init__(
+        self,
+        *,
+        executions: ExecutionRepository,
+        queue: TaskQueue,
+        clock: Clock,
+        generations: CarrierGenerations,
+    ) -> None:
         self._get = GetExecution(executions)
+        self._generations = generations
         self._queue = queue
         self._clock = clock
 
@@ -39,6 +47,7 @@ class ResumeExecution:
                 resume_type=resume_type,
                 now_ms=self._clock.now_ms(),
                 tenant_id=state.tenant_id,
+                generations=self._generations,
             )
         )
         return state

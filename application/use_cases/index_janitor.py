@@ -5,8 +5,9 @@ expired events until the index itself expires. The janitor walks every index of 
 ``plan.budget`` members per store and tick, every ``plan.interval_seconds``; both come from
 ``plan_janitor``, which has already replaced unusable settings and said so.
 
-A tick that fails for one store (Redis unreachable, a script error) is logged and retried
-at the next tick: the janitor runs beside the event filter and must never take it down.
+A tick that fails for one store (Redis unreachable, a script error) is retried at the next
+tick: the janitor runs beside the event filter and must never take it down. Its failures go
+to the process's ``StoreOutages``: one WARNING per outage, one INFO when it is over.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from collections.abc import Awaitable, Callable, Mapping
 import attrs
 
 from plaita.application import ports
+from plaita.application.outages import StoreOutages
 from plaita.domain.janitor import JanitorPlan
+from plaita.domain.outages import Backoff
 
 log = logging.getLogger("plaita.janitor")
 
@@ -49,12 +52,26 @@ class IndexJanitorService:
         plan: JanitorPlan,
         *,
         clock: ports.Clock,
+        outages: StoreOutages | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._stores = dict(stores)
         self.plan = plan
         self._clock = clock
         self._sleep = sleep
+        outages = outages or StoreOutages("indexes", log=log, monotonic=clock.monotonic)
+        # The janitor ticks every interval whatever happens: that is its back-off too.
+        every_ms = max(1, round(plan.interval_seconds * 1000))
+        every = Backoff(base_ms=every_ms, cap_ms=every_ms)
+        self._outages = {
+            name: outages.loop(
+                f"index_janitor.{name}",
+                consequence=f"dead members of the {name} indexes are not pruned meanwhile "
+                "(listings still prune what they read)",
+                backoff=every,
+            )
+            for name in self._stores
+        }
 
     async def tick(self) -> JanitorTick:
         """Prune each store once, within the budget; failures are logged, not raised."""
@@ -67,14 +84,9 @@ class IndexJanitorService:
             # Any failure, not just Redis's: the janitor must never stop the service beside it.
             except Exception as exc:
                 failed.append(name)
-                log.warning(
-                    "event=janitor.prune_failed store=%s error=%s: %s; the janitor retries at "
-                    "the next tick in %g s; check that Redis is reachable if this repeats",
-                    name,
-                    type(exc).__name__,
-                    exc,
-                    self.plan.interval_seconds,
-                )
+                self._outages[name].failed(exc)
+            else:
+                self._outages[name].succeeded()
         result = JanitorTick(pruned, tuple(failed))
         if result.total:
             log.info(

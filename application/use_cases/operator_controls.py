@@ -32,7 +32,7 @@ from plaita.application.ports import (
 from plaita.application.use_cases.executions import GetExecution
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain.budgets import COUNTER_TTL_SECONDS
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
 from plaita.domain.errors import (
     ExecutionRunningError,
     LeaseConflictError,
@@ -142,6 +142,23 @@ class _OneExecution:
         state = await self._get(execution_id)
         return state, await self._controls.get(execution_id)
 
+
+class _WithQueue(_OneExecution):
+    """An operator action that writes carriers, stamped with this process's generations (W12)."""
+
+    def __init__(
+        self,
+        *,
+        executions: ExecutionRepository,
+        controls: ExecutionControls,
+        queue: TaskQueue,
+        clock: Clock,
+        generations: CarrierGenerations,
+    ) -> None:
+        super().__init__(executions=executions, controls=controls, clock=clock)
+        self._queue = queue
+        self._generations = generations
+
     def _carrier(self, state: ExecutionState, resume_type: ResumeType) -> TaskEnvelope:
         return TaskEnvelope.resume(
             execution_id=state.execution_id,
@@ -149,6 +166,7 @@ class _OneExecution:
             resume_type=resume_type,
             now_ms=self._clock.now_ms(),
             tenant_id=state.tenant_id,
+            generations=self._generations,
         )
 
 
@@ -174,7 +192,7 @@ class PauseExecution(_OneExecution):
         return result
 
 
-class UnpauseExecution(_OneExecution):
+class UnpauseExecution(_WithQueue):
     """Clear the pause and give back every parked carrier, or a continue when none (W23, I0).
 
     Order: a delayed safety-net continue when carriers are parked, then the flag is cleared
@@ -192,10 +210,16 @@ class UnpauseExecution(_OneExecution):
         queue: TaskQueue,
         delay: DelayQueue,
         clock: Clock,
+        generations: CarrierGenerations,
         safety_net_ms: int = UNPAUSE_SAFETY_NET_MS,
     ) -> None:
-        super().__init__(executions=executions, controls=controls, clock=clock)
-        self._queue = queue
+        super().__init__(
+            executions=executions,
+            controls=controls,
+            queue=queue,
+            clock=clock,
+            generations=generations,
+        )
         self._delay = delay
         self._safety_net_ms = safety_net_ms
 
@@ -237,19 +261,6 @@ class UnpauseExecution(_OneExecution):
         )
         _audit(OperatorAction.UNPAUSE, result)
         return result
-
-
-class _WithQueue(_OneExecution):
-    def __init__(
-        self,
-        *,
-        executions: ExecutionRepository,
-        controls: ExecutionControls,
-        queue: TaskQueue,
-        clock: Clock,
-    ) -> None:
-        super().__init__(executions=executions, controls=controls, clock=clock)
-        self._queue = queue
 
 
 def _parked_note(flags: ControlFlags) -> str:
@@ -326,6 +337,7 @@ class RetryExecution(_WithQueue):
         controls: ExecutionControls,
         queue: TaskQueue,
         clock: Clock,
+        generations: CarrierGenerations,
         flows: FlowCatalog,
         leases: LeaseManager,
         counters: CounterStore,
@@ -333,7 +345,13 @@ class RetryExecution(_WithQueue):
         holder_id: str,
         lease_ttl_ms: int,
     ) -> None:
-        super().__init__(executions=executions, controls=controls, queue=queue, clock=clock)
+        super().__init__(
+            executions=executions,
+            controls=controls,
+            queue=queue,
+            clock=clock,
+            generations=generations,
+        )
         self._flows = flows
         self._leases = leases
         self._counters = counters

@@ -162,7 +162,12 @@ class ProcessTask:
             sleep=sleep,
         )
         self._waits = WaitRegistrar(
-            subscriptions=subscriptions, delay=delay, clock=clock, ids=ids, inbox=inbox
+            subscriptions=subscriptions,
+            delay=delay,
+            clock=clock,
+            ids=ids,
+            generations=settings.generations,
+            inbox=inbox,
         )
         self._claims = None if dedup is None else DedupClaims(dedup=dedup, executions=executions)
 
@@ -172,6 +177,10 @@ class ProcessTask:
         """Advance the carrier's execution, inside the carrier's tenant (W24)."""
         with tenant_scope(envelope.tenant_id):
             return await self._process(envelope, message_id, reclaimed)
+
+    def foreign(self, envelope: TaskEnvelope, message_id: str | None) -> DispatchResult | None:
+        """Left pending when written under another pool's family or budget (W12), else None."""
+        return self._carrier_gates.foreign(envelope, message_id)
 
     async def _process(
         self, envelope: TaskEnvelope, message_id: str | None, reclaimed: bool
@@ -365,6 +374,7 @@ class ProcessTask:
                     resume_type=ResumeType.CONTINUE,
                     now_ms=self._clock.now_ms(),
                     tenant_id=tenant_id,
+                    generations=self._settings.generations,
                 ),
             )
         return DispatchResult(Disposition.ACK, "deduplicated", decision.detail, enqueue=follow_ups)
@@ -567,6 +577,7 @@ class ProcessTask:
             resume_type=ResumeType.CONTINUE,
             now_ms=self._clock.now_ms(),
             tenant_id=state.tenant_id,
+            generations=self._settings.generations,
         )
         return DispatchResult(Disposition.ACK, "yielded", enqueue=(hand_over,))
 

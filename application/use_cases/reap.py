@@ -44,7 +44,7 @@ from plaita.application.ports import (
     TaskQueue,
 )
 from plaita.application.use_cases.flows import FlowCatalog
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
 from plaita.domain.errors import ExecutionLeaseError, UnknownFlowError
 from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus
 from plaita.domain.failures import CODE_FLOW_ERROR
@@ -131,10 +131,12 @@ class ReapZombies:
         holder_id: str,
         lease_ttl_ms: int,
         stale_after_ms: int | None = None,
+        generations: CarrierGenerations,
         heartbeat_interval_ms: int | None = None,
         controls: ExecutionControls | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        self._generations = generations
         self._controls = controls
         self._executions = executions
         self._leases = leases
@@ -252,13 +254,15 @@ class ReapZombies:
             lease.generation,
         )
         if state.status is ExecutionStatus.RUNNING:
-            await self._queue.enqueue(_continue_carrier(state, self._clock.now_ms()))
+            await self._queue.enqueue(
+                _continue_carrier(state, self._clock.now_ms(), self._generations)
+            )
         return item
 
     async def _act(self, item: ReapItem, state: ExecutionState) -> ReapItem:
         if item.action is ReapAction.TERMINALISE:
             return await self._terminalise(item, state)
-        await self._queue.enqueue(_continue_carrier(state, self._clock.now_ms()))
+        await self._queue.enqueue(_continue_carrier(state, self._clock.now_ms(), self._generations))
         log.warning(
             "event=reap.requeued execution_id=%s flow_id=%s idle_ms=%d: running with no lease "
             "and no step for %d ms; a resume-continue carrier was enqueued. A carrier was lost: "
@@ -308,13 +312,16 @@ class ReapZombies:
         return attrs.evolve(item, detail=detail)
 
 
-def _continue_carrier(state: ExecutionState, now_ms: int) -> TaskEnvelope:
+def _continue_carrier(
+    state: ExecutionState, now_ms: int, generations: CarrierGenerations
+) -> TaskEnvelope:
     return TaskEnvelope.resume(
         execution_id=state.execution_id,
         flow_id=state.flow_id,
         resume_type=ResumeType.CONTINUE,
         now_ms=now_ms,
         tenant_id=state.tenant_id,
+        generations=generations,
     )
 
 

@@ -29,6 +29,7 @@ from plaita.application.ports import (
     TaskQueue,
 )
 from plaita.application.use_cases.events import FilterEvent
+from plaita.domain.envelope import CarrierGenerations
 from plaita.domain.events import Event, EventQuery, EventSubscription, SubscriptionQuery
 from plaita.domain.reconcile import (
     PageRequest,
@@ -68,8 +69,10 @@ class ReconcileEvents:
         queue: TaskQueue,
         cursor: ReconcilerCursor,
         clock: Clock,
+        generations: CarrierGenerations,
         settings: ReconcileSettings | None = None,
     ) -> None:
+        self._generations = generations
         self._events = events
         self._subscriptions = subscriptions
         self._executions = executions
@@ -139,6 +142,7 @@ class ReconcileEvents:
             executions=self._executions,
             queue=self._queue,
             clock=self._clock,
+            generations=self._generations,
         )(event.event_id)
         if enqueued:
             log.info(

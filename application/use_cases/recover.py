@@ -28,7 +28,7 @@ from plaita.application.ports import (
     TaskQueue,
 )
 from plaita.application.use_cases.flows import FlowCatalog
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
 from plaita.domain.errors import UnknownFlowError
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.flow import EventNode
@@ -60,7 +60,9 @@ class RecoverAfterRestart:
         subscriptions: SubscriptionStore,
         flows: FlowCatalog,
         clock: Clock,
+        generations: CarrierGenerations,
     ) -> None:
+        self._generations = generations
         self._executions = executions
         self._queue = queue
         self._delay = delay
@@ -132,4 +134,5 @@ class RecoverAfterRestart:
             subscription_id=subscription_id,
             now_ms=self._clock.now_ms(),
             tenant_id=state.tenant_id,
+            generations=self._generations,
         )

@@ -14,7 +14,7 @@ from plaita.application.tenancy import current_tenant
 from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain.dedup import StartKind, StartRequest
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
 from plaita.domain.ids import validate_execution_id, validate_flow_id
 from plaita.domain.limits import ENVELOPE_LIMIT, INPUT_LIMIT, check_json_text, check_json_value
 from plaita.domain.tenancy import check_same_tenant
@@ -39,8 +39,10 @@ class StartExecution:
         claims: DedupClaims,
         clock: Clock,
         ids: IdGenerator,
+        generations: CarrierGenerations,
     ) -> None:
         self._flows = flows
+        self._generations = generations
         self._queue = queue
         self._claims = claims
         self._clock = clock
@@ -72,6 +74,7 @@ class StartExecution:
             now_ms=self._clock.now_ms(),
             tenant_id=tenant_id,
             dedup_key=dedup_key,
+            generations=self._generations,
         )
         # What the worker will check, checked here: an accepted start is never dead-lettered
         # for its size (a long dedup key or version on top of a large input).
@@ -94,6 +97,7 @@ class StartExecution:
                         resume_type=ResumeType.CONTINUE,
                         now_ms=self._clock.now_ms(),
                         tenant_id=tenant_id,
+                        generations=self._generations,
                     )
                 )
             if decision.kind is not StartKind.NEW_START:

@@ -27,7 +27,7 @@ from plaita.application.engine.strategies import (
 )
 from plaita.application.ports import Clock, DelayQueue, IdGenerator, Inbox, SubscriptionStore
 from plaita.application.use_cases.lease_keeper import Dispatch
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
 from plaita.domain.events import (
     Event,
     EventSubscription,
@@ -51,8 +51,10 @@ class WaitRegistrar:
         delay: DelayQueue,
         clock: Clock,
         ids: IdGenerator,
+        generations: CarrierGenerations,
         inbox: Inbox | None = None,
     ) -> None:
+        self._generations = generations
         self._subscriptions = subscriptions
         self._delay = delay
         self._clock = clock
@@ -151,6 +153,7 @@ class WaitRegistrar:
             subscription_id=subscription_id,
             now_ms=self._clock.now_ms(),
             tenant_id=context.tenant_id,
+            generations=self._generations,
         )
 
 

@@ -23,6 +23,13 @@ def effective_settings(console: Console) -> dict[str, Any]:
     shown["console_tokens"] = [token.describe() for token in console.tokens]
     shown["console_max_body_bytes"] = console.max_body_bytes
     shown["console_dev_mode"] = console.dev_mode
+    # What this console stamps on the carriers it writes (W12): compare with the workers'.
+    generations = console.container.generations()
+    shown["config_generations"] = {
+        "config_family": generations.config_family,
+        "config_generation": generations.config_generation,
+        "budget_generation": generations.budget_generation,
+    }
     return shown
 
 

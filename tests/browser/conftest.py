@@ -24,7 +24,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from plaita.application.codec import encode_envelope
 from plaita.application.ports import Delivery
-from plaita.domain.envelope import TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 from plaita.domain.flow_owners import SHARED
 from plaita.entrypoints.cli_support import import_handler_modules, load_flow_file
 from plaita.entrypoints.console.app import create_app
@@ -88,6 +88,7 @@ class ConsoleServer:
                 version="1",
                 params=params,
                 now_ms=container.clock().now_ms(),
+                generations=LEGACY_GENERATIONS,
             )
             delivery = Delivery(
                 message_id="0-1", envelope=envelope, raw=encode_envelope(envelope), delivery_count=5

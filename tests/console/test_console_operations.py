@@ -13,7 +13,7 @@ from dependency_injector import providers
 
 from plaita.application.ports import Delivery, WorkerInstance
 from plaita.application.tenancy import tenant_scope
-from plaita.domain.envelope import TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 from plaita.entrypoints.console import create_app
 from plaita.entrypoints.container import Container, build_container
 
@@ -171,6 +171,13 @@ async def test_config_shows_settings_without_secrets() -> None:
     assert shown["handler_modules"] == ["examples.handlers"]
     assert shown["console_max_body_bytes"] == 4096
     assert {"name": "acme-root", "role": "admin", "tenants": ["acme"]} in shown["console_tokens"]
+    generations = container.generations()
+    # W12: what this console stamps, to compare with the workers' (`plaita workers list`).
+    assert shown["config_generations"] == {
+        "config_family": generations.config_family,
+        "config_generation": generations.config_generation,
+        "budget_generation": generations.budget_generation,
+    }
 
 
 # --- events -----------------------------------------------------------------------------------
@@ -237,6 +244,7 @@ def _envelope(execution_id: str, tenant: str = "default") -> TaskEnvelope:
         params={"amount": 1},
         now_ms=1_760_000_000_000,
         tenant_id=tenant,
+        generations=LEGACY_GENERATIONS,
     )
 
 

@@ -24,7 +24,7 @@ from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.queue import RedisTaskQueue
 from plaita.application.codec import encode_envelope
 from plaita.application.ports import DelayQueue, Delivery, TaskQueue
-from plaita.domain.envelope import CarrierKind, ResumeType, TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, CarrierKind, ResumeType, TaskEnvelope
 
 from .conftest import FakeClock
 
@@ -42,6 +42,7 @@ def envelope(execution_id: str = "x-1") -> TaskEnvelope:
         version="1",
         params={"order": {"id": 7, "lines": [1, 2]}},
         now_ms=NOW,
+        generations=LEGACY_GENERATIONS,
     )
 
 
@@ -57,6 +58,7 @@ def timeout_carrier(execution_id: str = "x-1") -> TaskEnvelope:
         resume_type=ResumeType.TIMEOUT,
         subscription_id="sub:1",
         tenant_id="acme",
+        generations=LEGACY_GENERATIONS,
     )
 
 

@@ -15,14 +15,19 @@ from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.queue import RedisTaskQueue
 from plaita.application.ports import Clock, TaskQueue
 from plaita.domain.config_generations import DEFAULT_DLQ_MAX_LEN
-from plaita.domain.envelope import TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 
 CAP = 3
 
 
 def carrier(n: int) -> TaskEnvelope:
     return TaskEnvelope.start(
-        execution_id=f"x-{n}", flow_id="orders", version="1", params={}, now_ms=1_760_000_000_000
+        execution_id=f"x-{n}",
+        flow_id="orders",
+        version="1",
+        params={},
+        now_ms=1_760_000_000_000,
+        generations=LEGACY_GENERATIONS,
     )
 
 

@@ -15,7 +15,7 @@ from plaita.adapters.redis.controls import RedisExecutionControls
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.application.ports import Clock, ExecutionControls
 from plaita.application.tenancy import no_tenant_scope, tenant_scope
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.errors import TenantContextMissingError
 from plaita.domain.operator_controls import ControlFlags
 
@@ -40,6 +40,7 @@ def carrier(
         else None,
         subscription_id="sub-1" if resume_type is ResumeType.EVENT else None,
         tenant_id=tenant_id,
+        generations=LEGACY_GENERATIONS,
     )
 
 

@@ -44,7 +44,7 @@ from plaita.application.use_cases.dispatch import Disposition, StepSettings
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.process_task import ProcessTask
-from plaita.domain.envelope import TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 from plaita.domain.events import wait_subscription_id
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.flow import Flow
@@ -95,7 +95,7 @@ class World:
             handlers=handler_registry(),
             clock=self.clock,
             ids=self.ids,
-            settings=StepSettings(holder_id="worker-a"),
+            settings=StepSettings(holder_id="worker-a", generations=LEGACY_GENERATIONS),
             counters=MemoryCounterStore(self.clock),
             delay=self.delay,
             inbox=self.inbox,
@@ -114,6 +114,7 @@ class World:
             executions=self.executions,
             queue=self.queue,
             clock=self.clock,
+            generations=LEGACY_GENERATIONS,
         )(event_id)
 
     async def drain(self) -> list[str]:
@@ -134,7 +135,12 @@ class World:
 
 def start(clock: FakeClock) -> TaskEnvelope:
     return TaskEnvelope.start(
-        execution_id="x-1", flow_id="two_waits", version=None, params={}, now_ms=clock.now_ms()
+        execution_id="x-1",
+        flow_id="two_waits",
+        version=None,
+        params={},
+        now_ms=clock.now_ms(),
+        generations=LEGACY_GENERATIONS,
     )
 
 

@@ -36,7 +36,7 @@ from plaita.application.ports import (
 )
 from plaita.application.tenancy import tenant_scope
 from plaita.domain.budgets import Counter, CounterChange, CounterOp
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus
 from plaita.domain.operator_controls import ControlFlags
 from plaita.domain.tombstone import Tombstone
@@ -98,6 +98,7 @@ def parked_carrier(execution_id: str = "x:1") -> TaskEnvelope:
         flow_id="orders",
         resume_type=ResumeType.CONTINUE,
         now_ms=NOW_MS,
+        generations=LEGACY_GENERATIONS,
     )
 
 

@@ -32,7 +32,7 @@ from plaita.application.handlers import HandlerRegistry
 from plaita.application.use_cases.dispatch import StepSettings
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.process_task import ProcessTask
-from plaita.domain.envelope import TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED
 
@@ -76,7 +76,7 @@ def worker_step(
         handlers=handlers,
         clock=clock,
         ids=UuidGenerator(),
-        settings=StepSettings(holder_id="w1"),
+        settings=StepSettings(holder_id="w1", generations=LEGACY_GENERATIONS),
         counters=RedisCounterStore(client, keys),
         delay=RedisDelayQueue(client, keys),
         controls=RedisExecutionControls(client, keys) if controls else None,
@@ -104,6 +104,7 @@ class StepRoundTrips:
             version="1",
             params={},
             now_ms=now,
+            generations=LEGACY_GENERATIONS,
         )
         await step(warm)  # loads the scripts and caches the flow
         envelope = TaskEnvelope.start(
@@ -112,6 +113,7 @@ class StepRoundTrips:
             version="1",
             params={},
             now_ms=now,
+            generations=LEGACY_GENERATIONS,
         )
         wire.clear()
         result = await step(envelope)

@@ -16,7 +16,7 @@ from plaita.adapters.redis.events import RedisEventLog
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.queue import RedisTaskQueue
 from plaita.application.ports import Clock, EventLog, TaskQueue
-from plaita.domain.envelope import TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 from plaita.domain.events import Event
 
 Elapse = Callable[[int], Awaitable[None]]
@@ -26,7 +26,12 @@ MIN_AGE_MS = 300
 
 def carrier(n: int) -> TaskEnvelope:
     return TaskEnvelope.start(
-        execution_id=f"x-{n}", flow_id="orders", version="1", params={}, now_ms=1_760_000_000_000
+        execution_id=f"x-{n}",
+        flow_id="orders",
+        version="1",
+        params={},
+        now_ms=1_760_000_000_000,
+        generations=LEGACY_GENERATIONS,
     )
 
 

@@ -16,7 +16,7 @@ from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.queue import RedisTaskQueue
 from plaita.application.codec import encode_envelope
 from plaita.application.ports import Clock, DeadLetter, TaskQueue
-from plaita.domain.envelope import CURRENT_SCHEMA_VERSION, TaskEnvelope
+from plaita.domain.envelope import CURRENT_SCHEMA_VERSION, LEGACY_GENERATIONS, TaskEnvelope
 
 Elapse = Callable[[int], Awaitable[None]]
 
@@ -39,6 +39,7 @@ def envelope(execution_id: str = "x-1") -> TaskEnvelope:
         version="1",
         params={"order": {"id": 7, "lines": [1, 2]}},
         now_ms=1_760_000_000_000,
+        generations=LEGACY_GENERATIONS,
     )
 
 

@@ -26,7 +26,7 @@ from plaita.adapters.redis.lease import RedisLeaseManager
 from plaita.adapters.redis.queue import RedisTaskQueue
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.application.tenancy import current_tenant, tenant_scope
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.execution import ExecutionState
 from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED
@@ -104,6 +104,7 @@ def start(execution_id: str = "x-1", tenant_id: str = "default") -> TaskEnvelope
         params={},
         now_ms=int(time.time() * 1000),
         tenant_id=tenant_id,
+        generations=LEGACY_GENERATIONS,
     )
 
 

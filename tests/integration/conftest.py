@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -13,10 +14,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 import redis
+
+if TYPE_CHECKING:
+    from plaita.entrypoints.settings import Settings
 
 T = TypeVar("T")
 
@@ -67,6 +71,27 @@ class Plaita:
         self.log_dir = log_dir
         self.processes: list[tuple[subprocess.Popen[bytes], Path]] = []
         self._redis: redis.Redis | None = None
+
+    def share(self, **settings: object) -> None:
+        """Give every process this runner starts these settings, as ``PLAITA_*`` variables.
+
+        A pool shares its budget and family settings through the environment (W12): a worker
+        given a budget by flag alone would leave every carrier of the CLI and the console
+        (which compute the defaults) pending as ``config.budget_stale``.
+        """
+        self.env.update({f"PLAITA_{name.upper()}": str(value) for name, value in settings.items()})
+
+    def settings(self) -> Settings:
+        """The settings of a process this runner starts (its ``PLAITA_*`` environment)."""
+        from plaita.entrypoints.settings import Settings
+
+        prefix = "PLAITA_"
+        values = {
+            name[len(prefix) :].lower(): value
+            for name, value in self.env.items()
+            if name.startswith(prefix) and name[len(prefix) :].lower() in Settings.model_fields
+        }
+        return Settings(**{**values, "backend": "redis"})
 
     def run(
         self, *args: str, check: bool = True, timeout: float = 30
@@ -176,10 +201,9 @@ class Plaita:
         """
         from plaita.entrypoints.cli_support import execution_view
         from plaita.entrypoints.container import build_container
-        from plaita.entrypoints.settings import Settings
 
         async def load() -> dict[str, dict[str, Any] | None]:
-            settings = Settings(backend="redis", redis_url=self.redis_url, namespace=self.namespace)
+            settings = self.settings()
             container = build_container(settings)
             try:
                 repository = container.executions()
@@ -202,10 +226,9 @@ class Plaita:
         """
         from plaita.application.tenancy import tenant_scope
         from plaita.entrypoints.container import build_container
-        from plaita.entrypoints.settings import Settings
 
         async def start_all() -> list[str]:
-            settings = Settings(backend="redis", redis_url=self.redis_url, namespace=self.namespace)
+            settings = self.settings()
             container = build_container(settings)
             try:
                 start = container.start_execution()
@@ -224,10 +247,9 @@ class Plaita:
         same ``PublishEvent`` use case. The events' JSON, in the order given.
         """
         from plaita.entrypoints.container import build_container
-        from plaita.entrypoints.settings import Settings
 
         async def publish_all() -> list[dict[str, Any]]:
-            settings = Settings(backend="redis", redis_url=self.redis_url, namespace=self.namespace)
+            settings = self.settings()
             container = build_container(settings)
             published: dict[int, dict[str, Any]] = {}
             try:
@@ -283,6 +305,13 @@ class Plaita:
 
 @pytest.fixture
 def plaita(tmp_path: Path) -> Iterator[Plaita]:
+    with isolated_plaita(tmp_path) as runner:
+        yield runner
+
+
+@contextlib.contextmanager
+def isolated_plaita(tmp_path: Path) -> Iterator[Plaita]:
+    """A runner in a namespace of its own; its processes stopped and its keys deleted after."""
     assert REDIS_URL is not None
     runner = Plaita(REDIS_URL, f"plaita-it-{uuid.uuid4().hex[:12]}", tmp_path)
     try:
@@ -310,15 +339,16 @@ LEASE_TTL_SECONDS = 3
 CLAIM_MIN_IDLE_MS = 1500
 
 
-def worker_args(
-    consumer: str,
-    *,
-    concurrency: int,
-    max_deliveries: int | None = None,
-    default_retries: int | None = None,
-) -> list[str]:
-    """``plaita worker`` with the fault suites' short timings and handler module."""
-    args = [
+def share_fault_timings(plaita: Plaita, *, max_deliveries: int | None = None) -> None:
+    """The fault suites' short timings, for the whole pool: workers, CLI and in-test producers."""
+    plaita.share(lease_ttl_seconds=LEASE_TTL_SECONDS, claim_min_idle_ms=CLAIM_MIN_IDLE_MS)
+    if max_deliveries is not None:
+        plaita.share(max_deliveries=max_deliveries)
+
+
+def worker_args(consumer: str, *, concurrency: int) -> list[str]:
+    """``plaita worker`` with the fault suites' handler module; timings: share_fault_timings."""
+    return [
         "worker",
         "--flows",
         "tests/integration/flows",
@@ -330,13 +360,4 @@ def worker_args(
         consumer,
         "--read-block-ms",
         "100",
-        "--claim-min-idle-ms",
-        str(CLAIM_MIN_IDLE_MS),
-        "--lease-ttl-seconds",
-        str(LEASE_TTL_SECONDS),
     ]
-    if max_deliveries is not None:
-        args += ["--max-deliveries", str(max_deliveries)]
-    if default_retries is not None:
-        args += ["--default-retries", str(default_retries)]
-    return args

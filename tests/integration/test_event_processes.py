@@ -31,6 +31,7 @@ from .conftest import (
     PlannedEvent,
     poll,
     requires_redis,
+    share_fault_timings,
     worker_args,
 )
 
@@ -180,6 +181,7 @@ def test_event_filter_refuses_an_unusable_reconcile_interval(plaita: Plaita) -> 
 
 
 def timer_worker(plaita: Plaita, name: str) -> subprocess.Popen[bytes]:
+    share_fault_timings(plaita)
     return plaita.spawn(name, *worker_args(f"{name}-{uuid.uuid4().hex[:8]}", concurrency=4))
 
 

@@ -35,10 +35,16 @@ from .conftest import (
     plaita_command,
     poll,
     requires_redis,
+    share_fault_timings,
     worker_args,
 )
 
 pytestmark = [requires_redis, pytest.mark.process]
+
+
+@pytest.fixture(autouse=True)
+def fault_pool(plaita: Plaita) -> None:
+    share_fault_timings(plaita)
 
 
 @attrs.frozen

@@ -23,6 +23,8 @@ def parked_count(plaita: Plaita, execution_id: str) -> int:
 
 
 def test_pause_unpause_cancel_and_retry_from_a_node_on_real_processes(plaita: Plaita) -> None:
+    # One retry of a node, then the execution ends in error: the retry test's failure.
+    plaita.share(default_retries=1)
     worker = plaita.spawn(
         "worker",
         "worker",
@@ -34,9 +36,6 @@ def test_pause_unpause_cancel_and_retry_from_a_node_on_real_processes(plaita: Pl
         "100",
         "--concurrency",
         "4",
-        # One retry of a node, then the execution ends in error: the retry test's failure.
-        "--default-retries",
-        "1",
     )
     event_filter = plaita.spawn("event-filter", "event-filter", "--read-block-ms", "100")
     plaita.json(

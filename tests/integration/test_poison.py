@@ -31,6 +31,7 @@ from .conftest import (
     Plaita,
     poll,
     requires_redis,
+    share_fault_timings,
     worker_args,
 )
 
@@ -40,21 +41,20 @@ MAX_DELIVERIES = 2
 DEFAULT_RETRIES = 2
 
 
+@pytest.fixture(autouse=True)
+def poison_pool(plaita: Plaita) -> None:
+    """The whole pool (workers, CLI) shares the short timings and budgets (W12)."""
+    share_fault_timings(plaita, max_deliveries=MAX_DELIVERIES)
+    plaita.share(default_retries=DEFAULT_RETRIES)
+
+
 # --- processes --------------------------------------------------------------------------
 
 
 def spawn_worker(plaita: Plaita, name: str, *, concurrency: int = 1) -> subprocess.Popen[bytes]:
     """A worker with the poison-test timings; returns once it runs (or has exited)."""
     consumer = f"{name}-{uuid.uuid4().hex[:8]}"
-    process = plaita.spawn(
-        name,
-        *worker_args(
-            consumer,
-            concurrency=concurrency,
-            max_deliveries=MAX_DELIVERIES,
-            default_retries=DEFAULT_RETRIES,
-        ),
-    )
+    process = plaita.spawn(name, *worker_args(consumer, concurrency=concurrency))
     poll(
         lambda: process.poll() is not None or "worker.started" in plaita.log_of(process),
         timeout=15,

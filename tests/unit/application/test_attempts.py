@@ -15,7 +15,7 @@ from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.dispatch import Disposition, StepSettings
 from plaita.application.use_cases.events import PublishEvent
 from plaita.domain.dedup import DEDUP_ORPHAN_GRACE_MS
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED
@@ -64,6 +64,7 @@ def one_start(twin: Twin, execution_id: str = "x-1") -> TaskEnvelope:
         version=None,
         params={},
         now_ms=twin.clock.now_ms(),
+        generations=LEGACY_GENERATIONS,
     )
 
 
@@ -101,7 +102,9 @@ async def test_max_deliveries_crashed_attempts_give_the_carrier_up_to_the_guard(
 ) -> None:
     """W2, W9: the step refuses to run a step that killed its worker max_deliveries times; the
     dead letter is no refusal, so the guard makes the execution terminal before filing it."""
-    twin.settings = StepSettings(holder_id="worker-a", max_deliveries=2)
+    twin.settings = StepSettings(
+        holder_id="worker-a", max_deliveries=2, generations=LEGACY_GENERATIONS
+    )
     start = twin.envelope_start(10)
     await a_crashed_attempt(twin, start)
     await a_crashed_attempt(twin, start)  # its own acquisition counted the first crash
@@ -194,7 +197,9 @@ async def test_a_node_makes_exactly_one_plus_retry_times_attempts_one_per_delive
 async def test_the_deployment_default_retries_apply_to_nodes_without_retry_times(
     twin: Twin,
 ) -> None:
-    twin.settings = StepSettings(holder_id="worker-a", default_retries=1)
+    twin.settings = StepSettings(
+        holder_id="worker-a", default_retries=1, generations=LEGACY_GENERATIONS
+    )
     await register(twin, failing_document(None))
     twin.handlers = handler_registry(work=lambda params, ctx: (_ for _ in ()).throw(OSError()))
 
@@ -294,7 +299,9 @@ async def test_a_hand_over_carrier_is_enqueued_only_after_the_lease_is_released(
 ) -> None:
     """W5: a first-delivery continue that met its own holder's lease would be acked without
     effect while the holder acks the original: the execution would have no carrier."""
-    twin.settings = StepSettings(holder_id="worker-a", max_steps_per_dispatch=1)
+    twin.settings = StepSettings(
+        holder_id="worker-a", max_steps_per_dispatch=1, generations=LEGACY_GENERATIONS
+    )
     holders_at_enqueue: list[Any] = []
     enqueue = twin.queue.enqueue
 
@@ -317,7 +324,9 @@ async def test_a_failed_release_leaves_the_carrier_pending_and_sends_no_follow_u
         raise ConnectionError("Connection closed by server")
 
     twin.leases.release = release_fails  # type: ignore[method-assign]
-    twin.settings = StepSettings(holder_id="worker-a", max_steps_per_dispatch=1)
+    twin.settings = StepSettings(
+        holder_id="worker-a", max_steps_per_dispatch=1, generations=LEGACY_GENERATIONS
+    )
 
     result = await twin.process(twin.envelope_start(10))
 
@@ -382,6 +391,7 @@ async def test_a_start_whose_key_moved_on_to_another_execution_is_not_run(twin: 
         version="1",
         params={"amount": 1},
         now_ms=twin.clock.now_ms(),
+        generations=LEGACY_GENERATIONS,
         dedup_key="order-7",
     )
     winner = await twin.start_execution("approval", params={"amount": 1}, dedup_key="order-7")
@@ -403,6 +413,7 @@ async def test_a_keyed_start_claims_its_key_at_the_worker_when_nobody_holds_it(
         version="1",
         params={"amount": 1},
         now_ms=twin.clock.now_ms(),
+        generations=LEGACY_GENERATIONS,
         dedup_key="order-9",
     )
     with tenant_scope("default"):

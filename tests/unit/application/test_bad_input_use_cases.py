@@ -20,6 +20,7 @@ from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.events import PublishEvent
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.start_execution import StartExecution
+from plaita.domain.envelope import LEGACY_GENERATIONS
 from plaita.domain.errors import (
     InvalidExecutionIdError,
     InvalidFlowIdError,
@@ -57,7 +58,14 @@ async def start(clock: FakeClock, ids: SequentialIds, queue: MemoryTaskQueue) ->
         dedup=MemoryDedupStore(clock),
         executions=MemoryExecutionRepository(MemoryLeaseManager(clock)),
     )
-    return StartExecution(flows=catalog, queue=queue, claims=claims, clock=clock, ids=ids)
+    return StartExecution(
+        flows=catalog,
+        queue=queue,
+        claims=claims,
+        clock=clock,
+        ids=ids,
+        generations=LEGACY_GENERATIONS,
+    )
 
 
 @pytest.mark.parametrize(

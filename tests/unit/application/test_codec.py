@@ -19,7 +19,14 @@ from plaita.application.codec import (
     encode_envelope,
     envelope_document,
 )
-from plaita.domain.envelope import CURRENT_SCHEMA_VERSION, ResumeType, TaskEnvelope
+from plaita.domain.config_generations import MALFORMED_EVENT
+from plaita.domain.envelope import (
+    CURRENT_SCHEMA_VERSION,
+    LEGACY_GENERATIONS,
+    CarrierGenerations,
+    ResumeType,
+    TaskEnvelope,
+)
 from plaita.domain.errors import InvalidEnvelopeError, SchemaVersionError
 from plaita.domain.limits import ENVELOPE_LIMIT, MAX_JSON_DEPTH
 
@@ -28,6 +35,13 @@ from ..strategies import json_objects, valid_ids
 ids = valid_ids
 millis = st.integers(min_value=0, max_value=2**53)
 tenants = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,15}", fullmatch=True)
+digests = st.text("0123456789abcdef", min_size=16, max_size=16)
+generations = st.builds(
+    CarrierGenerations,
+    config_family=st.none() | digests.map("cf1-".__add__),
+    config_generation=st.none() | digests.map("cfg1-".__add__),
+    budget_generation=st.none() | digests.map("bg1-".__add__),
+)
 
 start_envelopes = st.builds(
     TaskEnvelope.start,
@@ -38,6 +52,7 @@ start_envelopes = st.builds(
     now_ms=millis,
     tenant_id=tenants,
     dedup_key=st.none() | ids,
+    generations=generations,
 )
 resume_envelopes = st.builds(
     TaskEnvelope.resume,
@@ -48,6 +63,7 @@ resume_envelopes = st.builds(
     event=st.none() | json_objects,
     subscription_id=st.none() | ids,
     tenant_id=tenants,
+    generations=generations,
 )
 
 
@@ -77,7 +93,12 @@ def test_every_envelope_survives_encode_then_decode(envelope: TaskEnvelope) -> N
 def test_an_encoded_envelope_is_flat_string_fields_with_the_schema_version_apart() -> None:
     """A worker can refuse a newer envelope without parsing the rest of it (W11)."""
     envelope = TaskEnvelope.start(
-        execution_id="x", flow_id="f", version=None, params={"a": 1}, now_ms=5
+        execution_id="x",
+        flow_id="f",
+        version=None,
+        params={"a": 1},
+        now_ms=5,
+        generations=LEGACY_GENERATIONS,
     )
 
     fields = encode_envelope(envelope)
@@ -98,12 +119,33 @@ def test_a_valid_entry_decodes_to_the_envelope_it_describes() -> None:
         now_ms=1_000,
         event={"event_type": "approval_decision"},
         subscription_id="s-1",
+        generations=LEGACY_GENERATIONS,
     )
 
 
 def test_an_entry_without_schema_version_is_read_as_the_current_one() -> None:
     """Missing fields mean a legacy carrier, which stays executable (W11, W12)."""
     assert decode_envelope(entry(VALID_BODY, schema_version=None)).schema_version == 1
+
+
+def test_an_entry_without_generations_is_a_legacy_carrier() -> None:
+    """W12 rule 4: carriers written before generations existed stay executable."""
+    assert decode_envelope(entry(VALID_BODY)).generations == LEGACY_GENERATIONS
+
+
+@pytest.mark.parametrize("malformed", ["cf1-not-hex", "", 7, ["cf1-0123456789abcdef"]])
+def test_a_malformed_generation_is_read_as_missing_with_a_warning(
+    malformed: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    """W12 rule 4: never replaced by this worker's value, never a reason to refuse the carrier."""
+    body = VALID_BODY | {"config_family": malformed, "budget_generation": "bg1-0123456789abcdef"}
+
+    with caplog.at_level("WARNING", logger="plaita.codec"):
+        envelope = decode_envelope(entry(body))
+
+    assert envelope.generations == CarrierGenerations(budget_generation="bg1-0123456789abcdef")
+    warned = [r.getMessage() for r in caplog.records]
+    assert (len(warned) == 1 and MALFORMED_EVENT in warned[0]) is (malformed != "")
 
 
 def test_unknown_body_fields_are_ignored() -> None:

@@ -19,7 +19,7 @@ from plaita.application.use_cases.dead_letter_guard import (
 )
 from plaita.domain.budgets import Counter, CounterChange, CounterOp
 from plaita.domain.dead_letter import GuardAction
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.tombstone import Tombstone
 
@@ -89,6 +89,7 @@ def carrier(clock: FakeClock, execution_id: str = "x-1") -> TaskEnvelope:
         flow_id="f",
         resume_type=ResumeType.CONTINUE,
         now_ms=clock.now_ms(),
+        generations=LEGACY_GENERATIONS,
     )
 
 
@@ -349,7 +350,12 @@ async def test_a_start_that_never_reached_a_checkpoint_becomes_a_visible_error(
     """W9/I0: no state yet (its first node killed every worker) — the execution is recorded
     as failed, retryable, instead of vanishing into the DLQ."""
     start = TaskEnvelope.start(
-        execution_id="x-1", flow_id="f", version="1", params={"n": 1}, now_ms=world.clock.now_ms()
+        execution_id="x-1",
+        flow_id="f",
+        version="1",
+        params={"n": 1},
+        now_ms=world.clock.now_ms(),
+        generations=LEGACY_GENERATIONS,
     )
     delivery = await world.reclaimed(start)
 

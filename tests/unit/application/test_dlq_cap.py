@@ -13,7 +13,7 @@ from plaita.application.use_cases.dlq import (
     ShowDeadLetter,
     UnknownDeadLetterError,
 )
-from plaita.domain.envelope import TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 
 from .conftest import FakeClock, SequentialIds
 
@@ -23,7 +23,14 @@ DLQ_KEY = "plaita:q:{default}:dlq"
 async def _dead_letters(queue: MemoryTaskQueue, count: int) -> list[str]:
     for n in range(count):
         await queue.enqueue(
-            TaskEnvelope.start(execution_id=f"x-{n}", flow_id="f", version="1", params={}, now_ms=1)
+            TaskEnvelope.start(
+                execution_id=f"x-{n}",
+                flow_id="f",
+                version="1",
+                params={},
+                now_ms=1,
+                generations=LEGACY_GENERATIONS,
+            )
         )
     return [
         await queue.dead_letter(delivery, "budget spent")

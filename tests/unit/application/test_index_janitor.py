@@ -71,14 +71,18 @@ async def test_a_failing_store_is_logged_and_the_others_still_pruned(
         {"events": broken, "subscriptions": healthy}, plan_janitor(), clock=FakeClock()
     )
 
-    with caplog.at_level(logging.WARNING, logger="plaita.janitor"):
+    with caplog.at_level(logging.INFO, logger="plaita.janitor"):
         tick = await janitor.tick()
+        [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert (await janitor.tick()).pruned == {"events": 5, "subscriptions": 0}
 
     assert tick == JanitorTick({"subscriptions": 5}, failed=("events",))
-    [record] = caplog.records
-    assert "event=janitor.prune_failed store=events error=ConnectionError" in record.message
-    assert "retries at the next tick" in record.message
-    assert (await janitor.tick()).pruned == {"events": 5, "subscriptions": 0}
+    assert record.levelno == logging.WARNING and record.exc_info is None
+    assert "event=store.unreachable" in record.message
+    assert "loop=index_janitor.events error=ConnectionError" in record.message
+    assert "at most 60 s apart" in record.message
+    [recovered] = [r.getMessage() for r in caplog.records if "store.recovered" in r.getMessage()]
+    assert "failures=1" in recovered
 
 
 async def test_run_ticks_once_per_interval_until_stopped_without_sleeping() -> None:

@@ -18,7 +18,7 @@ from plaita.application.use_cases.dispatch import Disposition
 from plaita.application.use_cases.operator_controls import BulkProgress, ControlResult
 from plaita.application.use_cases.reap import ReapAction, ReapZombies
 from plaita.domain.budgets import Counter, CounterChange, CounterOp
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.errors import (
     ExecutionRunningError,
     InvalidOperatorRequestError,
@@ -77,6 +77,7 @@ class World:
             version="1",
             params={},
             now_ms=self.clock.now_ms(),
+            generations=LEGACY_GENERATIONS,
         )
 
     async def run(self, envelope: TaskEnvelope) -> str:
@@ -191,6 +192,7 @@ async def test_a_parked_carrier_keeps_its_age_stream_id_included(world: World) -
         flow_id="waiting",
         resume_type=ResumeType.CONTINUE,
         now_ms=world.clock.now_ms(),
+        generations=LEGACY_GENERATIONS,
     )
 
     result = await world.container.process_task()(carrier, message_id=f"{stream_ms}-0")
@@ -643,6 +645,7 @@ async def test_the_reaper_skips_a_paused_execution(world: World) -> None:
         holder_id="reaper",
         lease_ttl_ms=1000,
         controls=world.container.controls(),
+        generations=LEGACY_GENERATIONS,
     )
 
     report = await reaper()

@@ -33,7 +33,7 @@ from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.process_task import ProcessTask
 from plaita.application.use_cases.reap import ReapAction, ReapZombies
 from plaita.domain.dead_letter import ReplayOutcome, replay_execution_id
-from plaita.domain.envelope import CarrierKind, ResumeType, TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, CarrierKind, ResumeType, TaskEnvelope
 from plaita.domain.errors import ExecutionLeaseError, UnknownExecutionError
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.flow import Flow
@@ -102,6 +102,7 @@ class Ops:
             holder_id="reaper",
             lease_ttl_ms=LEASE_TTL_MS,
             sleep=sleep or self.clock.sleep,
+            generations=LEGACY_GENERATIONS,
         )
 
     def process(self) -> ProcessTask:
@@ -117,7 +118,9 @@ class Ops:
             handlers=handlers,
             clock=self.clock,
             ids=self.ids,
-            settings=StepSettings(holder_id="worker-a", lease_ttl_ms=LEASE_TTL_MS),
+            settings=StepSettings(
+                holder_id="worker-a", lease_ttl_ms=LEASE_TTL_MS, generations=LEGACY_GENERATIONS
+            ),
             counters=counters,
             delay=MemoryDelayQueue(self.clock, self.queue),
             tombstones=self.executions,
@@ -131,6 +134,7 @@ class Ops:
             params={},
             now_ms=self.clock.now_ms(),
             tenant_id=tenant_id,
+            generations=LEGACY_GENERATIONS,
         )
 
     async def dead_letter(self, fields: dict[str, str], reason: str = "boom") -> str:
@@ -396,6 +400,7 @@ async def test_delete_blocks_carriers_that_arrive_later(ops: Ops) -> None:
             flow_id="waiting",
             resume_type=ResumeType.EVENT,
             now_ms=ops.clock.now_ms(),
+            generations=LEGACY_GENERATIONS,
         )
     )
     for result in (late_start, late_event):

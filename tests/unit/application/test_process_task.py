@@ -18,7 +18,7 @@ from plaita.application.use_cases.events import PublishEvent
 from plaita.application.use_cases.executions import ResumeExecution
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.process_task import ProcessTask
-from plaita.domain.envelope import ResumeType
+from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType
 from plaita.domain.errors import (
     ExecutionLeaseError,
     HandlerNotAllowedError,
@@ -196,7 +196,9 @@ async def test_resume_of_an_unknown_execution_is_dead_lettered(twin: Twin) -> No
 
 async def test_a_long_dispatch_hands_over_to_a_fresh_carrier_before_acking(twin: Twin) -> None:
     """I0: a dispatch that stops early enqueues its continuation first; no node runs twice."""
-    twin.settings = StepSettings(holder_id="worker-a", max_steps_per_dispatch=1)
+    twin.settings = StepSettings(
+        holder_id="worker-a", max_steps_per_dispatch=1, generations=LEGACY_GENERATIONS
+    )
     result = await twin.process(twin.envelope_start(10))
     assert result.outcome == "yielded"
     outcomes = []
@@ -270,16 +272,24 @@ async def test_a_holder_that_cannot_renew_fences_itself_off(twin: Twin) -> None:
 
 async def test_resume_execution_enqueues_a_carrier_for_an_existing_execution(twin: Twin) -> None:
     await twin.process(twin.envelope_start(5000))
-    state = await ResumeExecution(executions=twin.executions, queue=twin.queue, clock=twin.clock)(
-        "x-1", ResumeType.CANCEL
-    )
+    state = await ResumeExecution(
+        executions=twin.executions,
+        queue=twin.queue,
+        clock=twin.clock,
+        generations=LEGACY_GENERATIONS,
+    )("x-1", ResumeType.CANCEL)
     assert state.status is ExecutionStatus.SUSPENDED
     [outcome] = await twin.drain_queue()
     assert outcome.outcome == "cancelled"
 
 
 async def test_resume_execution_of_an_unknown_execution_is_a_named_error(twin: Twin) -> None:
-    resume = ResumeExecution(executions=twin.executions, queue=twin.queue, clock=twin.clock)
+    resume = ResumeExecution(
+        executions=twin.executions,
+        queue=twin.queue,
+        clock=twin.clock,
+        generations=LEGACY_GENERATIONS,
+    )
     with pytest.raises(UnknownExecutionError, match="ghost"):
         await resume("ghost", ResumeType.CONTINUE)
 
@@ -347,7 +357,9 @@ async def test_a_node_out_of_retry_budget_ends_in_error_and_the_dead_letter_queu
         raise ConnectionError("database unavailable")
 
     twin.handlers = handler_registry(request=flaky)
-    twin.settings = StepSettings(holder_id="worker-a", default_retries=2)
+    twin.settings = StepSettings(
+        holder_id="worker-a", default_retries=2, generations=LEGACY_GENERATIONS
+    )
     outcomes = []
     envelope = twin.envelope_start(10)
     for _ in range(5):

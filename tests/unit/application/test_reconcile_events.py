@@ -26,7 +26,7 @@ from plaita.adapters.redis.reconciler_cursor import RedisReconcilerCursor
 from plaita.application.ports import ReconcilerCursor
 from plaita.application.use_cases.events import PublishEvent
 from plaita.application.use_cases.reconcile_events import ReconcileEvents, ReconcileRound
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.events import Event, EventQuery, EventSubscription
 from plaita.domain.execution import ExecutionState, ExecutionStatus, Suspension
 from plaita.domain.reconcile import ReconcileRoundError, ReconcileSettings
@@ -101,6 +101,7 @@ class World:
             cursor=self.cursor,
             clock=self.clock,
             settings=settings,
+            generations=LEGACY_GENERATIONS,
         )
 
     async def suspend(

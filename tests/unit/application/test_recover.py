@@ -21,7 +21,7 @@ from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.process_task import ProcessTask
 from plaita.application.use_cases.recover import RecoverAfterRestart, RecoveryReport
-from plaita.domain.envelope import TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED
@@ -75,7 +75,9 @@ class Process:
             handlers=handler_registry(step=lambda params, ctx: "stepped"),
             clock=self.clock,
             ids=SequentialIds("t"),
-            settings=StepSettings(holder_id="dev", max_steps_per_dispatch=1),
+            settings=StepSettings(
+                holder_id="dev", max_steps_per_dispatch=1, generations=LEGACY_GENERATIONS
+            ),
             counters=MemoryCounterStore(self.clock),
             delay=self.delay,
         )
@@ -99,6 +101,7 @@ class Process:
             subscriptions=self.subscriptions,
             flows=self.flows,
             clock=self.clock,
+            generations=LEGACY_GENERATIONS,
         )
 
 
@@ -119,6 +122,7 @@ def start(clock: FakeClock, execution_id: str, kind: str) -> TaskEnvelope:
         version=None,
         params={"kind": kind},
         now_ms=clock.now_ms(),
+        generations=LEGACY_GENERATIONS,
     )
 
 
@@ -166,6 +170,7 @@ async def test_every_live_execution_gets_its_way_forward_back(first: Process) ->
         executions=second.executions,
         queue=second.queue,
         clock=clock,
+        generations=LEGACY_GENERATIONS,
     )
     assert await filter_event(event.event_id) == 1, "the wait's subscription is back"
     for _ in range(3):

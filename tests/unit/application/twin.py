@@ -24,7 +24,7 @@ from plaita.application.use_cases.events import FilterEvent
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.process_task import ProcessTask
 from plaita.application.use_cases.start_execution import StartExecution
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED
 
@@ -86,7 +86,9 @@ class Twin:
     counters: MemoryCounterStore
     delay: MemoryDelayQueue
     dedup: MemoryDedupStore
-    settings: StepSettings = attrs.field(factory=lambda: StepSettings(holder_id="worker-a"))
+    settings: StepSettings = attrs.field(
+        factory=lambda: StepSettings(holder_id="worker-a", generations=LEGACY_GENERATIONS)
+    )
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     @property
@@ -117,7 +119,12 @@ class Twin:
         """StartExecution on this twin's queue and dedup claims (W6)."""
         claims = DedupClaims(dedup=self.dedup, executions=self.executions)
         return StartExecution(
-            flows=self.catalog, queue=self.queue, claims=claims, clock=self.clock, ids=self.ids
+            flows=self.catalog,
+            queue=self.queue,
+            claims=claims,
+            clock=self.clock,
+            ids=self.ids,
+            generations=LEGACY_GENERATIONS,
         )
 
     @property
@@ -128,6 +135,7 @@ class Twin:
             executions=self.executions,
             queue=self.queue,
             clock=self.clock,
+            generations=LEGACY_GENERATIONS,
         )
 
     def envelope_start(self, amount: int, execution_id: str = "x-1") -> TaskEnvelope:
@@ -137,6 +145,7 @@ class Twin:
             version="1",
             params={"amount": amount},
             now_ms=self.clock.now_ms(),
+            generations=LEGACY_GENERATIONS,
         )
 
     def resume(self, kind: ResumeType, execution_id: str = "x-1", **extra: Any) -> TaskEnvelope:
@@ -145,6 +154,7 @@ class Twin:
             flow_id="approval",
             resume_type=kind,
             now_ms=self.clock.now_ms(),
+            generations=LEGACY_GENERATIONS,
             **extra,
         )
 

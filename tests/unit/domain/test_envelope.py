@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from plaita.domain.envelope import (
     CURRENT_SCHEMA_VERSION,
+    LEGACY_GENERATIONS,
     CarrierKind,
     ResumeType,
     TaskEnvelope,
@@ -27,6 +28,7 @@ def test_a_start_carrier_has_no_resume_type_and_the_current_schema() -> None:
         now_ms=1_000,
         tenant_id="acme",
         dedup_key="order-7",
+        generations=LEGACY_GENERATIONS,
     )
     params["amount"] = 0
 
@@ -47,6 +49,7 @@ def test_a_resume_carrier_carries_its_resume_type(resume_type: ResumeType) -> No
         now_ms=2_000,
         event={"event_type": "approval_decision", "data": {"ok": True}},
         subscription_id="s-1",
+        generations=LEGACY_GENERATIONS,
     )
 
     assert envelope.kind is CarrierKind.RESUME
@@ -61,7 +64,13 @@ def test_the_resume_types_are_the_five_the_spec_names() -> None:
 
 def test_a_resume_carrier_without_resume_type_is_refused() -> None:
     with pytest.raises(ValueError, match="resume_type"):
-        TaskEnvelope(kind=CarrierKind.RESUME, execution_id="x", flow_id="f", timestamp_ms=0)
+        TaskEnvelope(
+            kind=CarrierKind.RESUME,
+            execution_id="x",
+            flow_id="f",
+            timestamp_ms=0,
+            generations=LEGACY_GENERATIONS,
+        )
 
 
 @pytest.mark.parametrize("resume_type", list(ResumeType))
@@ -73,12 +82,17 @@ def test_a_start_carrier_with_a_resume_type_is_refused(resume_type: ResumeType) 
             flow_id="f",
             timestamp_ms=0,
             resume_type=resume_type,
+            generations=LEGACY_GENERATIONS,
         )
 
 
 def test_envelopes_are_frozen() -> None:
     envelope = TaskEnvelope.resume(
-        execution_id="x", flow_id="f", resume_type=ResumeType.CONTINUE, now_ms=0
+        execution_id="x",
+        flow_id="f",
+        resume_type=ResumeType.CONTINUE,
+        now_ms=0,
+        generations=LEGACY_GENERATIONS,
     )
 
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
@@ -118,5 +132,11 @@ def test_a_carrier_must_name_a_valid_tenant(tenant_id: str) -> None:
     """W24: the tenant picks the key namespace, so it is checked like an identifier."""
     with pytest.raises(InvalidTenantIdError, match="tenant id"):
         TaskEnvelope.start(
-            execution_id="x", flow_id="f", version=None, params={}, now_ms=1, tenant_id=tenant_id
+            execution_id="x",
+            flow_id="f",
+            version=None,
+            params={},
+            now_ms=1,
+            tenant_id=tenant_id,
+            generations=LEGACY_GENERATIONS,
         )

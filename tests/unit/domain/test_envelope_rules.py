@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from plaita.domain.envelope import (
     CURRENT_SCHEMA_VERSION,
+    LEGACY_GENERATIONS,
     LEGACY_SCHEMA_VERSION,
     CarrierGenerations,
     CarrierKind,
@@ -141,12 +142,20 @@ def test_check_schema_version_raises_exactly_when_the_decision_rejects(version: 
 # --- carrier generations on the envelope (W12) ----------------------------------------------
 
 
-def test_an_envelope_without_generations_is_legacy() -> None:
-    """W12 rule 4: carriers written before generations existed stay executable."""
-    envelope = TaskEnvelope.start(execution_id="x", flow_id="f", version=None, params={}, now_ms=0)
+def test_a_new_carrier_must_name_the_generations_it_is_written_under() -> None:
+    """W12: forgetting the stamp fails at construction instead of writing a legacy carrier."""
+    with pytest.raises(TypeError, match="generations"):
+        TaskEnvelope.start(execution_id="x", flow_id="f", version=None, params={}, now_ms=0)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="generations"):
+        TaskEnvelope.resume(  # type: ignore[call-arg]
+            execution_id="x", flow_id="f", resume_type=ResumeType.CONTINUE, now_ms=0
+        )
 
-    assert envelope.generations == CarrierGenerations()
-    assert envelope.generations.is_legacy
+
+def test_the_legacy_stamp_names_no_generation() -> None:
+    """W12 rule 4: carriers written before generations existed stay executable."""
+    assert CarrierGenerations() == LEGACY_GENERATIONS
+    assert LEGACY_GENERATIONS.is_legacy
 
 
 @pytest.mark.parametrize(

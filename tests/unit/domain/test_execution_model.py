@@ -76,7 +76,7 @@ from plaita.domain.dedup import (
     decide_dedup_claim,
     decide_start,
 )
-from plaita.domain.envelope import ResumeType, TaskEnvelope, copy_envelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope, copy_envelope
 from plaita.domain.errors import (
     DefinitionDriftError,
     ExecutionLeaseError,
@@ -431,6 +431,7 @@ class ExecutionModel(RuleBasedStateMachine):
             now_ms=self.now,
             tenant_id=TENANT,
             dedup_key=self.dedup_key,
+            generations=LEGACY_GENERATIONS,
         )
         carrier = self._enqueue(start)
         if not read_at_once:
@@ -1275,6 +1276,7 @@ class ExecutionModel(RuleBasedStateMachine):
                     now_ms=self.now,
                     subscription_id=subscription,
                     tenant_id=TENANT,
+                    generations=LEGACY_GENERATIONS,
                 )
                 due = self.now + wait_ms
                 self._enqueue(timer, made_for=serial, due_ms=due)
@@ -1447,6 +1449,7 @@ class ExecutionModel(RuleBasedStateMachine):
             event={"event_type": "approval_decision", "data": {"approved": True}},
             subscription_id=subscription,
             tenant_id=TENANT,
+            generations=LEGACY_GENERATIONS,
         )
         self._enqueue(event, made_for=self.past_subscriptions[subscription])
 
@@ -1474,6 +1477,7 @@ class ExecutionModel(RuleBasedStateMachine):
                 resume_type=kind,
                 now_ms=self.now,
                 tenant_id=TENANT,
+                generations=LEGACY_GENERATIONS,
             )
         )
 
@@ -1570,6 +1574,7 @@ class ExecutionModel(RuleBasedStateMachine):
                     resume_type=ResumeType.CONTINUE,
                     now_ms=self.now,
                     tenant_id=TENANT,
+                    generations=LEGACY_GENERATIONS,
                 )
             )
         else:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.lease_conflict import (
     DECISION_CARRIERS,
     ConflictCarrier,
@@ -183,14 +183,27 @@ def test_the_registry_status_string_maps_to_a_holder_status(raw: str | None, sta
 
 
 def test_a_start_envelope_is_a_start_carrier() -> None:
-    envelope = TaskEnvelope.start(execution_id="x", flow_id="f", version=None, params={}, now_ms=0)
+    envelope = TaskEnvelope.start(
+        execution_id="x",
+        flow_id="f",
+        version=None,
+        params={},
+        now_ms=0,
+        generations=LEGACY_GENERATIONS,
+    )
 
     assert conflict_carrier(envelope) is C.START
 
 
 @pytest.mark.parametrize("resume_type", list(ResumeType))
 def test_a_resume_envelope_is_the_carrier_of_its_resume_type(resume_type: ResumeType) -> None:
-    envelope = TaskEnvelope.resume(execution_id="x", flow_id="f", resume_type=resume_type, now_ms=0)
+    envelope = TaskEnvelope.resume(
+        execution_id="x",
+        flow_id="f",
+        resume_type=resume_type,
+        now_ms=0,
+        generations=LEGACY_GENERATIONS,
+    )
 
     assert conflict_carrier(envelope).value == resume_type.value
 

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from plaita.domain.budgets import Counter, CounterChange, CounterOp
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.errors import InvalidOperatorRequestError
 from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus, Suspension
 from plaita.domain.operator_controls import (
@@ -217,8 +217,21 @@ def test_a_restart_resets_only_the_restarted_nodes_retry_counter() -> None:
 
 def carrier(resume_type: ResumeType | None) -> TaskEnvelope:
     if resume_type is None:
-        return TaskEnvelope.start(execution_id="x-1", flow_id="f", version="1", params={}, now_ms=5)
-    return TaskEnvelope.resume(execution_id="x-1", flow_id="f", resume_type=resume_type, now_ms=5)
+        return TaskEnvelope.start(
+            execution_id="x-1",
+            flow_id="f",
+            version="1",
+            params={},
+            now_ms=5,
+            generations=LEGACY_GENERATIONS,
+        )
+    return TaskEnvelope.resume(
+        execution_id="x-1",
+        flow_id="f",
+        resume_type=resume_type,
+        now_ms=5,
+        generations=LEGACY_GENERATIONS,
+    )
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,6 @@ from plaita.domain.reconcile import (
     ReconcilePageOverflowError,
     ReconcileSettings,
     delay_before_next_round_ms,
-    failure_backoff_ms,
     first_page,
     next_page,
     plan_window,
@@ -271,8 +270,3 @@ def test_retry_delays_never_shrink_and_stay_bounded(interval: int, failures: int
     delay = delay_before_next_round_ms(interval, consecutive_failures=failures)
     following = delay_before_next_round_ms(interval, consecutive_failures=failures + 1)
     assert interval <= delay <= following <= max(interval, MAX_RETRY_DELAY_MS)
-
-
-def test_read_and_filter_failures_back_off_from_a_tenth_of_a_second_to_five() -> None:
-    assert [failure_backoff_ms(n) for n in range(6)] == [0, 100, 200, 400, 800, 1600]
-    assert failure_backoff_ms(10_000) == 5_000

@@ -22,9 +22,7 @@ VALID: dict[str, object] = {
     "consumer_group": "workers",
     "consumer_name": "host-1-abc",
     "dlq_key": "tasks:dlq",
-    "delay_queue_name": "tasks:delay",
     "redis_url": "redis://127.0.0.1:6379/0",
-    "deployment_epoch": "2026-10",
     "lease_ttl_ms": 120_000,
     "claim_min_idle_ms": 60_000,
     "read_block_ms": 1000,
@@ -34,7 +32,6 @@ VALID: dict[str, object] = {
     "execution_deadline_ms": 1_800_000,
     "min_free_disk_gib": 20,
     "max_carrier_age_ms": 2_592_000_000,
-    "http_block_private": "1",
     "disable_holder_liveness": False,
     "flow_cache_size": 100,
     "flow_cache_ttl_seconds": 300,
@@ -121,7 +118,7 @@ def test_an_unknown_security_switch_value_is_a_problem(name: str, value: object)
 
 @pytest.mark.parametrize("value", ["0", "1", "true", "FALSE", " True ", True, False])
 def test_known_security_switch_values_are_accepted(value: object) -> None:
-    assert _problems(http_block_private=value, disable_holder_liveness=value) == []
+    assert _problems(disable_holder_liveness=value) == []
 
 
 @pytest.mark.parametrize(
@@ -158,7 +155,7 @@ def test_every_problem_is_listed_at_once() -> None:
             "lease_ttl_ms": -5,
             "max_deliveries": 0,
             "min_free_disk_gib": -1,
-            "http_block_private": "maybe",
+            "disable_holder_liveness": "maybe",
         }
     )
 
@@ -168,7 +165,7 @@ def test_every_problem_is_listed_at_once() -> None:
         "lease_ttl_ms",
         "max_deliveries",
         "min_free_disk_gib",
-        "http_block_private",
+        "disable_holder_liveness",
     ]
     error = check.error()
     assert isinstance(error, InvalidConfigurationError)

@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from plaita.adapters.memory.queue import MemoryTaskQueue
-from plaita.domain.envelope import TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 from plaita.entrypoints.metrics import PrometheusMetrics
 from plaita.entrypoints.worker_chores import report_dead_letter_drops
 
@@ -19,7 +19,14 @@ from ..application.conftest import FakeClock
 async def _dead_letter(queue: MemoryTaskQueue, count: int) -> None:
     for n in range(count):
         await queue.enqueue(
-            TaskEnvelope.start(execution_id=f"x-{n}", flow_id="f", version="1", params={}, now_ms=1)
+            TaskEnvelope.start(
+                execution_id=f"x-{n}",
+                flow_id="f",
+                version="1",
+                params={},
+                now_ms=1,
+                generations=LEGACY_GENERATIONS,
+            )
         )
     for delivery in await queue.read("w1", count=count, block_ms=0):
         await queue.dead_letter(delivery, "budget spent")

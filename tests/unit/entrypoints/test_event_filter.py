@@ -24,7 +24,7 @@ from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.ports import EventNotification
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.reconcile_events import ReconcileEvents, ReconcileRound
-from plaita.domain.envelope import ResumeType
+from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType
 from plaita.domain.events import Event, EventQuery, EventSubscription
 from plaita.domain.execution import ExecutionState, ExecutionStatus, Suspension
 from plaita.domain.reconcile import ReconcileSettings, ReconcileWindow
@@ -103,6 +103,7 @@ class World:
             executions=self.executions,
             queue=self.queue,
             clock=self.clock,
+            generations=LEGACY_GENERATIONS,
         )
 
     def reconcile(self) -> ReconcileEvents:
@@ -114,6 +115,7 @@ class World:
             cursor=self.cursor,
             clock=self.clock,
             settings=ReconcileSettings(settle_ms=0),
+            generations=LEGACY_GENERATIONS,
         )
 
     def service(self, **overrides: object) -> EventFilterService:
@@ -272,16 +274,18 @@ async def test_a_failed_filter_leaves_its_notification_pending_and_the_service_g
     async def second_done() -> bool:
         return service.stats.filtered == 1
 
-    with caplog.at_level(logging.WARNING, logger="plaita.event_filter"):
+    with caplog.at_level(logging.INFO, logger="plaita.outages"):
         await run_until(service, second_done)
 
     assert await world.resumed() == ["x-2"]
     assert await world.events.pending() == [poison.event_id]
     assert service.stats.filter_failures == 1
     assert world.pause.delays[0] == pytest.approx(0.1)
-    [warning] = [r for r in caplog.records if "filter_failed" in r.getMessage()]
-    assert warning.levelno == logging.WARNING
+    warning, recovered = (r for r in caplog.records if r.name == "plaita.outages")
+    assert warning.levelno == logging.WARNING and warning.exc_info is None
+    assert warning.getMessage().startswith("event=store.unreachable store=redis loop=filter ")
     assert poison.event_id in warning.getMessage() and "StoreDown" in warning.getMessage()
+    assert recovered.getMessage().startswith("event=store.recovered store=redis failures=1 ")
 
 
 async def test_failed_reads_back_off_and_the_service_goes_on(world: World) -> None:
@@ -342,7 +346,7 @@ async def test_a_failing_reconcile_round_does_not_stop_the_service(
     async def recovered() -> bool:
         return service.stats.rounds >= 1
 
-    with caplog.at_level(logging.INFO, logger="plaita.event_filter"):
+    with caplog.at_level(logging.INFO, logger="plaita.outages"):
         await run_until(service, recovered)
 
     assert service.stats.failed_rounds == 2
@@ -352,9 +356,15 @@ async def test_a_failing_reconcile_round_does_not_stop_the_service(
     # Back-off after each failure (2 and 4 intervals), the interval after the success.
     round_delays = [d for d in world.pause.delays if d >= 1]
     assert round_delays[:3] == [60.0, 120.0, 30.0]
-    failures = [r for r in caplog.records if "round_failed" in r.getMessage()]
-    assert len(failures) == 2 and all(r.levelno == logging.WARNING for r in failures)
-    assert "listing refused" in failures[0].getMessage()
+    # Two failed rounds are one outage: one WARNING (no traceback), one INFO at its end.
+    outage = [r for r in caplog.records if r.name == "plaita.outages"]
+    assert [(r.levelno, r.getMessage().split()[0]) for r in outage] == [
+        (logging.WARNING, "event=store.unreachable"),
+        (logging.INFO, "event=store.recovered"),
+    ]
+    assert "loop=reconcile" in outage[0].getMessage() and outage[0].exc_info is None
+    assert "listing refused" in outage[0].getMessage()
+    assert "failures=2" in outage[1].getMessage()
     assert await world.cursor.get() is not None
 
 

@@ -9,7 +9,7 @@ import pytest
 from dependency_injector import providers
 
 from plaita.application.tenancy import tenant_scope
-from plaita.domain.envelope import TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 from plaita.domain.errors import InvalidConfigurationError
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.entrypoints.container import build_container
@@ -93,7 +93,14 @@ async def test_the_dlq_cap_reaches_the_queue_and_the_budget_generation() -> None
     queue = container.queue()
     for n in range(3):
         await queue.enqueue(
-            TaskEnvelope.start(execution_id=f"x-{n}", flow_id="f", version="1", params={}, now_ms=1)
+            TaskEnvelope.start(
+                execution_id=f"x-{n}",
+                flow_id="f",
+                version="1",
+                params={},
+                now_ms=1,
+                generations=LEGACY_GENERATIONS,
+            )
         )
     for delivery in await queue.read("w1", count=3, block_ms=0):
         await queue.dead_letter(delivery, "budget spent")

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from plaita.application.outages import StoreOutages
 from plaita.entrypoints.janitor import run_state_sweeper
 
 
@@ -42,6 +43,9 @@ class Container:
     def clock(self) -> Clock:
         return Clock()
 
+    def outages(self) -> StoreOutages:
+        return StoreOutages("the database", log=logging.getLogger("plaita.janitor"))
+
 
 async def test_a_full_pass_goes_again_and_a_failed_one_is_retried(
     caplog: pytest.LogCaptureFixture,
@@ -55,7 +59,11 @@ async def test_a_full_pass_goes_again_and_a_failed_one_is_retried(
         )
 
     assert store.calls == [(1_000, 3)] * 3
-    assert any("sweep.failed" in r.message for r in caplog.records)
+    assert any(
+        "event=store.unreachable" in r.message and "loop=state_sweeper" in r.message
+        for r in caplog.records
+    )
+    assert any("event=store.recovered" in r.message for r in caplog.records)
     assert any("sweep.done removed=3" in r.message for r in caplog.records)
 
 

@@ -10,13 +10,14 @@ import pytest
 from dependency_injector import providers
 
 from plaita.adapters.memory.queue import MemoryTaskQueue
-from plaita.domain.envelope import TaskEnvelope
+from plaita.application.outages import LoopOutage, StoreOutages
+from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 from plaita.domain.events import Event
 from plaita.domain.retention import NOTIFICATION_GRACE_MS
 from plaita.entrypoints.container import build_container
 from plaita.entrypoints.janitor import run_notification_trim
 from plaita.entrypoints.settings import Settings
-from plaita.entrypoints.stream_trimming import keep_trimming
+from plaita.entrypoints.stream_trimming import keep_trimming, trim_backoff
 
 from ..application.conftest import FakeClock
 
@@ -40,12 +41,21 @@ class ScriptedTrim:
         return outcome
 
 
+def a_loop(every_seconds: float) -> LoopOutage:
+    outages = StoreOutages("redis", log=logging.getLogger("plaita.outages"))
+    return outages.loop(
+        "stream_trim", consequence="acked entries stay", backoff=trim_backoff(every_seconds)
+    )
+
+
 async def test_it_trims_every_interval_until_stopped(caplog: pytest.LogCaptureFixture) -> None:
     stop = asyncio.Event()
     trim = ScriptedTrim(stop, 3, 0, 5)
 
     with caplog.at_level(logging.INFO, logger="plaita.streams"):
-        await asyncio.wait_for(keep_trimming(trim, stop, stream="tasks", every_seconds=0.01), 5)
+        await asyncio.wait_for(
+            keep_trimming(trim, stop, stream="tasks", outage=a_loop(0.01), every_seconds=0.01), 5
+        )
 
     assert len(trim.calls) == 3
     assert [r.getMessage() for r in caplog.records] == [
@@ -54,22 +64,24 @@ async def test_it_trims_every_interval_until_stopped(caplog: pytest.LogCaptureFi
     ]
 
 
-async def test_a_failing_trim_is_logged_backed_off_and_retried(
+async def test_a_failing_trim_backs_off_and_reports_one_outage(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """A store outage: one WARNING when it begins, one INFO when it ends, the pause doubling
+    from one interval; never a traceback."""
     stop = asyncio.Event()
     trim = ScriptedTrim(stop, ConnectionError("down"), ConnectionError("down"), 1)
 
-    with caplog.at_level(logging.WARNING, logger="plaita.streams"):
-        await asyncio.wait_for(keep_trimming(trim, stop, stream="tasks", every_seconds=0.02), 5)
+    with caplog.at_level(logging.INFO):
+        await asyncio.wait_for(
+            keep_trimming(trim, stop, stream="tasks", outage=a_loop(0.02), every_seconds=0.02), 5
+        )
 
-    warnings = [r.getMessage() for r in caplog.records]
-    assert [w.split(":")[0] for w in warnings] == [
-        "event=stream.trim_failed stream=tasks failures=1 error=ConnectionError('down')",
-        "event=stream.trim_failed stream=tasks failures=2 error=ConnectionError('down')",
-    ]
-    assert "nothing is lost" in warnings[0] and "retrying in 0.02 s" in warnings[0]
-    assert "retrying in 0.04 s" in warnings[1]
+    outage = [r for r in caplog.records if r.name == "plaita.outages"]
+    assert [r.levelno for r in outage] == [logging.WARNING, logging.INFO]
+    assert "event=store.unreachable" in outage[0].getMessage()
+    assert "event=store.recovered" in outage[1].getMessage()
+    assert all(r.exc_info is None for r in caplog.records)
     first, second, third = trim.calls
     assert third - second >= 0.04 > second - first - 0.001  # the pause doubled
 
@@ -82,7 +94,14 @@ async def test_the_worker_trims_the_task_stream_it_reads() -> None:
     queue = MemoryTaskQueue(clock)
     for n in range(3):
         await queue.enqueue(
-            TaskEnvelope.start(execution_id=f"x-{n}", flow_id="f", version="1", params={}, now_ms=1)
+            TaskEnvelope.start(
+                execution_id=f"x-{n}",
+                flow_id="f",
+                version="1",
+                params={},
+                now_ms=1,
+                generations=LEGACY_GENERATIONS,
+            )
         )
     first, second, third = await queue.read("w0", count=3, block_ms=0)
     await queue.ack(first.message_id)

@@ -15,7 +15,7 @@ from plaita.adapters.system import SystemClock
 from plaita.application.ports import Delivery
 from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
 from plaita.application.use_cases.dispatch import DispatchResult, Disposition
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.entrypoints.worker import KeyedLocks, Worker
 
@@ -24,13 +24,22 @@ from ..application.conftest import FakeClock
 
 def start(execution_id: str = "x-1") -> TaskEnvelope:
     return TaskEnvelope.start(
-        execution_id=execution_id, flow_id="f", version="1", params={}, now_ms=1
+        execution_id=execution_id,
+        flow_id="f",
+        version="1",
+        params={},
+        now_ms=1,
+        generations=LEGACY_GENERATIONS,
     )
 
 
 def resume(execution_id: str = "x-1") -> TaskEnvelope:
     return TaskEnvelope.resume(
-        execution_id=execution_id, flow_id="f", resume_type=ResumeType.CONTINUE, now_ms=1
+        execution_id=execution_id,
+        flow_id="f",
+        resume_type=ResumeType.CONTINUE,
+        now_ms=1,
+        generations=LEGACY_GENERATIONS,
     )
 
 
@@ -45,6 +54,9 @@ class ScriptedStep:
     seen: list[str] = attrs.field(factory=list)
     running: set[str] = attrs.field(factory=set)
     overlapped: bool = False
+
+    def foreign(self, envelope: TaskEnvelope, message_id: str | None) -> DispatchResult | None:
+        return None  # one pool: every carrier was written under this worker's rules
 
     async def __call__(
         self, envelope: TaskEnvelope, *, message_id: str | None = None, reclaimed: bool = False
@@ -206,6 +218,9 @@ class GatedStep:
     gate: asyncio.Event | None = attrs.field(factory=asyncio.Event)
     started: asyncio.Event = attrs.field(factory=asyncio.Event)
     cancelled: bool = False
+
+    def foreign(self, envelope: TaskEnvelope, message_id: str | None) -> DispatchResult | None:
+        return None  # one pool: every carrier was written under this worker's rules
 
     async def __call__(
         self, envelope: TaskEnvelope, *, message_id: str | None = None, reclaimed: bool = False

@@ -17,7 +17,7 @@ from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.application.ports import WorkerInstance
 from plaita.application.use_cases.dispatch import DispatchResult, Disposition
 from plaita.domain.config_generations import RuntimeConfig, generations_of
-from plaita.domain.envelope import ResumeType, TaskEnvelope
+from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.errors import InvalidConfigurationError
 from plaita.domain.worker_state import WorkerStatus, registration_retry_delay
 from plaita.entrypoints.cli import main
@@ -208,6 +208,9 @@ class Answering:
     answers: dict[str, tuple[str, Disposition]] = attrs.field(factory=dict)
     seen: list[str] = attrs.field(factory=list)
 
+    def foreign(self, envelope: TaskEnvelope, message_id: str | None) -> DispatchResult | None:
+        return None  # one pool: every carrier was written under this worker's rules
+
     async def __call__(
         self, envelope: TaskEnvelope, *, message_id: str | None = None, reclaimed: bool = False
     ) -> DispatchResult:
@@ -220,7 +223,11 @@ class Answering:
 
 def resume(execution_id: str, kind: ResumeType, now_ms: int) -> TaskEnvelope:
     return TaskEnvelope.resume(
-        execution_id=execution_id, flow_id="f", resume_type=kind, now_ms=now_ms
+        execution_id=execution_id,
+        flow_id="f",
+        resume_type=kind,
+        now_ms=now_ms,
+        generations=LEGACY_GENERATIONS,
     )
 
 
