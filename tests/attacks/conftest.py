@@ -25,10 +25,23 @@ from typing import Any
 import pytest
 import redis
 
-# The process tests' runner and its fixture (imported, it serves this folder too).
-from ..integration.conftest import REDIS_URL, Plaita, plaita, poll, worker_args
+from ..integration.conftest import (
+    REDIS_URL,
+    Plaita,
+    isolated_plaita,
+    poll,
+    share_fault_timings,
+    worker_args,
+)
 
-__all__ = ["plaita"]
+
+@pytest.fixture
+def plaita(tmp_path: Path) -> Iterator[Plaita]:
+    """The process tests' runner on the shared test Redis, in a namespace of its own, its
+    pool sharing the suites' short timings (a test may ``share`` other budgets first)."""
+    with isolated_plaita(tmp_path) as runner:
+        share_fault_timings(runner)
+        yield runner
 
 
 @pytest.fixture
@@ -86,6 +99,7 @@ def private_plaita(tmp_path: Path) -> Iterator[Plaita]:
     """``plaita`` processes on a redis-server of this test alone; all stopped at teardown."""
     with _private_redis_server(tmp_path) as url:
         runner = Plaita(url, f"plaita-attack-{uuid.uuid4().hex[:8]}", tmp_path)
+        share_fault_timings(runner)
         try:
             yield runner
         finally:
@@ -99,11 +113,11 @@ def start_with_inputs(
     """Start one execution of ``flow_id`` per input, through ``StartExecution``, in-process."""
     from plaita.application.tenancy import tenant_scope
     from plaita.entrypoints.container import build_container
-    from plaita.entrypoints.settings import Settings
 
     async def start_all() -> list[str]:
-        settings = Settings(backend="redis", redis_url=plaita.redis_url, namespace=plaita.namespace)
-        container = build_container(settings)
+        # The pool's own settings: a producer of another budget generation would have its
+        # carriers left pending by every worker (W12).
+        container = build_container(plaita.settings())
         try:
             start = container.start_execution()
             with tenant_scope("default"):

@@ -15,20 +15,29 @@ import os
 import re
 import signal
 import time
+import uuid
 from typing import Any
 
 import pytest
 
 from ..integration import fault_handlers
-from ..integration.conftest import FLOW_FILE, FLOW_ID, HANDLER_MODULE, Plaita, poll
+from ..integration.conftest import (
+    FLOW_FILE,
+    FLOW_ID,
+    HANDLER_MODULE,
+    Plaita,
+    poll,
+    worker_args,
+)
 from .conftest import spawn_worker
 
 pytestmark = [pytest.mark.process]
 
 DEFAULT_MAX_DELIVERIES = 5
 #: A lease that outlives two reclaim rounds: after a kill, two reclaims meet the dead holder's
-#: live lease and are skipped before one runs (three Redis deliveries per kill).
-LONG_LEASE = ["--lease-ttl-seconds", "6", "--claim-min-idle-ms", "2500"]
+#: live lease and are skipped before one runs (three Redis deliveries per kill). A budget
+#: setting, so the whole pool (workers and the CLI) shares it (W12).
+LONG_LEASE = {"lease_ttl_seconds": 6, "claim_min_idle_ms": 2500}
 
 
 def start(plaita: Plaita, plan: dict[str, Any]) -> str:
@@ -51,10 +60,9 @@ def runs_of(plaita: Plaita, execution_id: str, node: str) -> int:
 def test_two_kills_of_a_step_that_never_fails_do_not_end_its_execution(
     plaita: Plaita,
 ) -> None:
+    plaita.share(**LONG_LEASE)
     plaita.run("flows", "register", FLOW_FILE, "--handler-modules", HANDLER_MODULE)
-    workers = {
-        name: spawn_worker(plaita, name, *LONG_LEASE, concurrency=4) for name in ("w1", "w2", "w3")
-    }
+    workers = {name: spawn_worker(plaita, name, concurrency=4) for name in ("w1", "w2", "w3")}
     execution_id = start(plaita, {"b": {"sleep": 2.5}})
     for kill in range(1, 3):
         # Kill whichever worker runs b now, as soon as it runs it.
@@ -92,7 +100,11 @@ def test_a_step_that_always_kills_its_worker_runs_max_deliveries_times_and_dead_
         alive = [p for p, _ in plaita.processes if p.poll() is None]
         if len(alive) < 2:
             spawned += 1
-            spawn_worker(plaita, f"supervised-{spawned}", concurrency=4)
+            # Not spawn_worker: a supervised worker may take the poison step and die at once.
+            plaita.spawn(
+                f"supervised-{spawned}",
+                *worker_args(f"supervised-{spawned}-{uuid.uuid4().hex[:6]}", concurrency=4),
+            )
         done = plaita.run("executions", "show", execution_id, "--json", check=False)
         if done.returncode == 0:
             view = json.loads(done.stdout)
