@@ -268,4 +268,5 @@ def reap(
             f"idle={item.idle_ms // 1000}s"
         )
     counts = ", ".join(f"{n} {action}" for action, n in report.counts().items() if n)
-    click.echo(f"{len(report.items)} executions looked at: {counts or 'none'}")
+    looked = len(report.items)
+    click.echo(f"{looked} execution{'' if looked == 1 else 's'} looked at: {counts or 'none'}")
