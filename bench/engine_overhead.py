@@ -8,7 +8,8 @@ samples. What is measured is the engine itself (no Redis, no network):
 - ``distributed``: one ``arun_distributed`` call per node, on a fresh ``FlowExecution``
   whose context is restored from its JSON between steps, as a worker restores it from the
   checkpoint.
-- ``process-task``: the worker step (``ProcessTask``) on the memory twin: lease, load,
+- ``process-task``: the worker step (``ProcessTask``) on the memory twin, as the container
+  wires it (pause gate, tombstone, attempts included): lease, load,
   advance, checkpoint (JSON), release. ``1 dispatch`` runs the whole chain in one dispatch
   (a checkpoint per node); ``1 node/dispatch`` hands over to a fresh carrier after every
   node (enqueue, read, ack through the memory queue), as a worker does between resumes.
@@ -38,22 +39,21 @@ import types
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from plaita.adapters.memory.flows import MemoryFlowRepository
-from plaita.adapters.memory.lease import MemoryLeaseManager
-from plaita.adapters.memory.queue import MemoryTaskQueue
-from plaita.adapters.memory.storage import MemoryExecutionRepository
-from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
-from plaita.adapters.system import SystemClock, UuidGenerator
+import attrs
+from dependency_injector import providers
+
 from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.execution import FlowExecution, RunOptions
 from plaita.application.handlers import HandlerRegistry
-from plaita.application.use_cases.dispatch import Disposition, StepSettings
-from plaita.application.use_cases.flows import FlowCatalog
-from plaita.application.use_cases.process_task import ProcessTask
-from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
+from plaita.application.tenancy import tenant_scope
+from plaita.application.use_cases.step import Disposition
+from plaita.domain.envelope import TaskEnvelope
 from plaita.domain.execution import Suspension
 from plaita.domain.flow import EventNode, Flow, SleepNode
 from plaita.domain.flow_owners import SHARED
+from plaita.domain.tenancy import DEFAULT_TENANT
+from plaita.entrypoints.container import build_container
+from plaita.entrypoints.settings import Settings
 
 JSON = Any
 Run = Callable[[], Awaitable[int]]  # runs one execution, returns the number of nodes it ran
@@ -98,8 +98,10 @@ class NoWaits:
         raise AssertionError("no sleep nodes in the benchmark chain")
 
 
-CLOCK = SystemClock()
-IDS = UuidGenerator()
+#: The clock and ids every mode uses: the container's, as in every plaita process.
+_SYSTEM = build_container(Settings(backend="memory"))
+CLOCK = _SYSTEM.clock()
+IDS = _SYSTEM.ids()
 
 
 def normal(flow: Flow) -> Run:
@@ -144,30 +146,23 @@ def distributed(flow: Flow) -> Run:
 
 
 class Twin:
-    """The memory adapters and the worker step, wired as tests/unit/application does."""
+    """The worker step on the memory twin, wired by the container as ``plaita dev`` is."""
 
     def __init__(self, flow: Flow, *, nodes_per_dispatch: int) -> None:
         self.flow = flow
-        self.leases = MemoryLeaseManager(CLOCK)
-        self.executions = MemoryExecutionRepository(self.leases)
-        self.queue = MemoryTaskQueue(CLOCK)
-        self.flows = MemoryFlowRepository()
-        self.catalog = FlowCatalog(self.flows, HANDLERS)
-        self.process = ProcessTask(
-            executions=self.executions,
-            leases=self.leases,
-            flows=self.catalog,
-            queue=self.queue,
-            subscriptions=MemorySubscriptionStore(),
-            handlers=HANDLERS,
-            clock=CLOCK,
-            ids=IDS,
-            settings=StepSettings(
-                holder_id="bench-worker",
-                max_steps_per_dispatch=nodes_per_dispatch,
-                generations=LEGACY_GENERATIONS,
-            ),
+        container = build_container(
+            Settings(backend="memory", consumer_name="bench-worker", handler_modules=("bench",))
         )
+        container.handlers.override(providers.Object(HANDLERS))
+        settings = attrs.evolve(
+            container.step_settings(), max_steps_per_dispatch=nodes_per_dispatch
+        )
+        container.step_settings.override(providers.Object(settings))
+        self.generations = container.generations()
+        self.queue = container.queue()
+        self.executions = container.executions()
+        self.catalog = container.flows()
+        self.process = container.process_task()
 
     async def setup(self) -> None:
         await self.catalog.register(self.flow, owner=SHARED)
@@ -182,7 +177,7 @@ class Twin:
                 version=self.flow.version,
                 params={},
                 now_ms=CLOCK.now_ms(),
-                generations=LEGACY_GENERATIONS,
+                generations=self.generations,
             )
         )
         outcome = "started"
@@ -194,7 +189,8 @@ class Twin:
                 raise RuntimeError(f"unexpected dispatch result {result}")
             await self.queue.ack(delivery.message_id)
             outcome = result.outcome
-        state = await self.executions.load(execution_id)
+        with tenant_scope(DEFAULT_TENANT):
+            state = await self.executions.load(execution_id)
         if state is None or state.status.value != "completed":
             raise RuntimeError(f"execution {execution_id} did not complete: {state}")
         return state.steps

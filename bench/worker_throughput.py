@@ -58,7 +58,6 @@ from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.settings import Settings
-from plaita.entrypoints.worker import Presence, Worker
 
 HANDLER_MODULE = "plaita_bench_noop"
 
@@ -120,6 +119,7 @@ def container_for(args: argparse.Namespace, namespace: str) -> tuple[Settings, C
         concurrency=args.concurrency,
         read_block_ms=args.read_block_ms,
         consumer_name=f"{namespace}-worker",
+        drain_timeout_seconds=5.0,
     )
     container = build_container(settings)
     container.handlers.override(
@@ -167,7 +167,7 @@ async def delete_namespace(client: redis.Redis, namespace: str) -> int:
 
 async def one_run(args: argparse.Namespace, profiler: cProfile.Profile | None = None) -> RunResult:
     namespace = f"plaita-bench-{uuid.uuid4().hex[:12]}"
-    settings, container = container_for(args, namespace)
+    _, container = container_for(args, namespace)
     # The poll, the CPU probe and the clean-up have their own client: not the worker's pool.
     observer = redis.Redis.from_url(args.redis_url, decode_responses=True)
     try:
@@ -194,28 +194,7 @@ async def one_run(args: argparse.Namespace, profiler: cProfile.Profile | None = 
             ids.append(execution_id)
             enqueued_ms[execution_id] = now_ms
 
-        presence = Presence(
-            container.registry(),
-            instance_id=settings.consumer_name,
-            clock=container.clock(),
-            lease_ttl_ms=settings.lease_ttl_ms,
-            generations=container.generations(),
-        )
-        worker = Worker(
-            queue=queue,
-            process=container.process_task(),
-            delay=container.delay_queue(),
-            clock=container.clock(),
-            consumer=settings.consumer_name,
-            concurrency=settings.concurrency,
-            read_block_ms=settings.read_block_ms,
-            claim_min_idle_ms=settings.claim_min_idle_ms,
-            leases=container.leases(),
-            guard=container.dead_letter_guard(),
-            presence=presence,
-            drain_timeout_seconds=5.0,
-            dlq_length=container.dlq_length(),
-        )
+        worker = container.worker()
         stop = asyncio.Event()
         deadline = time.monotonic() + args.timeout
         if profiler is not None:

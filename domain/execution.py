@@ -191,6 +191,12 @@ class ExecutionState:
     def is_terminal(self) -> bool:
         return self.status.is_terminal
 
+    @property
+    def stopped_at(self) -> str | None:
+        """Where a failed or cancelled execution stopped: its error's node, else its next
+        node — where a wake-up (W7) or an operator retry (W23) runs it again."""
+        return self.error.node_id if self.error and self.error.node_id else self.next_node_id
+
     def transition(self, target: ExecutionStatus, *, now_ms: int, **changes: Any) -> ExecutionState:
         """Return the state moved to ``target``; ``IllegalTransitionError`` if not allowed."""
         check_transition(self.status, target)

@@ -175,7 +175,7 @@ def decide_retry(
             f"execution {xid!r} is suspended at node {waiting!r} and waits for its event or "
             "timer; name the node to move it to with --from-node",
         )
-    node = from_node if from_node is not None else retry_node_of(state)
+    node = from_node if from_node is not None else state.stopped_at
     if node is None or node not in flow_nodes:
         where = "" if from_node is not None else " (where it was cancelled)"
         known = ", ".join(sorted(flow_nodes))
@@ -188,11 +188,6 @@ def decide_retry(
     return RetryDecision(
         Verdict.PROCEED, "restart", f"restart {xid} at {node}", RetryKind.RESTART, node
     )
-
-
-def retry_node_of(state: ExecutionState) -> str | None:
-    """Where a cancelled or failed execution stopped: its error's node, else its next node."""
-    return state.error.node_id if state.error and state.error.node_id else state.next_node_id
 
 
 def restart_at(
@@ -223,8 +218,12 @@ def restart_at(
 
 
 def restart_counter_changes(node_id: str) -> tuple[CounterChange, ...]:
-    """A fresh budget for the restarted node only (W8: siblings keep theirs)."""
-    return (CounterChange(Counter.NODE_RETRIES, CounterOp.RESET, node_id),)
+    """A fresh budget for the restarted node only, retries and crashed attempts alike (W2, W8:
+    siblings keep theirs)."""
+    return (
+        CounterChange(Counter.NODE_RETRIES, CounterOp.RESET, node_id),
+        CounterChange(Counter.NODE_CRASHES, CounterOp.RESET, node_id),
+    )
 
 
 def carrier_parkable(envelope: TaskEnvelope) -> bool:

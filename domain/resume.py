@@ -44,8 +44,8 @@ import attrs
 
 from plaita.domain.budgets import DETERMINISTIC_FAILURE_MAX as DETERMINISTIC_FAILURE_MAX
 from plaita.domain.budgets import G1_MAX_WAKEUPS as G1_MAX_WAKEUPS
+from plaita.domain.budgets import CounterChange, WakeupRefusal, decide_wakeup
 from plaita.domain.budgets import WakeUpCaps as WakeUpCaps
-from plaita.domain.budgets import WakeupRefusal, decide_wakeup
 from plaita.domain.envelope import ResumeType
 from plaita.domain.errors import DefinitionDriftError, PlaitaError, ResumeProtocolError
 from plaita.domain.execution import ExecutionState, ExecutionStatus
@@ -113,6 +113,9 @@ class ExecutionView:
     g1_wakeups: int = 0
     consecutive_failures: int = 0
     cancel_requested: bool = False
+    #: Where it stopped, once it ended (``ExecutionState.stopped_at``): a wake-up restarts a
+    #: failed one there (W7).
+    stopped_at: str | None = None
 
     @classmethod
     def of(
@@ -138,6 +141,7 @@ class ExecutionView:
             g1_wakeups=g1_wakeups,
             consecutive_failures=consecutive_failures,
             cancel_requested=cancel_requested,
+            stopped_at=state.stopped_at if state.is_terminal else None,
         )
 
 
@@ -151,19 +155,29 @@ class ResumeRequest:
 
 @attrs.frozen
 class CurrentDefinition:
-    """The deployed flow's fingerprint and the one of its graph from the execution's node."""
+    """The deployed flow's fingerprint and the one of its graph from the execution's node;
+    its start node, where a wake-up restarts an execution that failed before any node."""
 
     fingerprint: str
     subgraph_fingerprint: str | None = None
+    start_node_id: str | None = None
 
 
 @attrs.frozen
 class ResumeDecision:
+    """What to do with a resume carrier, and everything needed to do it.
+
+    A wake-up names the counter changes it spends (``counter_changes``: one wake-up more, a
+    fresh budget for every node) and the node it restarts at (``restart_node_id``).
+    """
+
     kind: ResumeKind
     reason: ResumeReason
     detail: str
     log_warning: str | None = None
     error: PlaitaError | None = attrs.field(default=None, eq=False)
+    counter_changes: tuple[CounterChange, ...] = ()
+    restart_node_id: str | None = None
 
     @property
     def take_lease(self) -> bool:
@@ -253,17 +267,26 @@ def _wake_up(
     if execution.cancel_requested:
         return ResumeDecision(refuse, ResumeReason.CANCEL_REQUESTED, f"{xid} is to be cancelled")
     # Without these caps, wake -> fresh budget -> fail -> wake burnt a sandbox 5 times a day (#73).
-    refusal = decide_wakeup(
+    wake = decide_wakeup(
         wakeups=execution.g1_wakeups, no_fail_streak=execution.consecutive_failures, caps=caps
-    ).refusal
-    if refusal is not None:
-        detail = _refusal_detail(execution, refusal, caps)
-        return ResumeDecision(refuse, ResumeReason(refusal.value), detail)
+    )
+    if wake.refusal is not None:
+        detail = _refusal_detail(execution, wake.refusal, caps)
+        return ResumeDecision(refuse, ResumeReason(wake.refusal.value), detail)
     if drift is DefinitionDrift.BREAKING:
         # It stays in error, so a retry after the definition is restored still wakes it.
         return _drifted(refuse, execution, current)
     warning = _drift_warning(execution, current, drift)
-    return ResumeDecision(ResumeKind.WAKE_UP, ResumeReason.WAKE_UP, f"wake {xid} up", warning)
+    return ResumeDecision(
+        ResumeKind.WAKE_UP,
+        ResumeReason.WAKE_UP,
+        f"wake {xid} up",
+        warning,
+        counter_changes=wake.counter_changes,
+        # Where it stopped; a failure before any node (a start that never checkpointed) starts
+        # again from the start node.
+        restart_node_id=execution.stopped_at or current.start_node_id,
+    )
 
 
 def _refusal_detail(execution: ExecutionView, refusal: WakeupRefusal, caps: WakeUpCaps) -> str:

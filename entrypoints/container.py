@@ -49,7 +49,6 @@ from plaita.application.handlers import HandlerRegistry
 from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
 from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.delete_execution import DeleteExecution
-from plaita.application.use_cases.dispatch import StepSettings
 from plaita.application.use_cases.dlq import ListDeadLetters, ReplayDeadLetter, ShowDeadLetter
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.executions import GetExecution, ResumeExecution
@@ -64,11 +63,11 @@ from plaita.application.use_cases.operator_controls import (
     RetryExecution,
     UnpauseExecution,
 )
-from plaita.application.use_cases.process_task import ProcessTask
 from plaita.application.use_cases.reap import ReapZombies
 from plaita.application.use_cases.reconcile_events import ReconcileEvents
 from plaita.application.use_cases.recover import RecoverAfterRestart
 from plaita.application.use_cases.start_execution import StartExecution
+from plaita.application.use_cases.step import ProcessTask, StepSettings
 from plaita.domain.config_generations import RuntimeConfig, generations_of
 from plaita.domain.janitor import plan_janitor
 from plaita.entrypoints.disk_guard import DiskGuard
@@ -333,11 +332,6 @@ class Container(containers.DeclarativeContainer):
     )
 
     #: None with ``--no-registry``: no record, and a lease conflict never acks (W5, W16).
-    worker_registry = providers.Selector(
-        providers.Callable(_registry_switch, config.registry_enabled),
-        on=registry,
-        off=providers.Object(None),
-    )
     dlq_key = providers.Callable(_dlq_key, config.dlq_key, redis_keys, config.queue_name)
     runtime_config = providers.Singleton(
         _runtime_config,
@@ -386,6 +380,7 @@ class Container(containers.DeclarativeContainer):
         max_deliveries=config.max_deliveries,
         max_carrier_age_ms=config.max_carrier_age_ms,
         holder_liveness_disabled=config.disable_holder_liveness,
+        registry_enabled=config.registry_enabled,
         generations=generations,
     )
     process_task = providers.Singleton(
@@ -401,10 +396,10 @@ class Container(containers.DeclarativeContainer):
         settings=step_settings,
         counters=counters,
         delay=delay_queue,
-        tombstones=executions,
-        registry=worker_registry,
+        registry=registry,
         dedup=dedup,
         inbox=inbox,
+        controls=controls,
         listeners=listeners,
     )
     dead_letter_guard = providers.Factory(
@@ -632,7 +627,6 @@ class Container(containers.DeclarativeContainer):
         concurrency=config.concurrency,
         read_block_ms=config.read_block_ms,
         claim_min_idle_ms=config.claim_min_idle_ms,
-        leases=leases,
         guard=dead_letter_guard,
         presence=presence,
         metrics=metrics,
@@ -643,9 +637,6 @@ class Container(containers.DeclarativeContainer):
         outages=outages,
         trim_every_seconds=config.stream_trim_interval_seconds,
     )
-
-    # The worker's pause gate and cancel flag read them too.
-    process_task.add_kwargs(controls=controls)
 
 
 def build_container(settings: Settings) -> Container:

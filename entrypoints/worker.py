@@ -26,12 +26,15 @@ from plaita.application.ports import (
     Clock,
     DelayQueue,
     Delivery,
-    LeaseManager,
     TaskQueue,
 )
 from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
-from plaita.application.use_cases.dispatch import DispatchResult, Disposition
-from plaita.application.use_cases.process_task import ProcessTask
+from plaita.application.use_cases.step import (
+    RECLAIM_SKIPPED,
+    DispatchResult,
+    Disposition,
+    ProcessTask,
+)
 from plaita.domain.envelope import ResumeType
 from plaita.domain.outages import Backoff
 from plaita.domain.worker_state import DrainState
@@ -51,7 +54,7 @@ from plaita.entrypoints.worker_chores import (
     report_dead_letter_drops,
 )
 from plaita.entrypoints.worker_drain import Drain
-from plaita.entrypoints.worker_reclaim import CarrierSource, DeadLetterRoute, ReclaimGate
+from plaita.entrypoints.worker_reclaim import CarrierSource, DeadLetterRoute
 from plaita.entrypoints.worker_registry import Presence
 from plaita.entrypoints.worker_support import KeyedLocks, pause
 
@@ -91,7 +94,6 @@ class Worker:
         concurrency: int = 16,
         read_block_ms: int = 1000,
         claim_min_idle_ms: int = 60_000,
-        leases: LeaseManager | None = None,
         guard: GuardDeadLetter | None = None,
         presence: Presence | None = None,
         metrics: WorkerMetrics | None = None,
@@ -123,7 +125,6 @@ class Worker:
         self._dead_letters = DeadLetterRoute(
             queue, guard, self._metrics, alerts=alerts, clock=clock
         )
-        self._reclaim = ReclaimGate(leases=leases, metrics=self._metrics)
         self._disk_guard = disk_guard
         self._dlq_length = dlq_length
         self._gauges_every_seconds = gauges_every_seconds
@@ -331,12 +332,6 @@ class Worker:
                 delivery, delivery.problem or "undecodable entry", refused=True
             )
             return None
-        # Before the reclaim rules: their delivery budget is this pool's, never another's (W12).
-        foreign = self._process.foreign(envelope, delivery.message_id)
-        if foreign is not None:
-            return foreign
-        if delivery.reclaimed and not await self._reclaim.admits(delivery, envelope):
-            return None
         if self._clock is not None and _first_event_resume(delivery):
             self._metrics.resumed((self._clock.now_ms() - envelope.timestamp_ms) / 1000)
         async with self._locks.hold(envelope.execution_id):
@@ -347,6 +342,10 @@ class Worker:
     async def _settle(self, delivery: Delivery, result: DispatchResult) -> None:
         envelope = delivery.envelope
         assert envelope is not None
+        if result.outcome == RECLAIM_SKIPPED:
+            # Left pending beside a live lease (W2): the step logged it; it costs nothing.
+            self._metrics.reclaim_skipped()
+            return
         if result.disposition is Disposition.ACK:
             await self._queue.ack(delivery.message_id)
         elif result.disposition is Disposition.DEAD_LETTER:

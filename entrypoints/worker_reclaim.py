@@ -1,10 +1,10 @@
-"""Redelivery: when the worker reclaims idle pending carriers, which reclaimed ones it runs,
-and the one route every carrier takes to the dead-letter queue (W2, W5, W9).
+"""Redelivery: when the worker reclaims idle pending carriers, and the one route every
+carrier takes to the dead-letter queue (W2, W5, W9).
 
-A reclaimed carrier is skipped while its execution's lease is live (#50, docs/semantics.md
-"Lease conflicts"), and a skip costs it nothing: ``--max-deliveries`` counts processing
-attempts that crashed, which the worker step records with the execution (W2), never Redis's
-delivery counter. Every dead letter, whatever sent it, goes through the guard.
+Which reclaimed carriers run is the domain's rule (``decide_reclaimed``), asked by the worker
+step's gates; a skip costs a carrier nothing: ``--max-deliveries`` counts processing attempts
+that crashed, which the worker step records with the execution (W2), never Redis's delivery
+counter. Every dead letter, whatever sent it, goes through the guard.
 """
 
 from __future__ import annotations
@@ -17,16 +17,13 @@ from plaita.application.ports import (
     Clock,
     DeadLetterAlert,
     Delivery,
-    LeaseManager,
     TaskQueue,
 )
-from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.dead_letter_guard import (
     GuardDeadLetter,
     carrier_execution_id,
     carrier_tenant_id,
 )
-from plaita.domain.envelope import TaskEnvelope
 from plaita.entrypoints.metrics import WorkerMetrics
 
 # The loop's logger: operators filter the reclaim events under plaita.worker.
@@ -117,41 +114,3 @@ class DeadLetterRoute:
                 at_ms=self._clock.now_ms() if self._clock is not None else 0,
             )
         )
-
-
-class ReclaimGate:
-    """Whether a reclaimed carrier may run: not while a live lease holder works on its
-    execution (it stays pending, uncounted, until the lease is free)."""
-
-    def __init__(self, *, leases: LeaseManager | None, metrics: WorkerMetrics) -> None:
-        self._leases = leases
-        self._metrics = metrics
-
-    async def admits(self, delivery: Delivery, envelope: TaskEnvelope) -> bool:
-        if not await self._lease_is_live(envelope):
-            return True
-        # A live holder's carrier: running it would only meet the lease (#50).
-        self._metrics.reclaim_skipped()
-        log.info(
-            "event=reclaim.skipped_live_lease message_id=%s execution_id=%s deliveries=%d: "
-            "left pending while the lease holder works",
-            delivery.message_id,
-            envelope.execution_id,
-            delivery.delivery_count,
-        )
-        return False
-
-    async def _lease_is_live(self, envelope: TaskEnvelope) -> bool:
-        if self._leases is None:
-            return False
-        execution_id = envelope.execution_id
-        try:
-            with tenant_scope(envelope.tenant_id):
-                return await self._leases.holder(execution_id) is not None
-        except Exception as exc:
-            log.warning(
-                "event=reclaim.lease_lookup_failed execution_id=%s error=%r: left pending",
-                execution_id,
-                exc,
-            )
-            return True

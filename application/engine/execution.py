@@ -6,7 +6,7 @@ silently travels in a checkpoint. Entry points, sync and async:
 - ``run`` / ``arun``: Normal mode, to an end node; returns the result.
 - ``iter_nodes`` / ``aiter_nodes``: Generator mode, one ``StepOutput`` per node.
 - ``run_distributed`` / ``arun_distributed``: Distributed mode, exactly one node from a
-  checkpoint position.
+  checkpoint position; ``astep`` is the same step told as a ``StepOutcome`` (the worker's).
 
 Errors keep the seed's three deliberately different shapes (E8): Normal and Generator let
 ``FlowExecutionException`` subclasses through and wrap anything else as
@@ -24,15 +24,18 @@ import attrs
 
 from plaita.application.engine.callbacks import CallbackManager
 from plaita.application.engine.context import ExecutionContext
+from plaita.application.engine.distributed import (
+    DistributedStrategy,
+    StepKind,
+    StepOutcome,
+    SuspensionRegistrar,
+)
 from plaita.application.engine.runner import Budget, NodeRunner, Sleep
 from plaita.application.engine.strategies import (
-    DistributedStrategy,
     GeneratorStrategy,
     NormalStrategy,
-    Position,
     ResumeInput,
     StepOutput,
-    SuspensionRegistrar,
 )
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.ports import Clock, EventWaiter
@@ -199,6 +202,37 @@ class FlowExecution:
 
     # --- Distributed -------------------------------------------------------------------
 
+    async def astep(
+        self,
+        *,
+        node_id: str,
+        resume: ResumeInput | None,
+        registrar: SuspensionRegistrar,
+    ) -> StepOutcome:
+        """Advance one node from ``node_id``: the step's outcome, a node failure included (E6).
+
+        The worker's call. Listeners hear the flow end when the step ends it; a node failure
+        is the caller's to judge (a retry or the end), so it ends nothing here, and a retried
+        start node does not start the flow again.
+        """
+        starts = node_id == self._flow.start_node.id and self._context.last_node_id is None
+        if starts and self._context.attempt_of(node_id) == 1:
+            self._callbacks.on_flow_start(self.execution_id, self._flow.flow_id)
+        try:
+            outcome = await self._distributed.step(
+                self._flow,
+                self._context,
+                node_id=node_id,
+                resume=resume,
+                registrar=registrar,
+                budget=self._budget(),
+            )
+        except Exception as exc:
+            return StepOutcome.failed(node_id, exc)
+        if outcome.kind is StepKind.ENDED and outcome.output is not None:
+            self._callbacks.on_flow_end(self.execution_id, outcome.output.result, None)
+        return outcome
+
     async def arun_distributed(
         self,
         *,
@@ -209,25 +243,15 @@ class FlowExecution:
         """Advance one node from ``node_id``; every error becomes FlowErrorException (E8).
 
         A node that asks for a durable retry (``NodeRetryRequested``, E15) has not ended the
-        flow: ``on_flow_end`` waits for the attempt that does, and a retried start node does
-        not start the flow again.
+        flow: ``on_flow_end`` waits for the attempt that does.
         """
-        starts = node_id == self._flow.start_node.id and self._context.last_node_id is None
-        if starts and self._context.attempt_of(node_id) == 1:
-            self._callbacks.on_flow_start(self.execution_id, self._flow.flow_id)
-        position = Position(node_id=node_id, registrar=registrar, resume=resume)
-        try:
-            outputs = self._distributed.outputs(self._flow, self._context, self._budget(), position)
-            output = await anext(outputs)
-        except Exception as exc:
-            node = getattr(exc, "node_id", None) or node_id
-            flattened = FlowErrorException(f"{type(exc).__name__}: {exc}", node_id=node)
-            if not isinstance(exc, NodeRetryRequested):
-                self._callbacks.on_flow_end(self.execution_id, None, flattened)
-            raise flattened from exc
-        if output.is_end:
-            self._callbacks.on_flow_end(self.execution_id, output.result, None)
-        return output
+        outcome = await self.astep(node_id=node_id, resume=resume, registrar=registrar)
+        if outcome.error is not None:
+            if not isinstance(outcome.error.__cause__, NodeRetryRequested):
+                self._callbacks.on_flow_end(self.execution_id, None, outcome.error)
+            raise outcome.error
+        assert outcome.output is not None
+        return outcome.output
 
     def run_distributed(
         self,

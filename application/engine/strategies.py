@@ -1,7 +1,10 @@
-"""Execution strategies (E6): Normal runs to the end in-process, Distributed advances one node.
+"""Execution strategies (E6): Normal (and Generator) run to the end in process; the
+Distributed strategy (``distributed.py``) advances one node per call.
 
-Both walk the same graph with the same NodeRunner; they differ only in how they treat waits
-(``event`` and ``sleep`` nodes) and in how errors are shaped for their callers (E8).
+All walk the same graph with the same NodeRunner; they differ only in how they treat waits
+(``event`` and ``sleep`` nodes) and in how errors are shaped for their callers (E8). What
+they share lives here: the step output, the subscription an event node waits with, the
+durations of waits, and how a wait ends.
 """
 
 from __future__ import annotations
@@ -18,31 +21,20 @@ from plaita.application.engine.runner import Budget, NodeRunner
 from plaita.application.ports import EventWaiter
 from plaita.domain.durations import MAX_WAIT_MS, parse_duration_ms
 from plaita.domain.envelope import ResumeType
-from plaita.domain.errors import ResumeProtocolError, SuspensionRegistrationError
+from plaita.domain.errors import SuspensionRegistrationError
 from plaita.domain.events import EventSubscription
 from plaita.domain.execution import Suspension
 from plaita.domain.failures import (
-    ExecutionCancelledError,
     ExecutionDeadlineError,
     NodeTimeoutError,
 )
-from plaita.domain.flow import BaseNode, EndNode, EventNode, Flow, SleepNode
+from plaita.domain.flow import BaseNode, EventNode, Flow, SleepNode
 
 JSON = Any
 Sleep = Callable[[float], Awaitable[None]]
 
 #: The result an ``event`` node records when its timeout fires and ``timeout_next`` is taken.
 TIMEOUT_MARKER: dict[str, JSON] = {"timeout": True}
-
-
-class SuspensionRegistrar(Protocol):
-    async def register_event_wait(self, node: EventNode, context: ExecutionContext) -> Suspension:
-        """Register the subscription (and its timeout timer) before the execution suspends."""
-        ...
-
-    async def register_timer(self, node: SleepNode, context: ExecutionContext) -> Suspension:
-        """Register a durable timer for a ``sleep`` node before the execution suspends."""
-        ...
 
 
 @attrs.frozen
@@ -118,19 +110,10 @@ class ExecutionStrategy(Protocol):
     mode: str
 
     def outputs(
-        self, flow: Flow, context: ExecutionContext, budget: Budget, position: Position | None
+        self, flow: Flow, context: ExecutionContext, budget: Budget
     ) -> AsyncIterator[StepOutput]:
         """The outputs of the nodes this call runs, in order."""
         ...
-
-
-@attrs.frozen
-class Position:
-    """Where a distributed step starts: the checkpoint's node, the resume and the registrar."""
-
-    node_id: str
-    registrar: SuspensionRegistrar
-    resume: ResumeInput | None = None
 
 
 class NormalStrategy:
@@ -156,13 +139,9 @@ class NormalStrategy:
         self._sleep = sleep
 
     async def outputs(
-        self,
-        flow: Flow,
-        context: ExecutionContext,
-        budget: Budget,
-        position: Position | None = None,
+        self, flow: Flow, context: ExecutionContext, budget: Budget
     ) -> AsyncIterator[StepOutput]:
-        node: BaseNode | None = flow.node(position.node_id) if position else flow.start_node
+        node: BaseNode | None = flow.start_node
         while node is not None:
             if isinstance(node, EventNode):
                 result, next_id = await self._wait(node, context, budget)
@@ -200,10 +179,10 @@ class NormalStrategy:
             try:
                 event = await asyncio.wait_for(waiting, limit.timeout_seconds)
             except TimeoutError:
-                raise _deadline_reached(node.id, budget) from None
+                raise deadline_reached(node.id, budget) from None
         else:
             event = await waiting
-        return _finish_wait(
+        return finish_wait(
             node, context, self._callbacks, None if event is None else event.to_json()
         )
 
@@ -212,7 +191,7 @@ class NormalStrategy:
         limit = budget.attempt_limit(sleep_duration_ms(node))
         await self._sleep((limit.limit_ms or 0) / 1000)
         if limit.deadline_bound:
-            raise _deadline_reached(node.id, budget)
+            raise deadline_reached(node.id, budget)
         context.record_node(node.id, None, None)
         self._callbacks.on_node_end(context.execution_id, node.id, None, None)
         return None
@@ -224,116 +203,14 @@ class GeneratorStrategy(NormalStrategy):
     mode = "generator"
 
 
-class DistributedStrategy:
-    """Advance exactly one node per call from a checkpoint (E6)."""
-
-    mode = "distributed"
-
-    def __init__(self, runner: NodeRunner, callbacks: CallbackManager) -> None:
-        self._runner = runner
-        self._callbacks = callbacks
-
-    async def outputs(
-        self,
-        flow: Flow,
-        context: ExecutionContext,
-        budget: Budget,
-        position: Position | None,
-    ) -> AsyncIterator[StepOutput]:
-        if position is None:
-            raise ValueError("a distributed step needs a position (node, resume, registrar)")
-        yield await self.step(
-            flow,
-            context,
-            node_id=position.node_id,
-            resume=position.resume,
-            registrar=position.registrar,
-            budget=budget,
-        )
-
-    async def step(
-        self,
-        flow: Flow,
-        context: ExecutionContext,
-        *,
-        node_id: str,
-        resume: ResumeInput | None,
-        registrar: SuspensionRegistrar,
-        budget: Budget,
-    ) -> StepOutput:
-        node = flow.node(node_id)
-        if resume is not None and resume.resume_type not in (ResumeType.CONTINUE, ResumeType.RETRY):
-            return self._resume(node, context, resume)
-        if isinstance(node, EventNode | SleepNode):
-            return await self._suspend(node, context, registrar)
-        # E15: one attempt per step; a retry is the caller's delayed carrier, never a sleep here.
-        outcome = await self._runner.run_node(node, context, budget, durable=True)
-        return StepOutput(
-            node_id=node.id,
-            node_type=node.type,
-            result=outcome.result,
-            branch=outcome.branch,
-            next_node_id=outcome.next_node_id,
-            is_end=isinstance(node, EndNode) or outcome.next_node_id is None,
-        )
-
-    async def _suspend(
-        self, node: EventNode | SleepNode, context: ExecutionContext, registrar: SuspensionRegistrar
-    ) -> StepOutput:
-        self._callbacks.on_node_start(context.execution_id, node.id, node.type)
-        if isinstance(node, EventNode):
-            suspension = await registrar.register_event_wait(node, context)
-            reason = f"waiting for {node.event_type}"
-        else:
-            suspension = await registrar.register_timer(node, context)
-            reason = "sleeping"
-        self._callbacks.on_node_suspend(context.execution_id, node.id, reason)
-        self._callbacks.on_flow_suspend(context.execution_id, node.id)
-        return StepOutput(
-            node_id=node.id,
-            node_type=node.type,
-            result=None,
-            branch=None,
-            next_node_id=node.id,
-            suspension=suspension,
-        )
-
-    def _resume(self, node: BaseNode, context: ExecutionContext, resume: ResumeInput) -> StepOutput:
-        kind = resume.resume_type
-        self._callbacks.on_flow_resume(context.execution_id, node.id, kind.value)
-        if kind is ResumeType.CANCEL:
-            raise ExecutionCancelledError(
-                f"execution cancelled at node {node.id!r}", node_id=node.id
-            )
-        if isinstance(node, EventNode) and kind is ResumeType.EVENT:
-            result, next_id = _finish_wait(node, context, self._callbacks, resume.event)
-        elif isinstance(node, EventNode) and kind is ResumeType.TIMEOUT:
-            result, next_id = _finish_wait(node, context, self._callbacks, None)
-        elif isinstance(node, SleepNode) and kind is ResumeType.TIMEOUT:
-            context.record_node(node.id, None, None)
-            self._callbacks.on_node_end(context.execution_id, node.id, None, None)
-            result, next_id = None, node.next
-        else:
-            raise ResumeProtocolError(
-                f"a {kind.value} resume cannot wake {node.type} node {node.id!r}"
-            )
-        return StepOutput(
-            node_id=node.id,
-            node_type=node.type,
-            result=result,
-            branch=None,
-            next_node_id=next_id,
-        )
-
-
-def _deadline_reached(node_id: str, budget: Budget) -> ExecutionDeadlineError:
+def deadline_reached(node_id: str, budget: Budget) -> ExecutionDeadlineError:
     return ExecutionDeadlineError(
         f"execution deadline of {budget.budget_ms} ms reached at node {node_id!r}",
         node_id=node_id,
     )
 
 
-def _finish_wait(
+def finish_wait(
     node: EventNode, context: ExecutionContext, callbacks: CallbackManager, event: JSON
 ) -> tuple[JSON, str | None]:
     result: JSON

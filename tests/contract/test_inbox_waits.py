@@ -13,13 +13,16 @@ import fakeredis
 import pytest
 import redis.asyncio as redis
 
+from plaita.adapters.memory.controls import MemoryExecutionControls
 from plaita.adapters.memory.counters import MemoryCounterStore
+from plaita.adapters.memory.dedup import MemoryDedupStore
 from plaita.adapters.memory.delay_queue import MemoryDelayQueue
 from plaita.adapters.memory.events import MemoryEventLog
 from plaita.adapters.memory.flows import MemoryFlowRepository
 from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.adapters.redis.delay_queue import RedisDelayQueue
@@ -40,10 +43,9 @@ from plaita.application.ports import (
     SubscriptionStore,
     TaskQueue,
 )
-from plaita.application.use_cases.dispatch import Disposition, StepSettings
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.flows import FlowCatalog
-from plaita.application.use_cases.process_task import ProcessTask
+from plaita.application.use_cases.step import Disposition, ProcessTask, StepSettings
 from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 from plaita.domain.events import wait_subscription_id
 from plaita.domain.execution import ExecutionState, ExecutionStatus
@@ -99,6 +101,10 @@ class World:
             counters=MemoryCounterStore(self.clock),
             delay=self.delay,
             inbox=self.inbox,
+            # Not what these tests are about: the memory twins, which answer at once.
+            registry=MemoryWorkerRegistry(self.clock),
+            dedup=MemoryDedupStore(self.clock),
+            controls=MemoryExecutionControls(self.clock),
         )
 
     async def publish(self, data: dict[str, Any], *, tenant: str = "default") -> str:

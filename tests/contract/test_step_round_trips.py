@@ -6,7 +6,8 @@ what one steady-state step — a task node following a task node — costs: the 
 fixed costs (lease, load, counters, release) cancel out.
 
 The operator pause gate (W23, ADR 0008) reads the control flags once per dispatch, before
-the lease: one more round trip per dispatch, none per step.
+the lease: one more round trip per dispatch, none per step — measured against the same step
+with the memory twin's controls, which answer without touching Redis.
 """
 
 from __future__ import annotations
@@ -18,20 +19,23 @@ from typing import Any
 import pytest
 import redis.asyncio as redis
 
+from plaita.adapters.memory.controls import MemoryExecutionControls
 from plaita.adapters.redis.controls import RedisExecutionControls
 from plaita.adapters.redis.counters import RedisCounterStore
+from plaita.adapters.redis.dedup import RedisDedupStore
 from plaita.adapters.redis.delay_queue import RedisDelayQueue
 from plaita.adapters.redis.flows import RedisFlowRepository
+from plaita.adapters.redis.inbox import RedisInbox
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.lease import RedisLeaseManager
 from plaita.adapters.redis.queue import RedisTaskQueue
+from plaita.adapters.redis.registry import RedisWorkerRegistry
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.handlers import HandlerRegistry
-from plaita.application.use_cases.dispatch import StepSettings
 from plaita.application.use_cases.flows import FlowCatalog
-from plaita.application.use_cases.process_task import ProcessTask
+from plaita.application.use_cases.step import ProcessTask, StepSettings
 from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED
@@ -79,7 +83,12 @@ def worker_step(
         settings=StepSettings(holder_id="w1", generations=LEGACY_GENERATIONS),
         counters=RedisCounterStore(client, keys),
         delay=RedisDelayQueue(client, keys),
-        controls=RedisExecutionControls(client, keys) if controls else None,
+        registry=RedisWorkerRegistry(client, keys),
+        dedup=RedisDedupStore(client, keys),
+        inbox=RedisInbox(client, keys),
+        controls=RedisExecutionControls(client, keys)
+        if controls
+        else MemoryExecutionControls(clock),
     )
     return step, catalog
 

@@ -12,8 +12,8 @@ import pytest
 
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.application.tenancy import tenant_scope
-from plaita.application.use_cases.dispatch import Disposition, StepSettings
 from plaita.application.use_cases.events import PublishEvent
+from plaita.application.use_cases.step import Disposition, StepSettings
 from plaita.domain.dedup import DEDUP_ORPHAN_GRACE_MS
 from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.execution import ExecutionStatus

@@ -14,9 +14,9 @@ import pytest
 from dependency_injector import providers
 
 from plaita.application.tenancy import tenant_scope
-from plaita.application.use_cases.dispatch import Disposition
 from plaita.application.use_cases.operator_controls import BulkProgress, ControlResult
 from plaita.application.use_cases.reap import ReapAction, ReapZombies
+from plaita.application.use_cases.step import Disposition
 from plaita.domain.budgets import Counter, CounterChange, CounterOp
 from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.errors import (

@@ -10,18 +10,20 @@ from typing import Any
 import attrs
 import pytest
 
+from plaita.adapters.memory.controls import MemoryExecutionControls
 from plaita.adapters.memory.counters import MemoryCounterStore
 from plaita.adapters.memory.dedup import MemoryDedupStore
 from plaita.adapters.memory.delay_queue import MemoryDelayQueue
 from plaita.adapters.memory.flows import MemoryFlowRepository
+from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.replay_markers import MemoryReplayMarkerStore
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.codec import encode_envelope
 from plaita.application.use_cases.delete_execution import DeleteExecution
-from plaita.application.use_cases.dispatch import Disposition, StepSettings
 from plaita.application.use_cases.dlq import (
     ListDeadLetters,
     ReplayDeadLetter,
@@ -30,8 +32,8 @@ from plaita.application.use_cases.dlq import (
     UnreadableDeadLetterError,
 )
 from plaita.application.use_cases.flows import FlowCatalog
-from plaita.application.use_cases.process_task import ProcessTask
 from plaita.application.use_cases.reap import ReapAction, ReapZombies
+from plaita.application.use_cases.step import Disposition, ProcessTask, StepSettings
 from plaita.domain.dead_letter import ReplayOutcome, replay_execution_id
 from plaita.domain.envelope import LEGACY_GENERATIONS, CarrierKind, ResumeType, TaskEnvelope
 from plaita.domain.errors import ExecutionLeaseError, UnknownExecutionError
@@ -123,7 +125,10 @@ class Ops:
             ),
             counters=counters,
             delay=MemoryDelayQueue(self.clock, self.queue),
-            tombstones=self.executions,
+            registry=MemoryWorkerRegistry(self.clock),
+            dedup=MemoryDedupStore(self.clock),
+            inbox=MemoryInbox(self.clock),
+            controls=MemoryExecutionControls(self.clock),
         )
 
     def start(self, execution_id: str = "x-1", tenant_id: str = "default") -> TaskEnvelope:

@@ -13,11 +13,10 @@ from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.application.ports import NodeHeartbeat
 from plaita.application.tenancy import tenant_scope
-from plaita.application.use_cases.dispatch import Disposition, StepSettings
 from plaita.application.use_cases.events import PublishEvent
 from plaita.application.use_cases.executions import ResumeExecution
 from plaita.application.use_cases.flows import FlowCatalog
-from plaita.application.use_cases.process_task import ProcessTask
+from plaita.application.use_cases.step import Disposition, ProcessTask, StepSettings
 from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType
 from plaita.domain.errors import (
     ExecutionLeaseError,
@@ -498,8 +497,10 @@ async def test_a_start_dropped_for_a_deleted_execution_releases_its_dedup_key(tw
         settings=twin.settings,
         counters=twin.counters,
         delay=twin.delay,
-        tombstones=twin.executions,
+        registry=twin.registry,
         dedup=dedup,
+        inbox=twin.inbox,
+        controls=twin.controls,
     )
     start = attrs.evolve(twin.envelope_start(10), dedup_key="order-7")
     result = await process(start)

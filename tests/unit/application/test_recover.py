@@ -8,19 +8,22 @@ from typing import Any
 import attrs
 import pytest
 
+from plaita.adapters.memory.controls import MemoryExecutionControls
 from plaita.adapters.memory.counters import MemoryCounterStore
+from plaita.adapters.memory.dedup import MemoryDedupStore
 from plaita.adapters.memory.delay_queue import MemoryDelayQueue
 from plaita.adapters.memory.events import MemoryEventLog
 from plaita.adapters.memory.flows import MemoryFlowRepository
+from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
-from plaita.application.use_cases.dispatch import Disposition, StepSettings
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.flows import FlowCatalog
-from plaita.application.use_cases.process_task import ProcessTask
 from plaita.application.use_cases.recover import RecoverAfterRestart, RecoveryReport
+from plaita.application.use_cases.step import Disposition, ProcessTask, StepSettings
 from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.flow import Flow
@@ -80,6 +83,10 @@ class Process:
             ),
             counters=MemoryCounterStore(self.clock),
             delay=self.delay,
+            registry=MemoryWorkerRegistry(self.clock),
+            dedup=MemoryDedupStore(self.clock),
+            inbox=MemoryInbox(self.clock),
+            controls=MemoryExecutionControls(self.clock),
         )
 
     async def drain(self) -> list[str]:

@@ -8,22 +8,24 @@ from typing import Any
 
 import attrs
 
+from plaita.adapters.memory.controls import MemoryExecutionControls
 from plaita.adapters.memory.counters import MemoryCounterStore
 from plaita.adapters.memory.dedup import MemoryDedupStore
 from plaita.adapters.memory.delay_queue import MemoryDelayQueue
 from plaita.adapters.memory.events import MemoryEventLog
 from plaita.adapters.memory.flows import MemoryFlowRepository
+from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.use_cases.dedup_claims import DedupClaims
-from plaita.application.use_cases.dispatch import Disposition, StepSettings
 from plaita.application.use_cases.events import FilterEvent
 from plaita.application.use_cases.flows import FlowCatalog
-from plaita.application.use_cases.process_task import ProcessTask
 from plaita.application.use_cases.start_execution import StartExecution
+from plaita.application.use_cases.step import Disposition, ProcessTask, StepSettings
 from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED
@@ -90,6 +92,17 @@ class Twin:
         factory=lambda: StepSettings(holder_id="worker-a", generations=LEGACY_GENERATIONS)
     )
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    inbox: MemoryInbox = attrs.field(
+        default=attrs.Factory(lambda self: MemoryInbox(self.clock), takes_self=True)
+    )
+    registry: MemoryWorkerRegistry = attrs.field(
+        default=attrs.Factory(lambda self: MemoryWorkerRegistry(self.clock), takes_self=True)
+    )
+    controls: MemoryExecutionControls = attrs.field(
+        default=attrs.Factory(lambda self: MemoryExecutionControls(self.clock), takes_self=True)
+    )
+    #: The lifecycle listeners every dispatch tells (E9).
+    listeners: list[object] = attrs.field(factory=list)
 
     @property
     def catalog(self) -> FlowCatalog:
@@ -110,7 +123,11 @@ class Twin:
             settings=self.settings,
             counters=self.counters,
             delay=self.delay,
+            registry=self.registry,
             dedup=self.dedup,
+            inbox=self.inbox,
+            controls=self.controls,
+            listeners=lambda: list(self.listeners),
             sleep=self.sleep,
         )
 

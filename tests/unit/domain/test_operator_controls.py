@@ -206,9 +206,12 @@ def test_restart_sets_it_running_at_the_node_and_keeps_earlier_results() -> None
     assert restarted.updated_at_ms == 99
 
 
-def test_a_restart_resets_only_the_restarted_nodes_retry_counter() -> None:
+def test_a_restart_gives_only_the_restarted_node_a_fresh_budget() -> None:
+    """W2, W23: its retries and its crashed attempts; an execution given up after
+    ``--max-deliveries`` crashed attempts would otherwise be given up again at once."""
     assert restart_counter_changes("b") == (
         CounterChange(Counter.NODE_RETRIES, CounterOp.RESET, "b"),
+        CounterChange(Counter.NODE_CRASHES, CounterOp.RESET, "b"),
     )
 
 

@@ -14,9 +14,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from plaita.domain.budgets import Counter, CounterChange, CounterOp
 from plaita.domain.envelope import ResumeType
 from plaita.domain.errors import DefinitionDriftError, ResumeProtocolError
-from plaita.domain.execution import ExecutionState, ExecutionStatus, Suspension
+from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus, Suspension
 from plaita.domain.resume import (
     DETERMINISTIC_FAILURE_MAX,
     G1_MAX_WAKEUPS,
@@ -153,6 +154,52 @@ def test_retry_on_an_errored_execution_wakes_it_with_a_fresh_node_budget() -> No
     assert (decision.kind, decision.reason) == (ResumeKind.WAKE_UP, ResumeReason.WAKE_UP)
     assert decision.take_lease and decision.fresh_node_budget and not decision.ack
     assert decision.log_warning is None
+
+
+def test_a_wake_up_names_the_counters_it_spends_one_wake_up_and_a_fresh_budget_for_all() -> None:
+    """W7: the decision carries its counter changes; the worker applies them as they are."""
+    decision = decide(execution(ERROR, g1_wakeups=1, stopped_at="charge"), RETRY)
+
+    assert decision.counter_changes == (
+        CounterChange(Counter.WAKEUPS, CounterOp.INCREMENT),
+        CounterChange(Counter.ALL_NODE_RETRIES, CounterOp.RESET),
+        CounterChange(Counter.ALL_NODE_CRASHES, CounterOp.RESET),
+    )
+
+
+@pytest.mark.parametrize(
+    ("stopped_at", "restart"),
+    [("charge", "charge"), (None, "request")],
+    ids=["where-it-stopped", "never-ran-a-node"],
+)
+def test_a_wake_up_restarts_where_the_execution_stopped_or_at_the_start_node(
+    stopped_at: str | None, restart: str
+) -> None:
+    """W7: the failed node (the error's, else the checkpoint's next node); an execution that
+    failed before any node runs from the deployed start node."""
+    current = attrs.evolve(DEPLOYED, start_node_id="request")
+    view = execution(ERROR, node_id=None, stopped_at=stopped_at)
+
+    decision = decide_resume(view, ResumeRequest(RETRY), current)
+
+    assert decision.kind is ResumeKind.WAKE_UP and decision.restart_node_id == restart
+
+
+def test_a_refused_wake_up_spends_nothing() -> None:
+    decision = decide(execution(ERROR, g1_wakeups=G1_MAX_WAKEUPS, stopped_at="charge"), RETRY)
+
+    assert decision.kind is ResumeKind.REFUSE
+    assert (decision.counter_changes, decision.restart_node_id) == ((), None)
+
+
+def test_the_view_of_a_failed_state_names_where_it_stopped() -> None:
+    """W7, W23: ``stopped_at`` is the one rule a wake-up and an operator retry share."""
+    failed = _state(
+        status=ERROR, next_node_id="ship", error=ExecutionError(-500, "boom", node_id="charge")
+    )
+    assert ExecutionView.of(failed).stopped_at == "charge" == failed.stopped_at
+    assert ExecutionView.of(attrs.evolve(failed, error=None)).stopped_at == "ship"
+    assert ExecutionView.of(_state(next_node_id="ship")).stopped_at is None, "still running"
 
 
 def test_the_wake_up_caps_are_the_seed_defaults_and_can_be_configured() -> None:

@@ -18,7 +18,7 @@ from dependency_injector import providers
 
 from plaita.application.ports import Delivery
 from plaita.application.tenancy import tenant_scope
-from plaita.application.use_cases.dispatch import Disposition
+from plaita.application.use_cases.step import Disposition
 from plaita.domain.envelope import (
     LEGACY_GENERATIONS,
     CarrierGenerations,

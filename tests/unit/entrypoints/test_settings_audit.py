@@ -312,7 +312,9 @@ PROBES: dict[str, Probe] = {
         extra={"alert_webhook_url": "http://alerts.test/hook"},
     ),
     "registry_enabled": Probe(
-        False, sync(lambda c: (c.worker_registry(), c.presence())), (None, None)
+        False,
+        sync(lambda c: (c.step_settings().registry_enabled, c.presence())),
+        (False, None),
     ),
     "metrics_port": Probe(9187, sync(lambda c: type(c.metrics()).__name__), "PrometheusMetrics"),
     "min_free_disk_gib": Probe(5.0, sync(lambda c: c.disk_guard().min_free_gib), 5.0),

@@ -14,9 +14,10 @@ from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.system import SystemClock
 from plaita.application.ports import Delivery
 from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
-from plaita.application.use_cases.dispatch import DispatchResult, Disposition
+from plaita.application.use_cases.step import RECLAIM_SKIPPED, DispatchResult, Disposition
 from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.entrypoints.metrics import NoMetrics
 from plaita.entrypoints.worker import KeyedLocks, Worker
 
 from ..application.conftest import FakeClock
@@ -51,12 +52,11 @@ class ScriptedStep:
     #: Executions whose next carrier the step gives up on, once (a dead letter that is no
     #: refusal, W2).
     given_up: set[str] = attrs.field(factory=set)
+    #: Executions whose carriers the step's gates leave pending beside a live lease (W2).
+    skipped: set[str] = attrs.field(factory=set)
     seen: list[str] = attrs.field(factory=list)
     running: set[str] = attrs.field(factory=set)
     overlapped: bool = False
-
-    def foreign(self, envelope: TaskEnvelope, message_id: str | None) -> DispatchResult | None:
-        return None  # one pool: every carrier was written under this worker's rules
 
     async def __call__(
         self, envelope: TaskEnvelope, *, message_id: str | None = None, reclaimed: bool = False
@@ -70,6 +70,8 @@ class ScriptedStep:
         self.seen.append(f"{key}:{envelope.resume_type or envelope.kind}")
         if key == "boom":
             raise RuntimeError("handler bug escaped the step")
+        if key in self.skipped:
+            return DispatchResult(Disposition.LEAVE_PENDING, RECLAIM_SKIPPED, "live_lease")
         if key in self.given_up:
             self.given_up.discard(key)
             return DispatchResult(Disposition.DEAD_LETTER, "attempts_exhausted", refused=False)
@@ -219,9 +221,6 @@ class GatedStep:
     started: asyncio.Event = attrs.field(factory=asyncio.Event)
     cancelled: bool = False
 
-    def foreign(self, envelope: TaskEnvelope, message_id: str | None) -> DispatchResult | None:
-        return None  # one pool: every carrier was written under this worker's rules
-
     async def __call__(
         self, envelope: TaskEnvelope, *, message_id: str | None = None, reclaimed: bool = False
     ) -> DispatchResult:
@@ -346,7 +345,6 @@ def reclaiming_worker(pool: Pool, step: ScriptedStep) -> Worker:
         consumer="w1",
         read_block_ms=10,
         claim_min_idle_ms=60_000,
-        leases=pool.leases,
         guard=pool.guard(),
     )
 
@@ -398,20 +396,43 @@ async def test_a_reclaimed_carrier_is_dispatched_whatever_redis_counted_for_it(p
     assert message_id
 
 
-async def test_a_reclaimed_carrier_whose_lease_is_live_is_skipped_not_burnt(pool: Pool) -> None:
-    await pool.store(suspended())
+class CountingMetrics(NoMetrics):
+    def __init__(self) -> None:
+        self.reclaims_skipped = 0
+        self.outcomes: list[str] = []
+
+    def reclaim_skipped(self) -> None:
+        self.reclaims_skipped += 1
+
+    def dispatched(self, outcome: str, disposition: str) -> None:
+        self.outcomes.append(outcome)
+
+
+async def test_a_carrier_the_step_skipped_beside_a_live_lease_stays_pending_and_is_counted(
+    pool: Pool,
+) -> None:
+    """W2: the step's gates leave a reclaimed carrier pending while a holder works; the worker
+    neither acks nor dead-letters it, and counts the skip."""
     await pool.left_by_a_dead_worker(resume())
-    assert await pool.leases.acquire("x-1", "live-holder", ttl_ms=600_000) is not None
-    step = ScriptedStep()
-    worker = reclaiming_worker(pool, step)
-    stop = asyncio.Event()
-    running = asyncio.create_task(worker.run(stop))
-    await asyncio.sleep(0.05)
-    stop.set()
-    await asyncio.wait_for(running, 5)
-    assert step.seen == [], "not dispatched"
+    step = ScriptedStep(skipped={"x-1"})
+    metrics = CountingMetrics()
+    worker = Worker(
+        queue=pool.queue,
+        process=step,  # type: ignore[arg-type]
+        consumer="w1",
+        read_block_ms=10,
+        claim_min_idle_ms=60_000,
+        guard=pool.guard(),
+        metrics=metrics,
+    )
+
+    async def seen() -> bool:
+        return bool(step.seen)
+
+    await run_until(worker, seen)
+    assert metrics.reclaims_skipped >= 1 and metrics.outcomes == []
     assert await pool.queue.dead_letters() == [], "not dead-lettered"
-    assert (await pool.queue.stats()).pending == 1
+    assert (await pool.queue.stats()).pending == 1, "not acked"
 
 
 async def test_a_dead_letter_disposition_goes_through_the_guard_without_a_copy(

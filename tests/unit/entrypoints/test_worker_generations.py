@@ -26,6 +26,12 @@ CLAIM_MIN_IDLE_MS = 1_000
 
 
 def pool(**settings: object) -> Container:
+    settings = {
+        "consumer_name": "w-b",
+        "read_block_ms": 10,
+        "claim_min_idle_ms": CLAIM_MIN_IDLE_MS,
+        **settings,
+    }
     container = build_container(Settings(backend="memory", **settings))  # type: ignore[arg-type]
     container.clock.override(providers.Object(FakeClock()))
     return container
@@ -43,15 +49,7 @@ def carrier(container: Container, generations: CarrierGenerations) -> TaskEnvelo
 
 def worker(container: Container) -> Worker:
     """A worker of ``container``'s pool (its budget, max deliveries included, is the pool's)."""
-    return Worker(
-        queue=container.queue(),
-        process=container.process_task(),
-        consumer="w-b",
-        clock=container.clock(),
-        read_block_ms=10,
-        claim_min_idle_ms=CLAIM_MIN_IDLE_MS,
-        leases=container.leases(),
-    )
+    return container.worker()
 
 
 async def delivered_three_times(container: Container, envelope: TaskEnvelope) -> None:

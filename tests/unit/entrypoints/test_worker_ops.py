@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.application.ports import WorkerInstance
-from plaita.application.use_cases.dispatch import DispatchResult, Disposition
+from plaita.application.use_cases.step import DispatchResult, Disposition
 from plaita.domain.config_generations import RuntimeConfig, generations_of
 from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.errors import InvalidConfigurationError
@@ -186,16 +186,16 @@ async def test_the_worker_runs_with_its_record_running_and_removes_it_on_stop(
     assert await registry.get("w1") is None
 
 
-def test_no_registry_gives_the_step_no_registry_and_stamps_the_generations() -> None:
+def test_no_registry_turns_the_steps_registry_off_and_stamps_the_generations() -> None:
     settings = Settings(backend="memory", registry_enabled=False, queue_name="orders")
     container = build_container(settings)
-    assert container.worker_registry() is None
+    assert container.step_settings().registry_enabled is False
     generations = container.step_settings().generations
     assert generations == container.generations()
     assert generations.config_family and generations.config_family.startswith("cf1-")
     other = build_container(Settings(backend="memory")).generations()
     assert other.config_family != generations.config_family, "the queue is in the family"
-    assert build_container(Settings(backend="memory")).worker_registry() is not None
+    assert build_container(Settings(backend="memory")).step_settings().registry_enabled
 
 
 # --- metrics (C5) ---------------------------------------------------------------------------
@@ -207,9 +207,6 @@ class Answering:
 
     answers: dict[str, tuple[str, Disposition]] = attrs.field(factory=dict)
     seen: list[str] = attrs.field(factory=list)
-
-    def foreign(self, envelope: TaskEnvelope, message_id: str | None) -> DispatchResult | None:
-        return None  # one pool: every carrier was written under this worker's rules
 
     async def __call__(
         self, envelope: TaskEnvelope, *, message_id: str | None = None, reclaimed: bool = False

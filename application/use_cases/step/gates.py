@@ -1,30 +1,42 @@
-"""The checks a carrier passes before and instead of the lease (W5, W11-W14, W23).
+"""The checks a carrier passes before and instead of the lease (W2, W5, W11-W14, W23).
 
-Before the lease: its config generations, its age, the execution's tombstone, then the
-operator's pause gate (a paused execution's carrier is parked, not run). When the lease is
-held by someone else: the W5 conflict table, with the holder's registry record. Every answer
-is the domain's; this class gathers the facts.
+Before the lease, in order: its config generations (another pool's carrier is left pending,
+W12), a reclaimed carrier whose execution's lease is live (left pending, uncounted: W2,
+``decide_reclaimed``), its age (W14), the execution's tombstone (W13), then the operator's
+pause gate (a paused execution's carrier is parked, W23). When the lease is held by someone
+else: the W5 conflict table, with the holder's registry record. Every answer is the
+domain's; this class gathers the facts.
 """
 
 from __future__ import annotations
 
 import logging
 
+import attrs
+
 from plaita.application.ports import (
     Clock,
     DedupStore,
     ExecutionControls,
+    ExecutionRepository,
     LeaseManager,
     ParkedCarrier,
     TaskQueue,
-    TombstoneStore,
     WorkerRegistry,
 )
-from plaita.application.use_cases.dispatch import DispatchResult, Disposition, StepSettings, ack
+from plaita.application.use_cases.step.dispatch import (
+    Carrier,
+    DispatchResult,
+    Disposition,
+    StepSettings,
+    ack,
+)
 from plaita.domain.config_generations import decide_consume
+from plaita.domain.dead_letter import LeaseLookup
 from plaita.domain.envelope import CarrierKind, TaskEnvelope, copy_envelope
 from plaita.domain.lease_conflict import conflict_carrier, decide_conflict, holder_status
 from plaita.domain.operator_controls import ControlFlags, carrier_parkable
+from plaita.domain.reclaim import decide_reclaimed
 from plaita.domain.tombstone import (
     DispatchPath,
     GateAction,
@@ -35,6 +47,17 @@ from plaita.domain.tombstone import (
 
 log = logging.getLogger("plaita.worker.step")
 
+#: The outcome of a reclaimed carrier left pending while its execution's lease is live.
+RECLAIM_SKIPPED = "reclaim_skipped"
+
+
+@attrs.frozen
+class Admission:
+    """The pause gate's answer: the carrier parked (its result), or the operator's flags."""
+
+    flags: ControlFlags
+    parked: DispatchResult | None = None
+
 
 class CarrierGates:
     def __init__(
@@ -43,51 +66,35 @@ class CarrierGates:
         clock: Clock,
         settings: StepSettings,
         leases: LeaseManager,
-        tombstones: TombstoneStore | None,
-        registry: WorkerRegistry | None,
-        dedup: DedupStore | None,
-        controls: ExecutionControls | None = None,
-        queue: TaskQueue | None = None,
+        executions: ExecutionRepository,
+        registry: WorkerRegistry,
+        dedup: DedupStore,
+        controls: ExecutionControls,
+        queue: TaskQueue,
     ) -> None:
-        self._controls = controls
-        self._queue = queue
         self._clock = clock
         self._settings = settings
         self._leases = leases
-        self._tombstones = tombstones
+        self._executions = executions
         self._registry = registry
         self._dedup = dedup
+        self._controls = controls
+        self._queue = queue
 
-    def foreign(self, envelope: TaskEnvelope, message_id: str | None) -> DispatchResult | None:
-        """A carrier of another config family or budget generation: left pending (W12).
-
-        First of all gates, and asked by the worker before its reclaim rules too: the carrier
-        age and the delivery budget are this worker's budget, which must never judge a
-        carrier written under another's.
-        """
-        consume = decide_consume(envelope.generations, self._settings.generations)
-        if consume.executes:
-            return None
-        event = consume.event or consume.action.value
-        log.warning(
-            "event=%s execution_id=%s message_id=%s: %s",
-            event,
-            envelope.execution_id,
-            message_id,
-            consume.detail,
-        )
-        return DispatchResult(Disposition.LEAVE_PENDING, event, consume.detail)
-
-    async def before_lease(
-        self, envelope: TaskEnvelope, message_id: str | None
-    ) -> DispatchResult | None:
-        foreign = self.foreign(envelope, message_id)
+    async def before_lease(self, carrier: Carrier) -> DispatchResult | None:
+        """Why this carrier must not take the lease, or None."""
+        envelope = carrier.envelope
+        foreign = self._foreign(carrier)
         if foreign is not None:
             return foreign
+        if carrier.reclaimed:
+            skipped = await self._reclaim_skipped(carrier)
+            if skipped is not None:
+                return skipped
         age = check_carrier_age(
             now_ms=self._clock.now_ms(),
             payload_timestamp_ms=envelope.timestamp_ms,
-            stream_id=message_id,
+            stream_id=carrier.message_id,
             max_age_ms=self._settings.max_carrier_age_ms,
         )
         if not age.accepted:
@@ -97,35 +104,73 @@ class CarrierGates:
                 f"carrier age {age.age_ms} ms against a maximum of "
                 f"{self._settings.max_carrier_age_ms} ms (W14)",
             )
-        if self._tombstones is None:
-            return None
         path = DispatchPath.START if envelope.kind is CarrierKind.START else DispatchPath.RESUME
-        tombstone = await self._tombstones.get(envelope.execution_id)
+        tombstone = await self._executions.tombstone(envelope.execution_id)
         decision = gate(path, tombstone=tombstone, carrier_tenant=envelope.tenant_id)
         if decision.action is GateAction.DISPATCH:
             return None
-        if decision.release_dedup and envelope.dedup_key and self._dedup is not None:
+        if decision.release_dedup and envelope.dedup_key:
             # The key would otherwise answer with the deleted execution for seven days.
             await self._dedup.release(
                 envelope.dedup_key, envelope.execution_id, tenant_id=envelope.tenant_id
             )
         return ack("execution_deleted", f"execution {envelope.execution_id} was deleted (W13)")
 
-    async def admit(
-        self, envelope: TaskEnvelope, message_id: str | None
-    ) -> tuple[DispatchResult | None, ControlFlags]:
+    def _foreign(self, carrier: Carrier) -> DispatchResult | None:
+        """A carrier of another config family or budget generation: left pending (W12).
+
+        First of all gates: the carrier age and the reclaim rules are this pool's, which must
+        never judge a carrier written under another's.
+        """
+        consume = decide_consume(carrier.envelope.generations, self._settings.generations)
+        if consume.executes:
+            return None
+        event = consume.event or consume.action.value
+        log.warning(
+            "event=%s execution_id=%s message_id=%s: %s",
+            event,
+            carrier.execution_id,
+            carrier.message_id,
+            consume.detail,
+        )
+        return DispatchResult(Disposition.LEAVE_PENDING, event, consume.detail)
+
+    async def _reclaim_skipped(self, carrier: Carrier) -> DispatchResult | None:
+        """W2, #50: a reclaimed carrier waits while a holder works on its execution."""
+        try:
+            holder = await self._leases.holder(carrier.execution_id)
+            lease = LeaseLookup.FREE if holder is None else LeaseLookup.HELD
+        except Exception as exc:
+            log.warning(
+                "event=reclaim.lease_lookup_failed execution_id=%s error=%r: left pending",
+                carrier.execution_id,
+                exc,
+            )
+            lease = LeaseLookup.UNKNOWN
+        decision = decide_reclaimed(lease)
+        if decision.runs:
+            return None
+        log.info(
+            "event=reclaim.skipped_live_lease message_id=%s execution_id=%s reason=%s: left "
+            "pending while the lease holder works",
+            carrier.message_id,
+            carrier.execution_id,
+            decision.reason.value,
+        )
+        return DispatchResult(Disposition.LEAVE_PENDING, RECLAIM_SKIPPED, decision.reason.value)
+
+    async def admit(self, carrier: Carrier) -> Admission:
         """The pause gate (W23): park a paused execution's carrier; the operator flags.
 
         One round trip per dispatch, none per step. A parked carrier is kept among the
         execution's parked carriers before it is acked, so the execution never loses it (I0);
         it keeps its source's age (W14), its stream id's time included.
         """
-        if self._controls is None:
-            return None, ControlFlags()
+        envelope = carrier.envelope
         stamp = copy_timestamp_ms(
             now_ms=self._clock.now_ms(),
             payload_timestamp_ms=envelope.timestamp_ms,
-            stream_id=message_id,
+            stream_id=carrier.message_id,
         )
         kept = envelope if stamp is None else copy_envelope(envelope, timestamp_ms=stamp)
         admission = await self._controls.admit(kept, parkable=carrier_parkable(envelope))
@@ -138,17 +183,15 @@ class CarrierGates:
                 envelope.execution_id,
             )
             parked = ack("parked", f"execution {envelope.execution_id} is paused (W23)")
-            return parked, admission.flags
+            return Admission(admission.flags, parked)
         if admission.stranded:
             await self._release_stranded(envelope.execution_id, admission.stranded)
-        return None, admission.flags
+        return Admission(admission.flags)
 
     async def _release_stranded(
         self, execution_id: str, carriers: tuple[ParkedCarrier, ...]
     ) -> None:
         # An unpause stopped between clearing the flag and re-enqueueing: finish its job.
-        if self._queue is None or self._controls is None:
-            return
         for carrier in carriers:
             await self._queue.enqueue(carrier.envelope)
         await self._controls.unpark(execution_id, [c.carrier_id for c in carriers])
@@ -160,22 +203,23 @@ class CarrierGates:
             len(carriers),
         )
 
-    async def on_conflict(self, envelope: TaskEnvelope, reclaimed: bool) -> DispatchResult:
+    async def on_conflict(self, carrier: Carrier) -> DispatchResult:
         """Another holder has the lease: ack or leave pending by the W5 table."""
+        envelope = carrier.envelope
         holder = await self._leases.holder(envelope.execution_id)
         instance = None
-        if holder is not None and self._registry is not None:
+        if holder is not None and self._settings.registry_enabled:
             instance = await self._registry.get(holder.holder_id)
         heartbeat_age = (
             None if instance is None else (self._clock.now_ms() - instance.heartbeat_ms) / 1000
         )
         decision = decide_conflict(
             carrier=conflict_carrier(envelope),
-            reclaimed=reclaimed,
+            reclaimed=carrier.reclaimed,
             holder=holder_status(None if instance is None else instance.status),
             heartbeat_age_seconds=heartbeat_age,
             lease_ttl_seconds=self._settings.lease_ttl_ms / 1000,
-            registry_enabled=self._registry is not None,
+            registry_enabled=self._settings.registry_enabled,
             holder_liveness_disabled=self._settings.holder_liveness_disabled,
             holder_is_self=holder is not None and holder.holder_id == self._settings.holder_id,
         )
@@ -186,7 +230,11 @@ class CarrierGates:
                 "execution; the %s carrier was acked without effect",
                 envelope.execution_id,
                 holder_name,
-                envelope.resume_type or envelope.kind,
+                _kind(envelope),
             )
         disposition = Disposition.ACK if decision.ack else Disposition.LEAVE_PENDING
         return DispatchResult(disposition, "lease_conflict", f"held by {holder_name}")
+
+
+def _kind(envelope: TaskEnvelope) -> str:
+    return str(envelope.resume_type or envelope.kind)

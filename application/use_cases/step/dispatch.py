@@ -1,4 +1,5 @@
-"""What a worker step answers (ack, leave pending, dead-letter) and the settings it runs under."""
+"""The values a worker step passes along: the carrier it was given, what it answers (ack,
+leave pending, dead-letter) and the settings it runs under. All frozen."""
 
 from __future__ import annotations
 
@@ -9,6 +10,20 @@ import attrs
 from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.envelope import CarrierGenerations, TaskEnvelope
 from plaita.domain.tombstone import DEFAULT_CARRIER_MAX_AGE_MS
+
+
+@attrs.frozen
+class Carrier:
+    """The carrier a step was handed: its envelope, where it sits in the stream, and whether
+    it was reclaimed from another consumer (W5)."""
+
+    envelope: TaskEnvelope
+    message_id: str | None = None
+    reclaimed: bool = False
+
+    @property
+    def execution_id(self) -> str:
+        return self.envelope.execution_id
 
 
 class Disposition(enum.Enum):
@@ -54,3 +69,6 @@ class StepSettings:
     max_deliveries: int = 5
     max_carrier_age_ms: int = DEFAULT_CARRIER_MAX_AGE_MS
     holder_liveness_disabled: bool = False
+    #: Off with ``--no-registry``: no holder is ever provably alive, so a lease conflict never
+    #: acks a carrier (W5, B65-03).
+    registry_enabled: bool = True

@@ -20,14 +20,10 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
-import attrs
-
-from plaita.application.ports import Clock, Counters, ExecutionRepository, LeaseManager, TaskQueue
-from plaita.domain.envelope import TaskEnvelope
+from plaita.application.ports import Clock, ExecutionRepository, LeaseManager, TaskQueue
 from plaita.domain.errors import ExecutionLeaseError
-from plaita.domain.events import Event
 from plaita.domain.lease import Lease, RenewalAction, RenewalOutcome, decide_renewal
 
 log = logging.getLogger("plaita.worker.step")
@@ -37,37 +33,43 @@ log = logging.getLogger("plaita.worker.step")
 KEEPER_STOP_SECONDS = 1.0
 
 
-@attrs.define
-class Dispatch:
-    """What one dispatch holds: its lease, the lost-lease signal and the counters it read."""
-
-    envelope: TaskEnvelope
-    lease: Lease
-    lost: threading.Event
-    message_id: str | None = None
-    writes: asyncio.Lock = attrs.field(factory=asyncio.Lock)
-    counters: Counters = attrs.field(factory=Counters)
-    #: The node being run right now, for the watchdog's heartbeat (W15); None between nodes.
-    open_node: str | None = None
-    #: Completed steps of the execution when the open node began (names its wait, V6).
-    steps: int = 0
-    #: An inbox event the wait just registered takes at once, with its subscription (V6).
-    ready_event: tuple[str, Event] | None = None
-    #: The dispatch recorded its attempt (W2) and must end it when it returns.
-    attempt_begun: bool = False
-
-
 class KeeperRun:
-    """One dispatch's running watchdog; ``stop`` ends it within a bounded time."""
+    """One dispatch's watchdog, and what the dispatch shares with it — all of it the
+    watchdog's own state, changed only through these methods:
 
-    def __init__(self) -> None:
+    - ``lost``: set once the lease is gone; the running handler sees ``ctx.cancelled`` and the
+      dispatch writes no further checkpoint (it fences itself off);
+    - ``writing()``: heartbeats and checkpoints of one dispatch never interleave (W15);
+    - ``opened(node)`` / ``closed()``: the node whose progress the renewals record (W15).
+    """
+
+    def __init__(self, lease: Lease, message_id: str | None) -> None:
+        self.lease = lease
+        self.message_id = message_id
+        self.lost = threading.Event()
         self.stopped = False
+        self.open_node: str | None = None
+        self._writes = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
+
+    def opened(self, node_id: str) -> None:
+        self.open_node = node_id
+
+    def closed(self) -> None:
+        self.open_node = None
+
+    @contextlib.asynccontextmanager
+    async def writing(self) -> AsyncIterator[None]:
+        async with self._writes:
+            yield
+
+    def fence_off(self) -> None:
+        self.lost.set()
 
     def attach(self, task: asyncio.Task[None]) -> None:
         self._task = task
 
-    async def stop(self, execution_id: str) -> None:
+    async def stop(self) -> None:
         """Stop renewing; wait at most ``KEEPER_STOP_SECONDS``. Never swallows the caller's
         own cancellation: ``asyncio.wait`` does not raise the watchdog's outcome."""
         self.stopped = True
@@ -80,7 +82,7 @@ class KeeperRun:
                 "event=lease.keeper_slow_to_stop execution_id=%s: the lease watchdog is still "
                 "in a store call %.1f s after its dispatch ended; it renews nothing more and "
                 "ends when the call returns",
-                execution_id,
+                self.lease.execution_id,
                 KEEPER_STOP_SECONDS,
             )
 
@@ -107,13 +109,13 @@ class LeaseKeeper:
         self._lease_ttl_ms = lease_ttl_ms
         self._sleep = sleep
 
-    def start(self, dispatch: Dispatch) -> KeeperRun:
-        """Start the watchdog of ``dispatch``; stop it with ``KeeperRun.stop``."""
-        run = KeeperRun()
-        run.attach(asyncio.create_task(self.keep(dispatch, run)))
+    def start(self, lease: Lease, message_id: str | None) -> KeeperRun:
+        """Start the watchdog of the dispatch holding ``lease``; stop it with ``stop()``."""
+        run = KeeperRun(lease, message_id)
+        run.attach(asyncio.create_task(self._keep(run)))
         return run
 
-    async def keep(self, dispatch: Dispatch, run: KeeperRun) -> None:
+    async def _keep(self, run: KeeperRun) -> None:
         ttl_seconds = self._lease_ttl_ms / 1000
         last_renewed = self._clock.monotonic()
         wait = ttl_seconds / 3
@@ -122,17 +124,7 @@ class LeaseKeeper:
             if run.stopped:
                 return
             sent_at = self._clock.monotonic()
-            try:
-                renewed = await self._leases.renew(dispatch.lease, ttl_ms=self._lease_ttl_ms)
-                outcome = RenewalOutcome.RENEWED if renewed else RenewalOutcome.LOST
-            except Exception as exc:  # a store outage: the domain says how long to keep trying
-                log.warning(
-                    "event=lease.renew_failed execution_id=%s error=%r: retrying until the "
-                    "lease's safe window closes",
-                    dispatch.lease.execution_id,
-                    exc,
-                )
-                outcome = RenewalOutcome.FAILED
+            outcome = await self._renew(run)
             decision = decide_renewal(
                 ttl_seconds=ttl_seconds,
                 last_renewed_at=last_renewed,
@@ -144,32 +136,40 @@ class LeaseKeeper:
                 log.warning(
                     "event=lease.lost execution_id=%s generation=%s: the lease expired or another "
                     "worker took over; this worker stops advancing the execution",
-                    dispatch.lease.execution_id,
-                    dispatch.lease.generation,
+                    run.lease.execution_id,
+                    run.lease.generation,
                 )
-                dispatch.lost.set()
+                run.fence_off()
                 return
             last_renewed, wait = decision.last_renewed_at, decision.next_attempt_in
-            if run.stopped:
-                return
-            if decision.refresh_liveness and dispatch.message_id is not None:
+            if run.stopped or not decision.refresh_liveness:
+                continue
+            if run.message_id is not None:
                 # W5/I0: a live holder's carrier must never look idle to a reclaiming peer.
                 with contextlib.suppress(Exception):
-                    await self._queue.touch(self._holder_id, [dispatch.message_id])
-            node_id = dispatch.open_node
-            if (
-                decision.refresh_liveness
-                and node_id is not None
-                and not run.stopped
-                and not await self._heartbeat(dispatch, node_id)
-            ):
+                    await self._queue.touch(self._holder_id, [run.message_id])
+            node_id = run.open_node
+            if node_id is not None and not run.stopped and not await self._heartbeat(run, node_id):
                 return  # fenced off: the lease is gone, nothing left to renew
 
-    async def _heartbeat(self, dispatch: Dispatch, node_id: str) -> bool:
-        """Record the open node's progress under the fence (W15); False when fenced off."""
-        lease = dispatch.lease
+    async def _renew(self, run: KeeperRun) -> RenewalOutcome:
         try:
-            async with dispatch.writes:
+            renewed = await self._leases.renew(run.lease, ttl_ms=self._lease_ttl_ms)
+        except Exception as exc:  # a store outage: the domain says how long to keep trying
+            log.warning(
+                "event=lease.renew_failed execution_id=%s error=%r: retrying until the "
+                "lease's safe window closes",
+                run.lease.execution_id,
+                exc,
+            )
+            return RenewalOutcome.FAILED
+        return RenewalOutcome.RENEWED if renewed else RenewalOutcome.LOST
+
+    async def _heartbeat(self, run: KeeperRun, node_id: str) -> bool:
+        """Record the open node's progress under the fence (W15); False when fenced off."""
+        lease = run.lease
+        try:
+            async with run.writing():
                 await self._executions.heartbeat(
                     lease.execution_id,
                     fence=lease.generation,
@@ -186,7 +186,7 @@ class LeaseKeeper:
                 node_id,
                 exc,
             )
-            dispatch.lost.set()
+            run.fence_off()
             return False
         except Exception as exc:  # a store outage must never stop the lease renewals
             log.warning(

@@ -9,6 +9,9 @@ to at most one wait of an execution, and a step re-run after a crash (same step,
 deterministic subscription id) takes the same event again and decides as the first run did.
 Events that arrive through the filter are taken the same way when their resume is applied
 (``take_for_resume``), so a later wait never takes them from the inbox again.
+
+Registering answers with a value, never by writing into a shared dispatch: a ``Suspension``
+to checkpoint, or a ``ReadyEvent`` the engine resumes the wait with in the same step.
 """
 
 from __future__ import annotations
@@ -20,13 +23,13 @@ from typing import Any
 import attrs
 
 from plaita.application.engine.context import ExecutionContext
+from plaita.application.engine.distributed import ReadyEvent, WaitRegistration
 from plaita.application.engine.strategies import (
     event_subscription,
     sleep_duration_ms,
     wait_timeout_ms,
 )
 from plaita.application.ports import Clock, DelayQueue, IdGenerator, Inbox, SubscriptionStore
-from plaita.application.use_cases.lease_keeper import Dispatch
 from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
 from plaita.domain.events import (
     Event,
@@ -52,7 +55,7 @@ class WaitRegistrar:
         clock: Clock,
         ids: IdGenerator,
         generations: CarrierGenerations,
-        inbox: Inbox | None = None,
+        inbox: Inbox,
     ) -> None:
         self._generations = generations
         self._subscriptions = subscriptions
@@ -61,23 +64,23 @@ class WaitRegistrar:
         self._ids = ids
         self._inbox = inbox
 
-    def for_dispatch(self, dispatch: Dispatch) -> DispatchRegistrar:
-        """The engine's SuspensionRegistrar for one dispatch."""
-        return DispatchRegistrar(self, dispatch)
+    def for_step(self, steps: int) -> StepRegistrar:
+        """The engine's SuspensionRegistrar for the step of an execution that has completed
+        ``steps`` steps (it names the step's wait, so a re-run names it alike: V6)."""
+        return StepRegistrar(self, steps)
 
     async def register_event_wait(
-        self, dispatch: Dispatch, node: EventNode, context: ExecutionContext
-    ) -> Suspension:
+        self, steps: int, node: EventNode, context: ExecutionContext
+    ) -> WaitRegistration:
         now = self._clock.now_ms()
         subscription_id = wait_subscription_id(
-            context.tenant_id, context.execution_id, node.id, dispatch.steps
+            context.tenant_id, context.execution_id, node.id, steps
         )
         subscription = event_subscription(node, context, subscription_id, now)
         await self._subscriptions.add(subscription)
         early = await self._take_from_inbox(subscription)
         if early is not None:
             # V6: the event is already here; the step resumes at once, with no timer.
-            dispatch.ready_event = (subscription_id, early)
             log.info(
                 "event=wait.inbox_hit execution_id=%s node_id=%s subscription_id=%s event_id=%s",
                 context.execution_id,
@@ -85,7 +88,7 @@ class WaitRegistrar:
                 subscription_id,
                 early.event_id,
             )
-            return Suspension(node.id, subscription_id, None)
+            return ReadyEvent(subscription_id, early)
         timeout_ms = wait_timeout_ms(node)
         wake_at = None
         if timeout_ms is not None:
@@ -95,9 +98,7 @@ class WaitRegistrar:
             )
         return Suspension(node.id, subscription_id, wake_at)
 
-    async def register_timer(
-        self, dispatch: Dispatch, node: SleepNode, context: ExecutionContext
-    ) -> Suspension:
+    async def register_timer(self, node: SleepNode, context: ExecutionContext) -> Suspension:
         timer_id = self._ids.new_id()
         wake_at = self._clock.now_ms() + sleep_duration_ms(node)
         await self._delay.schedule(self._timer_carrier(context, timer_id), due_ms=wake_at)
@@ -115,7 +116,7 @@ class WaitRegistrar:
         None when it may be applied; otherwise the subscription of an earlier wait of this
         execution that already took it, and the resume must have no effect.
         """
-        if self._inbox is None or event is None:
+        if event is None:
             return None
         correlation_id, event_id = event.get("correlation_id"), event.get("event_id")
         if not isinstance(correlation_id, str) or not isinstance(event_id, str):
@@ -126,7 +127,7 @@ class WaitRegistrar:
         return None if holder == subscription_id else holder
 
     async def _take_from_inbox(self, subscription: EventSubscription) -> Event | None:
-        if self._inbox is None or subscription.correlation_id is None:
+        if subscription.correlation_id is None:
             return None
         entries = await self._inbox.entries(
             subscription.tenant_id, subscription.correlation_id, subscription.execution_id
@@ -158,14 +159,16 @@ class WaitRegistrar:
 
 
 @attrs.frozen
-class DispatchRegistrar:
-    """The engine's SuspensionRegistrar, bound to one dispatch."""
+class StepRegistrar:
+    """The engine's SuspensionRegistrar, bound to one step of one execution."""
 
     registrar: WaitRegistrar
-    dispatch: Dispatch
+    steps: int
 
-    async def register_event_wait(self, node: EventNode, context: ExecutionContext) -> Suspension:
-        return await self.registrar.register_event_wait(self.dispatch, node, context)
+    async def register_event_wait(
+        self, node: EventNode, context: ExecutionContext
+    ) -> WaitRegistration:
+        return await self.registrar.register_event_wait(self.steps, node, context)
 
     async def register_timer(self, node: SleepNode, context: ExecutionContext) -> Suspension:
-        return await self.registrar.register_timer(self.dispatch, node, context)
+        return await self.registrar.register_timer(node, context)

@@ -1,0 +1,243 @@
+"""The worker step: one carrier, from the gates to the ack (W1-W15). Read it top to bottom.
+
+gates → lease → load → decide (start or resume) → advance loop (engine step → apply →
+checkpoint) → release → schedule → settle. Every rule is the domain's: the stages gather the
+facts, ask the pure decision functions and perform the answer through ports; what passes
+between them is a value (a ``Carrier``, the ``Held`` lease, ``Counters``, a
+``DispatchResult``). The caller acks only on ``Disposition.ACK``; every path that could leave
+an execution without a carrier answers ``LEAVE_PENDING`` instead (invariant I0, W5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from plaita.application.handlers import HandlerRegistry
+from plaita.application.ports import (
+    Clock,
+    CounterStore,
+    DedupStore,
+    DelayQueue,
+    ExecutionControls,
+    ExecutionRepository,
+    IdGenerator,
+    Inbox,
+    LeaseManager,
+    SubscriptionStore,
+    TaskQueue,
+    WorkerRegistry,
+)
+from plaita.application.tenancy import tenant_scope
+from plaita.application.use_cases.dedup_claims import DedupClaims
+from plaita.application.use_cases.flows import FlowCatalog
+from plaita.application.use_cases.step.advance import Advance, Held
+from plaita.application.use_cases.step.attempts import Attempts
+from plaita.application.use_cases.step.dispatch import (
+    Carrier,
+    DispatchResult,
+    Disposition,
+    StepSettings,
+)
+from plaita.application.use_cases.step.gates import CarrierGates
+from plaita.application.use_cases.step.lease_keeper import KeeperRun, LeaseKeeper
+from plaita.application.use_cases.step.resumes import Resumes
+from plaita.application.use_cases.step.starts import Starts
+from plaita.application.use_cases.step.waits import WaitRegistrar
+from plaita.application.use_cases.step.writes import Writes
+from plaita.domain.envelope import CarrierKind, TaskEnvelope
+from plaita.domain.errors import ExecutionLeaseError, LeaseLostError, UnknownFlowError
+from plaita.domain.lease import Lease
+from plaita.domain.operator_controls import ControlFlags
+
+log = logging.getLogger("plaita.worker.step")
+
+
+class ProcessTask:
+    def __init__(
+        self,
+        *,
+        executions: ExecutionRepository,
+        leases: LeaseManager,
+        flows: FlowCatalog,
+        queue: TaskQueue,
+        subscriptions: SubscriptionStore,
+        handlers: HandlerRegistry,
+        clock: Clock,
+        ids: IdGenerator,
+        settings: StepSettings,
+        counters: CounterStore,
+        delay: DelayQueue,
+        registry: WorkerRegistry,
+        dedup: DedupStore,
+        inbox: Inbox,
+        controls: ExecutionControls,
+        listeners: Callable[[], list[object]] = list,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._executions, self._leases, self._flows = executions, leases, flows
+        self._queue, self._delay, self._subscriptions = queue, delay, subscriptions
+        self._clock, self._settings, self._listeners = clock, settings, listeners
+        self._gates = CarrierGates(
+            clock=clock,
+            settings=settings,
+            leases=leases,
+            executions=executions,
+            registry=registry,
+            dedup=dedup,
+            controls=controls,
+            queue=queue,
+        )
+        self._keeper = LeaseKeeper(
+            leases=leases,
+            executions=executions,
+            queue=queue,
+            clock=clock,
+            holder_id=settings.holder_id,
+            lease_ttl_ms=settings.lease_ttl_ms,
+            sleep=sleep,
+        )
+        self._attempts = Attempts(counters=counters, max_deliveries=settings.max_deliveries)
+        waits = WaitRegistrar(
+            subscriptions=subscriptions,
+            delay=delay,
+            clock=clock,
+            ids=ids,
+            generations=settings.generations,
+            inbox=inbox,
+        )
+        advance = Advance(
+            flows=flows,
+            handlers=handlers,
+            counters=counters,
+            subscriptions=subscriptions,
+            waits=waits,
+            clock=clock,
+            ids=ids,
+            settings=settings,
+            listeners=listeners,
+        )
+        self._resumes = Resumes(
+            flows=flows, counters=counters, waits=waits, advance=advance, clock=clock
+        )
+        self._starts = Starts(
+            claims=DedupClaims(dedup=dedup, executions=executions),
+            advance=advance,
+            resumes=self._resumes,
+            clock=clock,
+            settings=settings,
+        )
+
+    async def __call__(
+        self, envelope: TaskEnvelope, *, message_id: str | None = None, reclaimed: bool = False
+    ) -> DispatchResult:
+        """Advance the carrier's execution, inside the carrier's tenant (W24)."""
+        with tenant_scope(envelope.tenant_id):
+            return await self._step(Carrier(envelope, message_id, reclaimed))
+
+    async def _step(self, carrier: Carrier) -> DispatchResult:
+        # Gates: another pool's carrier, a reclaimed one beside a live lease, too old, deleted,
+        # paused (W12, W2, W14, W13, W23).
+        refused = await self._gates.before_lease(carrier)
+        if refused is not None:
+            return refused
+        admission = await self._gates.admit(carrier)
+        if admission.parked is not None:
+            return admission.parked
+        # Lease (W3): held by another, the W5 table says whether this carrier may go.
+        lease = await self._leases.acquire(
+            carrier.execution_id, self._settings.holder_id, ttl_ms=self._settings.lease_ttl_ms
+        )
+        if lease is None:
+            return await self._gates.on_conflict(carrier)
+        run = self._keeper.start(lease, carrier.message_id)
+        held = Held(carrier.envelope, run, self._writes_of(run))
+        try:
+            result = await self._under_lease(held, admission.flags)
+        except ExecutionLeaseError as exc:
+            # W4: a fenced-off writer must not ack; the new holder owns the carrier's fate.
+            outcome = "lease_lost" if isinstance(exc, LeaseLostError) else "fenced"
+            result = DispatchResult(Disposition.LEAVE_PENDING, outcome, str(exc))
+        except Exception:
+            # Not a crash (the dispatch returned, with an error): its attempt is ended, and the
+            # carrier stays pending for a redelivery that meets the checkpoint.
+            await run.stop()
+            with contextlib.suppress(Exception):
+                await self._let_go(lease)
+            raise
+        except BaseException:
+            # Cut short (the worker abandons it at exit): its step did not finish, so its
+            # attempt stays open and counts like a crash; the lease need not wait for its TTL.
+            await run.stop()
+            with contextlib.suppress(Exception):
+                await self._leases.release(lease)
+            raise
+        await run.stop()
+        # Release (W3), then schedule and settle (W8).
+        try:
+            await self._let_go(lease)
+        except Exception as exc:
+            # The lease may still be ours until its TTL: a follow-up carrier enqueued now could
+            # meet it and be acked without effect, so nothing follows and nothing is acked.
+            log.warning(
+                "event=lease.release_failed execution_id=%s generation=%s outcome=%s error=%r: "
+                "the carrier stays pending and is redelivered once the lease expired",
+                lease.execution_id,
+                lease.generation,
+                result.outcome,
+                exc,
+            )
+            return DispatchResult(Disposition.LEAVE_PENDING, "release_failed", repr(exc))
+        await self._schedule(result)
+        return result
+
+    async def _under_lease(self, held: Held, flags: ControlFlags) -> DispatchResult:
+        """Load, count the attempt, and start or resume the execution (W2, W6, W7)."""
+        envelope = held.envelope
+        state = await self._executions.load(envelope.execution_id)
+        flow = None
+        if envelope.kind is CarrierKind.START and state is None:
+            try:
+                flow = await self._flows.get(envelope.flow_id, envelope.version)
+            except UnknownFlowError as exc:
+                return DispatchResult(Disposition.DEAD_LETTER, "unknown_flow", str(exc))
+        # The node this attempt runs first: a new execution's start node, or the checkpoint's.
+        first_node = flow.start_node.id if flow else state.next_node_id if state else None
+        counters = await self._attempts.begin(held.run.lease, state, first_node)
+        if isinstance(counters, DispatchResult):
+            return counters  # its attempts are spent: given up (W2)
+        if envelope.kind is CarrierKind.START:
+            return await self._starts.run(held, state, flow, counters, flags)
+        if state is None:
+            return DispatchResult(
+                Disposition.DEAD_LETTER,
+                "unknown_execution",
+                f"resume for execution {envelope.execution_id} which does not exist",
+            )
+        assert envelope.resume_type is not None, "a resume carrier names its resume type"
+        return await self._resumes.run(held, state, envelope.resume_type, counters, flags)
+
+    def _writes_of(self, run: KeeperRun) -> Writes:
+        return Writes(
+            executions=self._executions,
+            subscriptions=self._subscriptions,
+            clock=self._clock,
+            run=run,
+            listeners=self._listeners,
+        )
+
+    async def _let_go(self, lease: Lease) -> None:
+        """End the dispatch's attempt (W2; a no-op if it never began), then give its lease up
+        (W3)."""
+        await self._attempts.end(lease)
+        await self._leases.release(lease)
+
+    async def _schedule(self, result: DispatchResult) -> None:
+        # W8: copies and hand-overs go out only once the lease is released, so they can never
+        # meet their own holder's lease; a crash before this leaves the original pending.
+        for copy, due_ms in result.schedule:
+            await self._delay.schedule(copy, due_ms=due_ms)
+        for carrier in result.enqueue:
+            await self._queue.enqueue(carrier)

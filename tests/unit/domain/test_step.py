@@ -1,0 +1,126 @@
+"""``apply_step``: what one step does to an execution's checkpoint (W1, S3, C2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+
+from plaita.domain.execution import (
+    ExecutionState,
+    ExecutionStatus,
+    NodeTiming,
+    Suspension,
+)
+from plaita.domain.flow import Flow
+from plaita.domain.step import StepRecord, apply_step
+
+FLOW = Flow.from_document(
+    {
+        "flow_id": "approval",
+        "start": "request",
+        "nodes": [
+            {"id": "request", "type": "task", "handler": "t:request", "next": "wait"},
+            {"id": "wait", "type": "event", "event_type": "decision", "next": "done"},
+            {"id": "done", "type": "end"},
+        ],
+    }
+)
+
+
+def running(**changes: Any) -> ExecutionState:
+    state = ExecutionState.new(
+        execution_id="x-1",
+        flow_id="approval",
+        flow_version="1",
+        fingerprint=FLOW.fingerprint,
+        start_node_id="request",
+        input={"amount": 5},
+        now_ms=0,
+    )
+    return attrs.evolve(state, **changes)
+
+
+def record(node_id: str, **outcome: Any) -> StepRecord:
+    return StepRecord(
+        node_id=node_id,
+        variables={"v": 1},
+        node_results={node_id: {"ok": True}},
+        last_node_id=node_id,
+        last_branch=None,
+        **outcome,
+    )
+
+
+def test_a_step_to_the_next_node_keeps_running_there_with_the_graphs_fingerprint() -> None:
+    after = apply_step(
+        running(), record("request", next_node_id="wait"), flow=FLOW, started_ms=10, now_ms=15
+    )
+
+    assert (after.status, after.next_node_id, after.steps) == (ExecutionStatus.RUNNING, "wait", 1)
+    assert after.subgraph_fingerprint == FLOW.subgraph_fingerprint("wait")
+    assert (after.variables, after.node_results) == ({"v": 1}, {"request": {"ok": True}})
+    assert after.last_node_id == "request" and after.updated_at_ms == 15
+    assert after.node_timings["request"] == NodeTiming(10, 15)
+
+
+def test_a_step_that_suspends_waits_at_its_node_and_its_timing_stays_open() -> None:
+    wait = Suspension("wait", "sub-1", None)
+    state = running(next_node_id="wait", steps=1)
+
+    after = apply_step(state, record("wait", suspension=wait), flow=FLOW, started_ms=20, now_ms=21)
+
+    assert (after.status, after.suspension, after.next_node_id) == (
+        ExecutionStatus.SUSPENDED,
+        wait,
+        "wait",
+    )
+    assert after.subgraph_fingerprint == FLOW.subgraph_fingerprint("wait")
+    assert after.node_timings["wait"] == NodeTiming(20, None), "still open while it waits"
+
+
+def test_a_resumed_wait_keeps_the_start_of_its_wait() -> None:
+    """C2: the wait's timing spans the suspension."""
+    suspended = running(
+        status=ExecutionStatus.SUSPENDED,
+        next_node_id="wait",
+        suspension=Suspension("wait", "sub-1", None),
+        node_timings={"wait": NodeTiming(20, None)},
+    )
+
+    after = apply_step(
+        suspended, record("wait", next_node_id="done"), flow=FLOW, started_ms=90, now_ms=95
+    )
+
+    assert after.status is ExecutionStatus.RUNNING and after.suspension is None
+    assert after.node_timings["wait"] == NodeTiming(20, 95)
+
+
+def test_a_step_that_ends_completes_with_its_result_and_no_next_node() -> None:
+    state = running(next_node_id="done", steps=2)
+
+    after = apply_step(
+        state, record("done", is_end=True, result="shipped"), flow=FLOW, started_ms=30, now_ms=31
+    )
+
+    assert (after.status, after.result, after.next_node_id, after.steps) == (
+        ExecutionStatus.COMPLETED,
+        "shipped",
+        None,
+        3,
+    )
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        {},
+        {"is_end": True, "next_node_id": "done"},
+        {"suspension": Suspension("wait", "s", None), "next_node_id": "done"},
+    ],
+    ids=["none", "end-and-next", "suspend-and-next"],
+)
+def test_a_step_record_says_exactly_one_of_suspend_end_or_next(outcome: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="exactly one"):
+        record("request", **outcome)
