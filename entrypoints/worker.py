@@ -336,7 +336,10 @@ class Worker:
             self._metrics.resumed((self._clock.now_ms() - envelope.timestamp_ms) / 1000)
         async with self._locks.hold(envelope.execution_id):
             return await self._process(
-                envelope, message_id=delivery.message_id, reclaimed=delivery.reclaimed
+                envelope,
+                message_id=delivery.message_id,
+                reclaimed=delivery.reclaimed,
+                deliveries=delivery.delivery_count,
             )
 
     async def _settle(self, delivery: Delivery, result: DispatchResult) -> None:

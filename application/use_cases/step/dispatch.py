@@ -14,12 +14,14 @@ from plaita.domain.tombstone import DEFAULT_CARRIER_MAX_AGE_MS
 
 @attrs.frozen
 class Carrier:
-    """The carrier a step was handed: its envelope, where it sits in the stream, and whether
-    it was reclaimed from another consumer (W5)."""
+    """The carrier a step was handed: its envelope, where it sits in the stream, whether it
+    was reclaimed from another consumer (W5), and how often the stream delivered it (logged
+    only: attempts are counted with the execution, W2)."""
 
     envelope: TaskEnvelope
     message_id: str | None = None
     reclaimed: bool = False
+    deliveries: int = 1
 
     @property
     def execution_id(self) -> str:

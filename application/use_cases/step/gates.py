@@ -151,10 +151,11 @@ class CarrierGates:
         if decision.runs:
             return None
         log.info(
-            "event=reclaim.skipped_live_lease message_id=%s execution_id=%s reason=%s: left "
-            "pending while the lease holder works",
+            "event=reclaim.skipped_live_lease message_id=%s execution_id=%s deliveries=%d "
+            "reason=%s: left pending while the lease holder works",
             carrier.message_id,
             carrier.execution_id,
+            carrier.deliveries,
             decision.reason.value,
         )
         return DispatchResult(Disposition.LEAVE_PENDING, RECLAIM_SKIPPED, decision.reason.value)

@@ -131,11 +131,16 @@ class ProcessTask:
         )
 
     async def __call__(
-        self, envelope: TaskEnvelope, *, message_id: str | None = None, reclaimed: bool = False
+        self,
+        envelope: TaskEnvelope,
+        *,
+        message_id: str | None = None,
+        reclaimed: bool = False,
+        deliveries: int = 1,
     ) -> DispatchResult:
         """Advance the carrier's execution, inside the carrier's tenant (W24)."""
         with tenant_scope(envelope.tenant_id):
-            return await self._step(Carrier(envelope, message_id, reclaimed))
+            return await self._step(Carrier(envelope, message_id, reclaimed, deliveries))
 
     async def _step(self, carrier: Carrier) -> DispatchResult:
         # Gates: another pool's carrier, a reclaimed one beside a live lease, too old, deleted,

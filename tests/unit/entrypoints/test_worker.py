@@ -59,7 +59,12 @@ class ScriptedStep:
     overlapped: bool = False
 
     async def __call__(
-        self, envelope: TaskEnvelope, *, message_id: str | None = None, reclaimed: bool = False
+        self,
+        envelope: TaskEnvelope,
+        *,
+        message_id: str | None = None,
+        reclaimed: bool = False,
+        deliveries: int = 1,
     ) -> DispatchResult:
         key = envelope.execution_id
         if key in self.running:
@@ -222,7 +227,12 @@ class GatedStep:
     cancelled: bool = False
 
     async def __call__(
-        self, envelope: TaskEnvelope, *, message_id: str | None = None, reclaimed: bool = False
+        self,
+        envelope: TaskEnvelope,
+        *,
+        message_id: str | None = None,
+        reclaimed: bool = False,
+        deliveries: int = 1,
     ) -> DispatchResult:
         self.started.set()
         try:

@@ -209,7 +209,12 @@ class Answering:
     seen: list[str] = attrs.field(factory=list)
 
     async def __call__(
-        self, envelope: TaskEnvelope, *, message_id: str | None = None, reclaimed: bool = False
+        self,
+        envelope: TaskEnvelope,
+        *,
+        message_id: str | None = None,
+        reclaimed: bool = False,
+        deliveries: int = 1,
     ) -> DispatchResult:
         self.seen.append(envelope.execution_id)
         outcome, disposition = self.answers.get(
