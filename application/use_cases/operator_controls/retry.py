@@ -11,6 +11,7 @@ from plaita.application.ports import (
     SubscriptionStore,
     TaskQueue,
 )
+from plaita.application.use_cases.borrowed_lease import BorrowedLease, BorrowOutcome
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.operator_controls.shared import (
     ControlResult,
@@ -70,8 +71,9 @@ class RetryExecution(WithQueue):
         self._leases = leases
         self._counters = counters
         self._subscriptions = subscriptions
-        self._holder_id = holder_id
-        self._lease_ttl_ms = lease_ttl_ms
+        self._borrow = BorrowedLease(
+            executions=executions, leases=leases, holder_id=holder_id, lease_ttl_ms=lease_ttl_ms
+        )
 
     async def __call__(self, execution_id: str, *, from_node: str | None = None) -> ControlResult:
         state, flags = await self._load(execution_id)
@@ -132,17 +134,9 @@ class RetryExecution(WithQueue):
         flow: Flow,
     ) -> ExecutionState:
         execution_id = seen.execution_id
-        lease = await self._leases.acquire(execution_id, self._holder_id, ttl_ms=self._lease_ttl_ms)
-        if lease is None:
-            holder = await self._leases.holder(execution_id)
-            raise LeaseConflictError(
-                f"execution {execution_id!r} is being advanced by "
-                f"{holder.holder_id if holder else 'another holder'}; try the retry again once "
-                "its step is done"
-            )
-        try:
+
+        async def restart(current: ExecutionState | None) -> ExecutionState:
             # Decided again under the lease: a worker may have moved it since it was read.
-            current = await self._executions.load(execution_id)
             if current is None:
                 raise UnknownExecutionError(f"execution {execution_id!r} was deleted meanwhile")
             again = decide_retry(current, from_node=from_node, flow_nodes=nodes)
@@ -158,10 +152,18 @@ class RetryExecution(WithQueue):
             await self._counters.apply(
                 execution_id, restart_counter_changes(node_id), ttl_ms=COUNTER_TTL_SECONDS * 1000
             )
-            await self._executions.save(restarted, fence=lease.generation, previous=current)
-        finally:
-            await self._leases.release(lease)
-        suspension = current.suspension
+            return restarted
+
+        borrowed = await self._borrow.write(execution_id, restart)
+        if borrowed.outcome is BorrowOutcome.LEASE_TAKEN:
+            holder = await self._leases.holder(execution_id)
+            raise LeaseConflictError(
+                f"execution {execution_id!r} is being advanced by "
+                f"{holder.holder_id if holder else 'another holder'}; try the retry again once "
+                "its step is done"
+            )
+        assert borrowed.found is not None and borrowed.saved is not None
+        suspension = borrowed.found.suspension
         if suspension is not None and suspension.subscription_id is not None:
             await self._subscriptions.remove(suspension.subscription_id)
-        return restarted
+        return borrowed.saved
