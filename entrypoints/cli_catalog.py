@@ -1,4 +1,4 @@
-"""What a deployment holds: ``plaita flows list|show`` and ``plaita workers list`` (C4).
+"""What a deployment holds: ``plaita flows register|list|show`` and ``plaita workers list`` (C4).
 
 Flow definitions belong to a tenant or to the whole deployment (ADR 0011): the flows
 commands act for one tenant (``--tenant``, env ``PLAITA_TENANT``, default ``default``) and
@@ -10,12 +10,19 @@ shared by every tenant, so ``workers list`` takes no tenant.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import click
 from click.core import ParameterSource
 
-from plaita.application.use_cases.flows import CatalogEntry
+from plaita.application.handlers import HandlerRegistry
+from plaita.application.use_cases.flows import (
+    CatalogEntry,
+    FlowCatalog,
+    Registration,
+    validate_flow,
+)
 from plaita.domain.errors import InvalidTenantIdError
 from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED, FlowOwner
@@ -23,6 +30,8 @@ from plaita.entrypoints.cli_support import (
     FLOW_ID,
     echo_json,
     json_option,
+    load_flow_file,
+    named_errors,
     redis_url_option,
     run_with_container,
     settings_from,
@@ -194,3 +203,69 @@ def workers_list(redis_url: str, as_json: bool) -> None:
             f"family={item['config_family'][:12] or '-'}  "
             f"budget={item['budget_generation'][:12] or '-'}"
         )
+
+
+@click.command("register")
+@click.argument(
+    "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@flows_tenant_option
+@shared_option
+@redis_url_option
+@click.option(
+    "--handler-modules",
+    envvar="PLAITA_HANDLER_MODULES",
+    default=None,
+    help="When given, refuse flows whose handlers come from other modules.",
+)
+@json_option
+def flows_register(
+    files: tuple[Path, ...],
+    tenant_id: str,
+    shared: bool,
+    redis_url: str,
+    handler_modules: str | None,
+    as_json: bool,
+) -> None:
+    """Validate and register flow definition files for a tenant, or deployment-wide.
+
+    A registered (flow_id, version) never changes: the same document again changes nothing,
+    another document is refused (FlowVersionConflictError, exit 1). Every file is checked
+    first, so a refusal writes nothing.
+    """
+    owner = flow_owner(tenant_id, shared)
+    settings = settings_from(backend="redis", redis_url=redis_url, handler_modules=handler_modules)
+    loaded = [load_flow_file(path) for path in files]
+    allowlist = None if handler_modules is None else HandlerRegistry(settings.handler_modules)
+    with named_errors():
+        for flow in loaded:
+            validate_flow(flow, allowlist)
+
+    async def body(container: Container) -> list[Registration]:
+        catalog = FlowCatalog(container.flow_repository(), allowlist)
+        for flow in loaded:
+            await catalog.check_registration(flow, owner=owner)
+        return [await catalog.register(flow, owner=owner) for flow in loaded]
+
+    for registration in run_with_container(settings, body):
+        flow = registration.flow
+        if as_json:
+            echo_json(
+                {
+                    "flow_id": flow.flow_id,
+                    "version": flow.version,
+                    "fingerprint": flow.fingerprint,
+                    **owner.to_json(),
+                    "created": registration.created,
+                }
+            )
+        elif registration.created:
+            click.echo(
+                f"registered {flow.flow_id} version {flow.version} ({flow.fingerprint[:12]}) "
+                f"{for_owner(owner)}"
+            )
+        else:
+            click.echo(
+                f"{flow.flow_id} version {flow.version} ({flow.fingerprint[:12]}) was already "
+                f"registered {for_owner(owner)} with this document; nothing changed"
+            )

@@ -1,8 +1,10 @@
-"""``plaita events list`` and ``plaita events show``: stored events for operators (V7, C4).
+"""``plaita events publish|list|show``: publishing events, and stored events (V7, C4).
 
-Events are kept 7 days. ``list`` reads the type index when ``--type`` is given, else the time
-index across all types, and applies every other filter to the candidates (AND); ``show``
-prints one event. Both talk to Redis only, like the other operator commands.
+``publish`` stores an event and notifies the event filter, which resumes the executions
+waiting for it. Events are kept 7 days. ``list`` reads the type index when ``--type`` is
+given, else the time index across all types, and applies every other filter to the
+candidates (AND); ``show`` prints one event. All three talk to Redis only, like the other
+operator commands.
 """
 
 from __future__ import annotations
@@ -16,14 +18,17 @@ import click
 from plaita.application.ports import EventLog
 from plaita.domain.errors import InvalidEventQueryError, InvalidTenantIdError, UnknownEventError
 from plaita.domain.events import MAX_LISTING_LIMIT, Event, EventQuery
+from plaita.domain.limits import EVENT_DATA_LIMIT
 from plaita.domain.tenancy import validate_tenant_id
 from plaita.entrypoints.cli_support import (
     EVENT_ID,
     echo_json,
     json_option,
+    parse_json_object,
     redis_url_option,
     run_with_container,
     settings_from,
+    tenant_option,
 )
 from plaita.entrypoints.container import Container
 
@@ -175,3 +180,40 @@ def events_show(event_id: str, redis_url: str, as_json: bool) -> None:
         return
     for key, value in view.items():
         click.echo(f"{key:>14}: {json.dumps(value, sort_keys=True, default=str)}")
+
+
+@click.command("publish")
+@click.argument("event_type")
+@click.option("--correlation-id", required=True, help="Usually the waiting execution's id.")
+@click.option("--data", "data_json", default=None, help="Event data as a JSON object.")
+@click.option("--source", default="cli", show_default=True)
+@tenant_option
+@redis_url_option
+@json_option
+def events_publish(
+    event_type: str,
+    correlation_id: str,
+    data_json: str | None,
+    source: str,
+    tenant_id: str,
+    redis_url: str,
+    as_json: bool,
+) -> None:
+    """Publish an event; executions waiting for it resume."""
+    data = parse_json_object("--data", data_json, EVENT_DATA_LIMIT)
+    settings = settings_from(backend="redis", redis_url=redis_url)
+
+    async def body(container: Container) -> Any:
+        return await container.publish_event()(
+            event_type,
+            data=data,
+            correlation_id=correlation_id,
+            source=source,
+            tenant_id=tenant_id,
+        )
+
+    event = run_with_container(settings, body, tenant_id=tenant_id)
+    if as_json:
+        echo_json(event.to_json())
+    else:
+        click.echo(event.event_id)

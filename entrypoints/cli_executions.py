@@ -1,4 +1,5 @@
-"""Operator controls in the ``plaita`` CLI: list, resume, cancel, pause, unpause, retry, bulk.
+"""The ``plaita executions`` commands: start and show, and the operator controls list, resume,
+cancel, pause, unpause, retry, bulk.
 
 ``cli.py`` attaches each command to its ``executions`` group. They act on one tenant's
 executions (``--tenant``) on Redis, through the same use cases as the console (W23, C4).
@@ -7,6 +8,7 @@ Refusals are named errors (exit 1, with what to do); bad flags are usage errors 
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from collections.abc import Awaitable, Callable
@@ -23,6 +25,7 @@ from plaita.application.use_cases.operator_controls import (
 )
 from plaita.domain.errors import InvalidOperatorRequestError
 from plaita.domain.execution import ExecutionStatus
+from plaita.domain.limits import INPUT_LIMIT
 from plaita.domain.operator_controls import (
     MAX_BULK_LIMIT,
     MAX_PAGE_LIMIT,
@@ -33,7 +36,9 @@ from plaita.entrypoints.cli_support import (
     EXECUTION_ID,
     FLOW_ID,
     echo_json,
+    execution_view,
     json_option,
+    parse_json_object,
     redis_url_option,
     run_with_container,
     settings_from,
@@ -319,3 +324,87 @@ def executions_bulk(
         )
     if result.failed:
         raise SystemExit(1)
+
+
+@click.command("start")
+@click.argument("flow_id", type=FLOW_ID)
+@click.option("--version", default=None, help="Flow version (default: the latest registered).")
+@click.option("--input", "input_json", default=None, help="Input parameters as a JSON object.")
+@click.option("--dedup-key", default=None, help="Starting twice with one key starts once.")
+@click.option(
+    "--execution-id",
+    type=EXECUTION_ID,
+    default=None,
+    help="Choose the id (default: a new uuid); letters, digits, '_', '.', ':' and '-'.",
+)
+@tenant_option
+@redis_url_option
+@json_option
+def executions_start(
+    flow_id: str,
+    version: str | None,
+    input_json: str | None,
+    dedup_key: str | None,
+    execution_id: str | None,
+    tenant_id: str,
+    redis_url: str,
+    as_json: bool,
+) -> None:
+    """Start an execution of FLOW_ID; prints its id."""
+    params = parse_json_object("--input", input_json, INPUT_LIMIT)
+    settings = settings_from(backend="redis", redis_url=redis_url)
+
+    async def body(container: Container) -> Any:
+        return await container.start_execution()(
+            flow_id,
+            version=version,
+            params=params,
+            execution_id=execution_id,
+            dedup_key=dedup_key,
+            tenant_id=tenant_id,
+        )
+
+    started = run_with_container(settings, body, tenant_id=tenant_id)
+    if as_json:
+        echo_json(
+            {
+                "execution_id": started.execution_id,
+                "flow_id": started.flow_id,
+                "version": started.version,
+                "deduplicated": started.deduplicated,
+            }
+        )
+    else:
+        click.echo(started.execution_id)
+
+
+@click.command("show")
+@click.argument("execution_id", type=EXECUTION_ID)
+@tenant_option
+@redis_url_option
+@json_option
+def executions_show(execution_id: str, tenant_id: str, redis_url: str, as_json: bool) -> None:
+    """Show an execution's status, position, result and error."""
+    settings = settings_from(backend="redis", redis_url=redis_url)
+
+    async def body(container: Container) -> dict[str, Any]:
+        state = await container.get_execution()(execution_id)
+        flags = await container.controls().get(execution_id)  # W23: paused, cancel asked
+        return {**execution_view(state), **flags.to_json()}
+
+    view = run_with_container(settings, body, tenant_id=tenant_id)
+    if as_json:
+        echo_json(view)
+        return
+    for key in (
+        "execution_id",
+        "flow_id",
+        "status",
+        "paused",
+        "cancel_requested",
+        "last_node_id",
+        "waiting_for",
+        "result",
+        "error",
+    ):
+        click.echo(f"{key:>13}: {json.dumps(view[key], default=str)}")

@@ -186,6 +186,24 @@ default_retries_option = click.option(
 )
 
 
+def setting_default(name: str) -> str:
+    """The default a flag falls back to when neither it nor PLAITA_<NAME> is set (for --help)."""
+    return str(Settings.model_fields[name].default)
+
+
+def set_service_log_level(quiet: bool) -> None:
+    """A long-running service (worker, event filter) logs INFO unless ``--quiet`` or an
+    explicit ``--log-level`` says otherwise: its start-up and stop lines are what an operator
+    reads first."""
+    group = click.get_current_context().parent
+    if quiet:
+        logging.getLogger().setLevel(logging.WARNING)
+    elif group is not None and (
+        group.get_parameter_source("log_level") is click.core.ParameterSource.DEFAULT
+    ):
+        logging.getLogger().setLevel(logging.INFO)
+
+
 def settings_from(**values: Any) -> Settings:
     """Settings from flags (unset ones fall back to PLAITA_*); every problem listed, exit 2.
 

@@ -17,38 +17,36 @@ three hashes, counters, heartbeat, operator flags, parked carriers) a TTL of at 
 ``retention_ms``; one that makes it live again removes the TTLs it set. The generation
 counter never gets one (W4). The ``{ns}:executions`` index keeps an expired execution's id
 until a listing meets it or the janitor walks past it (``prune_indexes``); both prune it
-with a script that checks the state again, so an id written back meanwhile stays.
+with a script that checks the state again, so an id written back meanwhile stays. Listing,
+paging and that sweep read the index in ``execution_index``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import redis.asyncio as redis
 from redis.exceptions import NoScriptError
 
-from plaita.adapters.redis.index_pruning import IndexPruner
+from plaita.adapters.redis.execution_index import ExecutionIndexReads, assemble, queue_reads
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.scripts import read_script
-from plaita.adapters.redis.streams import text, text_fields
-from plaita.application.ports import PAGE_SCAN_BUDGET, ExecutionPage, NodeHeartbeat
+from plaita.adapters.redis.streams import text
+from plaita.application.ports import NodeHeartbeat
 from plaita.application.tenancy import current_tenant
 from plaita.domain.checkpoint import (
     CheckpointDelta,
     checkpoint_delta,
     encode_value,
-    state_from_parts,
 )
-from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.execution import ExecutionState
 from plaita.domain.lease import check_fence, check_fenced_write
-from plaita.domain.operator_controls import PageCursor, check_page_limit
 from plaita.domain.retention import DEFAULT_RETENTION_MS, check_retention_ms
 from plaita.domain.tenancy import check_same_tenant
 from plaita.domain.tombstone import Tombstone
 
-_LIST_PAGE = 100
 #: Three lease TTLs of the default 120 s lease: the record outlives the reaper's window.
 DEFAULT_HEARTBEAT_TTL_MS = 360_000
 
@@ -57,7 +55,7 @@ _DELETED = "deleted"
 _MISSING = "missing"
 
 
-class RedisExecutionRepository:
+class RedisExecutionRepository(ExecutionIndexReads):
     """ExecutionRepository, TombstoneStore and IndexJanitor on the execution hashes plus the
     ``{ns}:executions`` index (score: updated_at)."""
 
@@ -73,13 +71,9 @@ class RedisExecutionRepository:
             raise ValueError(
                 f"a heartbeat ttl must be a positive number of milliseconds, got {heartbeat_ttl_ms}"
             )
-        self._client = client
-        self._keys = keys
+        super().__init__(client, keys)
         self._heartbeat_ttl_ms = heartbeat_ttl_ms
         self._retention_ms = check_retention_ms(retention_ms)
-        self._pruner = IndexPruner(
-            client, registry=keys.execution_indexes(), record_key=keys.execution_state_in
-        )
         self._save = client.register_script(read_script("execution_save"))
         self._delete = client.register_script(read_script("execution_delete"))
         self._heartbeat = client.register_script(read_script("execution_heartbeat"))
@@ -89,14 +83,9 @@ class RedisExecutionRepository:
     async def load(self, execution_id: str) -> ExecutionState | None:
         # MULTI/EXEC: one round trip, and a snapshot no concurrent save can tear.
         async with self._client.pipeline(transaction=True) as pipe:
-            self._queue_reads(pipe, execution_id)
+            queue_reads(pipe, self._keys, execution_id)
             header, nodes, variables = await pipe.execute()
-        return _assemble(header, nodes, variables)
-
-    def _queue_reads(self, pipe: Any, execution_id: str) -> None:
-        pipe.hgetall(self._keys.execution_state(execution_id))
-        pipe.hgetall(self._keys.execution_nodes(execution_id))
-        pipe.hgetall(self._keys.execution_vars(execution_id))
+        return assemble(header, nodes, variables)
 
     async def tombstone(self, execution_id: str) -> Tombstone | None:
         document = await self._client.get(self._keys.tombstone(execution_id))
@@ -112,55 +101,6 @@ class RedisExecutionRepository:
             return None
         fields = json.loads(text(document))
         return NodeHeartbeat(str(fields["node_id"]), int(fields["last_update_ms"]))
-
-    async def list(
-        self,
-        *,
-        flow_id: str | None = None,
-        status: ExecutionStatus | None = None,
-        limit: int = 100,
-    ) -> Sequence[ExecutionState]:
-        found: list[ExecutionState] = []
-        dead: list[str] = []
-        start = 0
-        page = limit if flow_id is None and status is None else max(limit, _LIST_PAGE)
-        while len(found) < limit:
-            ids = [
-                text(member)
-                for member in await self._client.zrevrange(
-                    self._keys.executions(), start, start + page - 1
-                )
-            ]
-            if not ids:
-                break
-            # The ids live in different hash slots, so the page is read without MULTI: each
-            # execution's three hashes are read back to back, but not as one snapshot.
-            async with self._client.pipeline(transaction=False) as pipe:
-                for execution_id in ids:
-                    self._queue_reads(pipe, execution_id)
-                replies = await pipe.execute()
-            for index, execution_id in enumerate(ids):
-                state = _assemble(*replies[3 * index : 3 * index + 3])
-                if state is None:
-                    dead.append(execution_id)  # expired, deleted, or a rejected save
-                elif (flow_id is None or state.flow_id == flow_id) and (
-                    status is None or state.status is status
-                ):
-                    found.append(state)
-            start += page
-        await self._prune(dead)
-        return found[:limit]
-
-    async def _prune(self, dead: Sequence[str]) -> None:
-        """Take the ids a listing found without a state out of the index (S1); after the
-        walk, so the walk's offsets stay true."""
-        if dead:
-            await self._pruner.prune(self._keys.executions(), dead)
-
-    async def prune_indexes(self, *, budget: int) -> int:
-        """IndexJanitor: walk every tenant's executions index ``budget`` members at a time
-        and remove the ids whose state is gone (expired after the retention, S5)."""
-        return await self._pruner.sweep(budget=budget)
 
     # --- writes -------------------------------------------------------------------------
 
@@ -298,69 +238,6 @@ class RedisExecutionRepository:
         script, indexed = replies[:2]
         return script, indexed
 
-    async def page(
-        self,
-        *,
-        flow_id: str | None = None,
-        status: ExecutionStatus | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> ExecutionPage:
-        """ExecutionRepository.page: batches of the index below the cursor, filtered here (C1)."""
-        check_page_limit(limit)
-        after = None if cursor is None else PageCursor.decode(cursor)
-        top: float | str = "+inf" if after is None else after.score
-        batch = limit if flow_id is None and status is None else max(limit, _LIST_PAGE)
-        key = self._keys.executions()
-        items: list[ExecutionState] = []
-        dead: list[str] = []
-        examined, offset = 0, 0
-        last: tuple[int, str] | None = None
-        while True:
-            # Offsets count from the cursor's score, fixed for this call: entries written
-            # meanwhile get a higher score and land above it, never inside the walk.
-            replies: list[Any] = await self._client.zrevrangebyscore(
-                key, top, "-inf", start=offset, num=batch, withscores=True
-            )
-            offset += len(replies)
-            # The cursor's own entry and its ties come first (same score, ids not below it).
-            pairs = [(int(score), text(member)) for member, score in replies]
-            entries = [e for e in pairs if after is None or after.precedes(*e)]
-            skipped = len(pairs) - len(entries)
-            loaded: list[Any] = []
-            if entries:
-                async with self._client.pipeline(transaction=False) as pipe:
-                    for _, execution_id in entries:
-                        self._queue_reads(pipe, execution_id)
-                    loaded = await pipe.execute()
-            stopped_at = None
-            for index, entry in enumerate(entries):
-                examined, last = examined + 1, entry
-                state = _assemble(*loaded[3 * index : 3 * index + 3])
-                if state is None:
-                    dead.append(entry[1])
-                elif (flow_id is None or state.flow_id == flow_id) and (
-                    status is None or state.status is status
-                ):
-                    items.append(state)
-                if len(items) == limit or examined >= PAGE_SCAN_BUDGET:
-                    stopped_at = skipped + index
-                    break
-            if stopped_at is not None:
-                more = stopped_at + 1 < len(pairs) or (
-                    len(pairs) == batch
-                    and bool(
-                        await self._client.zrevrangebyscore(key, top, "-inf", start=offset, num=1)
-                    )
-                )
-                break
-            if len(pairs) < batch:
-                more = False  # the index ends here
-                break
-        await self._prune(dead)
-        next_cursor = PageCursor(*last).encode() if more and last is not None else None
-        return ExecutionPage(tuple(items), next_cursor)
-
 
 def _save_arguments(delta: CheckpointDelta, fence: int, retention_ms: int) -> list[str | int]:
     header = _pairs(delta.header)
@@ -393,9 +270,3 @@ def _pairs(values: Mapping[str, Any]) -> list[str]:
 
 def _generation(reply: Any) -> int | None:
     return None if reply is None else int(text(reply))
-
-
-def _assemble(header: Any, nodes: Any, variables: Any) -> ExecutionState | None:
-    if not header:
-        return None
-    return state_from_parts(text_fields(header), text_fields(nodes), text_fields(variables))

@@ -23,6 +23,7 @@ from plaita.application.ports import (
     TaskQueue,
 )
 from plaita.application.tenancy import no_tenant_scope, tenant_scope
+from plaita.application.use_cases.borrowed_lease import BorrowedLease, BorrowOutcome
 from plaita.domain.budgets import crash_budget_spent
 from plaita.domain.dead_letter import (
     ExecutionLookup,
@@ -222,17 +223,12 @@ class GuardDeadLetter:
 
         A recovery copy would only spend the node's budget again, for ever (seed #123).
         """
-        lease = await self._leases.acquire(
-            state.execution_id, self._holder_id, ttl_ms=self._lease_ttl_ms
-        )
-        if lease is None:
-            return "lease_taken"
-        try:
-            current = await self._executions.load(state.execution_id)
+
+        async def fail(current: ExecutionState | None) -> ExecutionState | None:
             if current is None or current.is_terminal:
                 return None
             failed_node = current.next_node_id
-            failed = current.transition(
+            return current.transition(
                 ExecutionStatus.ERROR,
                 now_ms=self._clock.now_ms(),
                 error=ExecutionError(
@@ -247,10 +243,10 @@ class GuardDeadLetter:
                     kind=NODE_BUDGET_EXHAUSTED_KIND,
                 ),
             )
-            await self._executions.save(failed, fence=lease.generation, previous=current)
-            return None
-        finally:
-            await self._leases.release(lease)
+
+        borrow = BorrowedLease(self._executions, self._leases, self._holder_id, self._lease_ttl_ms)
+        borrowed = await borrow.write(state.execution_id, fail)
+        return "lease_taken" if borrowed.outcome is BorrowOutcome.LEASE_TAKEN else None
 
     async def _record_failed_start(self, delivery: Delivery) -> str | None:
         """A start that never reached its first checkpoint becomes an execution in error.
@@ -260,16 +256,10 @@ class GuardDeadLetter:
         """
         envelope = delivery.envelope
         assert envelope is not None
-        lease = await self._leases.acquire(
-            envelope.execution_id, self._holder_id, ttl_ms=self._lease_ttl_ms
-        )
-        if lease is None:
-            return "lease_taken"
-        try:
-            if await self._executions.load(envelope.execution_id) is not None:
-                return "execution_appeared"
+
+        async def fail(current: ExecutionState | None) -> ExecutionState:
             now = self._clock.now_ms()
-            failed = ExecutionState(
+            return ExecutionState(
                 execution_id=envelope.execution_id,
                 flow_id=envelope.flow_id,
                 flow_version=envelope.version or "",
@@ -289,10 +279,12 @@ class GuardDeadLetter:
                     kind=NODE_BUDGET_EXHAUSTED_KIND,
                 ),
             )
-            await self._executions.save(failed, fence=lease.generation)
-            return None
-        finally:
-            await self._leases.release(lease)
+
+        borrow = BorrowedLease(self._executions, self._leases, self._holder_id, self._lease_ttl_ms)
+        borrowed = await borrow.write(envelope.execution_id, fail, expect=None)
+        if borrowed.outcome is BorrowOutcome.STATE_CHANGED:
+            return "execution_appeared"
+        return "lease_taken" if borrowed.outcome is BorrowOutcome.LEASE_TAKEN else None
 
     async def _recovery_copy(self, delivery: Delivery) -> tuple[str | None, str | None]:
         """Enqueue a fresh carrier for an execution whose holder is gone.

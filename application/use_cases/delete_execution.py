@@ -22,6 +22,7 @@ from plaita.application.ports import (
     LeaseManager,
     SubscriptionStore,
 )
+from plaita.application.use_cases.borrowed_lease import BorrowedLease
 from plaita.domain.errors import UnknownExecutionError
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.retention import DEFAULT_RETENTION_MS
@@ -76,8 +77,7 @@ class DeleteExecution:
         self._leases = leases
         self._subscriptions = subscriptions
         self._clock = clock
-        self._holder_id = holder_id
-        self._lease_ttl_ms = lease_ttl_ms
+        self._borrow = BorrowedLease(executions, leases, holder_id, lease_ttl_ms)
         self._carrier_max_age_ms = carrier_max_age_ms
         self._tombstone_ttl_seconds = tombstone_ttl_seconds
         # W13: a tombstone outlives the state TTL, the retention of a terminal execution (S5).
@@ -103,19 +103,16 @@ class DeleteExecution:
         ttl_seconds = self._ttl_seconds(execution_id)
         # A free lease is taken so the delete is fenced like any write; a held one is revoked
         # (fence None): the generation moves on and the holder's next checkpoint is refused.
-        lease = await self._leases.acquire(execution_id, self._holder_id, ttl_ms=self._lease_ttl_ms)
-        revoked = None if lease is not None else await self._leases.holder(execution_id)
-        try:
+        # The delete removes the lease with the state, so the release after it finds nothing
+        # to give back; it matters when the delete fails.
+        async with self._borrow.held(execution_id) as lease:
+            revoked = None if lease is not None else await self._leases.holder(execution_id)
             stored = await self._executions.delete(
                 execution_id,
                 fence=None if lease is None else lease.generation,
                 tombstone=tombstone,
                 tombstone_ttl_ms=ttl_seconds * 1000,
             )
-        except BaseException:
-            if lease is not None:
-                await self._leases.release(lease)
-            raise
         removed = await self._remove_subscription(state)
         released_dedup = await self._release_dedup(state)
         deleted = DeletedExecution(

@@ -43,6 +43,7 @@ from plaita.application.ports import (
     LeaseManager,
     TaskQueue,
 )
+from plaita.application.use_cases.borrowed_lease import BorrowedLease, BorrowOutcome
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
 from plaita.domain.errors import ExecutionLeaseError, UnknownFlowError
@@ -145,8 +146,7 @@ class ReapZombies:
         self._counters = counters
         self._clock = clock
         self._sleep = sleep
-        self._holder_id = holder_id
-        self._lease_ttl_ms = lease_ttl_ms
+        self._borrow = BorrowedLease(executions, leases, holder_id, lease_ttl_ms)
         self._stale_after_ms = (
             STALE_AFTER_LEASE_TTLS * lease_ttl_ms if stale_after_ms is None else stale_after_ms
         )
@@ -275,32 +275,29 @@ class ReapZombies:
         return item
 
     async def _terminalise(self, item: ReapItem, state: ExecutionState) -> ReapItem:
-        # A conditional write: under the lease, and only if the checkpoint is the one we saw.
-        lease = await self._leases.acquire(
-            state.execution_id, self._holder_id, ttl_ms=self._lease_ttl_ms
-        )
-        if lease is None:
-            return attrs.evolve(item, action=ReapAction.SKIP_LEASE_HELD)
         detail = (
             f"flow {state.flow_id!r} version {state.flow_version!r} is not registered; "
             "ended by the zombie reaper (W19). Register the flow and retry the execution"
         )
-        try:
-            current = await self._executions.load(state.execution_id)
-            if current != state:
-                return attrs.evolve(item, action=ReapAction.SKIP_CHANGED)
-            failed = state.transition(
+
+        async def fail(current: ExecutionState | None) -> ExecutionState:
+            return state.transition(
                 ExecutionStatus.ERROR,
                 now_ms=self._clock.now_ms(),
                 error=ExecutionError(
                     CODE_FLOW_ERROR, detail, state.next_node_id, "UnknownFlowError"
                 ),
             )
-            await self._executions.save(failed, fence=lease.generation, previous=state)
+
+        # A conditional write: under the lease, and only if the checkpoint is the one we saw.
+        try:
+            borrowed = await self._borrow.write(state.execution_id, fail, expect=state)
         except ExecutionLeaseError:
             return attrs.evolve(item, action=ReapAction.SKIP_CHANGED)
-        finally:
-            await self._leases.release(lease)
+        if borrowed.outcome is BorrowOutcome.LEASE_TAKEN:
+            return attrs.evolve(item, action=ReapAction.SKIP_LEASE_HELD)
+        if borrowed.outcome is BorrowOutcome.STATE_CHANGED:
+            return attrs.evolve(item, action=ReapAction.SKIP_CHANGED)
         log.warning(
             "event=reap.terminalised execution_id=%s flow_id=%s version=%s: running with no "
             "carrier and its flow definition is gone; it ends in error. Register the flow and "

@@ -199,7 +199,7 @@ class PagingContract:
     ) -> None:
         """Bounded work per call: at most PAGE_SCAN_BUDGET index entries are looked at."""
         monkeypatch.setattr("plaita.adapters.memory.storage.PAGE_SCAN_BUDGET", 4)
-        monkeypatch.setattr("plaita.adapters.redis.storage.PAGE_SCAN_BUDGET", 4)
+        monkeypatch.setattr("plaita.adapters.redis.execution_index.PAGE_SCAN_BUDGET", 4)
         await save("wanted", NOW_MS, flow_id="rare")
         for n in range(9):
             await save(f"x:{n}", NOW_MS + 1 + n)

@@ -188,6 +188,31 @@ async def test_a_spent_node_budget_is_terminalised_under_a_lease_then_released(
     assert await world.stream() == [], "a recovery copy would spend the budget again"
 
 
+async def test_a_failed_release_after_the_terminal_write_still_dead_letters_the_carrier(
+    world: World,
+) -> None:
+    """W9, I0: the execution is in error, so its carrier may go; the guard's lease lapses by
+    itself within its TTL."""
+    await world.store(state(world.clock))
+    spent = [CounterChange(Counter.NODE_CRASHES, CounterOp.INCREMENT, "b")] * 5
+    await world.counters.apply("x-1", spent, ttl_ms=TTL_MS)
+    delivery = await world.reclaimed(carrier(world.clock))
+
+    async def release_fails(lease: object) -> bool:
+        raise ConnectionError("Connection closed by server")
+
+    world.leases.release = release_fails  # type: ignore[method-assign,assignment]
+
+    outcome = await world.guard()(delivery, OVER_THE_LIMIT)
+
+    assert (outcome.action, outcome.released) == (GuardAction.TERMINALISE_THEN_RELEASE, True)
+    failed = await world.executions.load("x-1")
+    assert failed is not None and failed.status is ExecutionStatus.ERROR
+    assert len(await world.queue.dead_letters()) == 1
+    world.clock.advance(TTL_MS / 1000)
+    assert await world.leases.holder("x-1") is None
+
+
 async def test_terminalising_keeps_the_carrier_pending_when_the_lease_is_taken_first(
     world: World,
 ) -> None:

@@ -460,6 +460,33 @@ async def test_retry_while_another_holder_has_the_lease_changes_nothing(world: W
     assert flags.cancel_requested, "a refused retry leaves the cancel request in place"
 
 
+async def test_a_retry_whose_lease_release_fails_still_hands_its_continue_to_the_worker(
+    world: World,
+) -> None:
+    """W23, I0: the restart is saved, so its continue is enqueued; the borrowed lease lapses
+    within its TTL and the continue then advances the execution."""
+    await world.failed_at_b()
+    world.broken.clear()
+    leases = world.container.leases()
+    release = leases.release
+
+    async def release_fails(lease: Any) -> bool:
+        raise ConnectionError("Connection closed by server")
+
+    leases.release = release_fails  # type: ignore[method-assign]
+    result = await world.container.retry_execution()("x-1", from_node="b")
+    leases.release = release  # type: ignore[method-assign]
+
+    assert (result.outcome, result.status) == ("restarted", S.RUNNING)
+    [carrier] = await world.queued()
+    assert carrier.resume_type is ResumeType.CONTINUE
+    held = await leases.holder("x-1")
+    assert held is not None and held.holder_id == "operator:w1"
+    world.clock.advance(Settings().lease_ttl_seconds)
+    assert await leases.holder("x-1") is None
+    assert await world.run(carrier) == "completed"
+
+
 @pytest.mark.parametrize(
     "action",
     ["pause_execution", "unpause_execution", "cancel_execution", "continue_execution"],

@@ -537,6 +537,31 @@ async def test_reap_ends_an_orphan_whose_flow_is_gone_under_the_lease(ops: Ops) 
     assert await ops.leases.holder("lost") is None
 
 
+async def test_reap_ends_an_orphan_even_when_giving_its_lease_back_fails(
+    ops: Ops, caplog: pytest.LogCaptureFixture
+) -> None:
+    """W19: the terminal write is done; a failed release is logged, the lease lapses within
+    its TTL, and the rest of the pass goes on."""
+    await ops.running("lost", idle_ms=3 * LEASE_TTL_MS + 1, flow_id="unregistered")
+    await ops.running("orphan", idle_ms=3 * LEASE_TTL_MS + 1)
+
+    async def release_fails(lease: Any) -> bool:
+        raise ConnectionError("Connection closed by server")
+
+    ops.leases.release = release_fails  # type: ignore[method-assign]
+
+    with caplog.at_level(logging.WARNING):
+        report = await ops.reaper()()
+
+    actions = {item.execution_id: item.action for item in report.items}
+    assert actions == {"lost": ReapAction.TERMINALISE, "orphan": ReapAction.REQUEUE}
+    state = await ops.executions.load("lost")
+    assert state is not None and state.status is ExecutionStatus.ERROR
+    assert "event=lease.borrow_release_failed execution_id=lost holder=reaper" in caplog.text
+    ops.clock.advance(LEASE_TTL_MS / 1000)
+    assert await ops.leases.holder("lost") is None
+
+
 async def test_delete_releases_the_starts_dedup_key(ops: Ops) -> None:
     """W6 + W13: once deleted, the dedup key may start a new execution."""
     dedup = MemoryDedupStore(ops.clock)
