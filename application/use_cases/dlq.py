@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 
@@ -26,6 +26,7 @@ from plaita.application.ports import (
     DeadLetter,
     IdGenerator,
     RawBase64,
+    ReplayMarkerStore,
     TaskQueue,
     TombstoneStore,
 )
@@ -61,22 +62,6 @@ REPLAY_MARKER_TTL_MS = REPLAY_MARKER_TTL_SECONDS * 1000
 #: reads the DLQ newest first only, so an older entry is out of reach until the port can read
 #: one entry by id.
 DEFAULT_SEARCH_WINDOW = 10_000
-
-
-class ReplayMarkerStore(Protocol):
-    """The one-time replay marker of a dead letter (W10); moves to ``ports.py`` later."""
-
-    async def claim(self, dlq_key: str, dlq_id: str, value: str, *, ttl_ms: int) -> bool:
-        """Set the marker to ``value`` if it is absent (SET NX PX); False when it was set."""
-        ...
-
-    async def release(self, dlq_key: str, dlq_id: str, value: str) -> bool:
-        """Delete the marker if it still holds ``value``; False when it holds something else."""
-        ...
-
-    async def get(self, dlq_key: str, dlq_id: str) -> str | None:
-        """The marker's value while it lasts, or None."""
-        ...
 
 
 class UnknownDeadLetterError(PlaitaError):
