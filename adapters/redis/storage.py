@@ -58,7 +58,7 @@ _MISSING = "missing"
 
 
 class RedisExecutionRepository:
-    """ExecutionRepository, TombstoneStore and IndexJanitor on the execution hashes plus the
+    """ExecutionRepository and IndexJanitor on the execution hashes plus the
     ``{ns}:executions`` index (score: updated_at)."""
 
     def __init__(
@@ -101,10 +101,6 @@ class RedisExecutionRepository:
     async def tombstone(self, execution_id: str) -> Tombstone | None:
         document = await self._client.get(self._keys.tombstone(execution_id))
         return None if document is None else Tombstone.from_json(json.loads(document))
-
-    async def get(self, execution_id: str) -> Tombstone | None:
-        """TombstoneStore.get: the execution's tombstone, if it was deleted (W13)."""
-        return await self.tombstone(execution_id)
 
     async def last_heartbeat(self, execution_id: str) -> NodeHeartbeat | None:
         document = await self._client.get(self._keys.execution_heartbeat(execution_id))

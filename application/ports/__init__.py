@@ -42,7 +42,6 @@ from plaita.application.ports.task_queue import (
     RawBase64,
     TaskQueue,
 )
-from plaita.application.ports.tombstone_store import TombstoneStore
 from plaita.application.ports.worker_registry import WorkerInstance, WorkerRegistry
 
 __all__ = [
@@ -80,7 +79,6 @@ __all__ = [
     "ReplayMarkerStore",
     "SubscriptionStore",
     "TaskQueue",
-    "TombstoneStore",
     "WorkerInstance",
     "WorkerMetrics",
     "WorkerRegistry",

@@ -14,10 +14,10 @@ from plaita.application.ports import (
     Clock,
     DedupStore,
     ExecutionControls,
+    ExecutionRepository,
     LeaseManager,
     ParkedCarrier,
     TaskQueue,
-    TombstoneStore,
     WorkerRegistry,
 )
 from plaita.application.use_cases.dispatch import DispatchResult, Disposition, StepSettings, ack
@@ -43,7 +43,7 @@ class CarrierGates:
         clock: Clock,
         settings: StepSettings,
         leases: LeaseManager,
-        tombstones: TombstoneStore | None,
+        executions: ExecutionRepository,
         registry: WorkerRegistry | None,
         dedup: DedupStore | None,
         controls: ExecutionControls | None = None,
@@ -54,7 +54,7 @@ class CarrierGates:
         self._clock = clock
         self._settings = settings
         self._leases = leases
-        self._tombstones = tombstones
+        self._executions = executions
         self._registry = registry
         self._dedup = dedup
 
@@ -97,10 +97,8 @@ class CarrierGates:
                 f"carrier age {age.age_ms} ms against a maximum of "
                 f"{self._settings.max_carrier_age_ms} ms (W14)",
             )
-        if self._tombstones is None:
-            return None
         path = DispatchPath.START if envelope.kind is CarrierKind.START else DispatchPath.RESUME
-        tombstone = await self._tombstones.get(envelope.execution_id)
+        tombstone = await self._executions.tombstone(envelope.execution_id)
         decision = gate(path, tombstone=tombstone, carrier_tenant=envelope.tenant_id)
         if decision.action is GateAction.DISPATCH:
             return None

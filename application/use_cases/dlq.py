@@ -24,11 +24,11 @@ from plaita.application.codec import (
 from plaita.application.ports import (
     Clock,
     DeadLetter,
+    ExecutionRepository,
     IdGenerator,
     RawBase64,
     ReplayMarkerStore,
     TaskQueue,
-    TombstoneStore,
 )
 from plaita.application.tenancy import tenant_scope
 from plaita.domain.dead_letter import (
@@ -151,7 +151,7 @@ class ReplayDeadLetter:
         *,
         queue: TaskQueue,
         markers: ReplayMarkerStore,
-        tombstones: TombstoneStore,
+        executions: ExecutionRepository,
         clock: Clock,
         ids: IdGenerator,
         dlq_key: str,
@@ -159,7 +159,7 @@ class ReplayDeadLetter:
     ) -> None:
         self._queue = queue
         self._markers = markers
-        self._tombstones = tombstones
+        self._executions = executions
         self._clock = clock
         self._ids = ids
         self._dlq_key = dlq_key
@@ -196,7 +196,7 @@ class ReplayDeadLetter:
         tombstone = None
         if claimed:
             with tenant_scope(entry_tenant):  # the tombstone lives in the entry's tenant (W24)
-                tombstone = await self._tombstones.get(execution_id)
+                tombstone = await self._executions.tombstone(execution_id)
         decision = decide_replay(
             entry, marker_set=not claimed, tombstone=tombstone, requested_tenant=tenant_id
         )

@@ -37,7 +37,6 @@ from plaita.application.ports import (
     LeaseManager,
     SubscriptionStore,
     TaskQueue,
-    TombstoneStore,
     WorkerRegistry,
 )
 from plaita.application.tenancy import tenant_scope
@@ -118,7 +117,6 @@ class ProcessTask:
         settings: StepSettings,
         counters: CounterStore,
         delay: DelayQueue,
-        tombstones: TombstoneStore | None = None,
         registry: WorkerRegistry | None = None,
         dedup: DedupStore | None = None,
         inbox: Inbox | None = None,
@@ -137,14 +135,13 @@ class ProcessTask:
         self._settings = settings
         self._counters = counters
         self._delay = delay
-        self._tombstones = tombstones
         self._registry = registry
         self._dedup = dedup
         self._carrier_gates = CarrierGates(
             clock=clock,
             settings=settings,
             leases=leases,
-            tombstones=tombstones,
+            executions=executions,
             registry=registry,
             dedup=dedup,
             controls=controls,

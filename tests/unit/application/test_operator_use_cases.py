@@ -71,7 +71,7 @@ class Ops:
         return ReplayDeadLetter(
             queue=queue or self.queue,
             markers=self.markers,
-            tombstones=self.executions,
+            executions=self.executions,
             clock=self.clock,
             ids=self.ids,
             dlq_key=DLQ_KEY,
@@ -123,7 +123,6 @@ class Ops:
             ),
             counters=counters,
             delay=MemoryDelayQueue(self.clock, self.queue),
-            tombstones=self.executions,
         )
 
     def start(self, execution_id: str = "x-1", tenant_id: str = "default") -> TaskEnvelope:

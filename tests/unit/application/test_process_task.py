@@ -476,6 +476,23 @@ async def test_a_fenced_heartbeat_means_the_lease_was_lost(twin: Twin) -> None:
     assert seen == [True]
 
 
+async def test_the_step_reads_tombstones_through_its_execution_repository(twin: Twin) -> None:
+    """W13: the step needs no tombstone store of its own: given only the repository that
+    wrote the tombstone, it drops a deleted execution's carriers instead of running them."""
+    await twin.executions.delete(
+        "x-1",
+        fence=None,
+        tombstone=Tombstone("default", twin.clock.now_ms(), "test"),
+        tombstone_ttl_ms=60_000,
+    )
+
+    result = await twin.process(twin.envelope_start(10))
+
+    assert (result.disposition, result.outcome) == (Disposition.ACK, "execution_deleted")
+    assert await twin.executions.load("x-1") is None
+    assert twin.calls.log == []
+
+
 async def test_a_start_dropped_for_a_deleted_execution_releases_its_dedup_key(twin: Twin) -> None:
     """W13/W6: otherwise the key would answer with the deleted execution for seven days."""
     dedup = MemoryDedupStore(twin.clock)
@@ -498,7 +515,6 @@ async def test_a_start_dropped_for_a_deleted_execution_releases_its_dedup_key(tw
         settings=twin.settings,
         counters=twin.counters,
         delay=twin.delay,
-        tombstones=twin.executions,
         dedup=dedup,
     )
     start = attrs.evolve(twin.envelope_start(10), dedup_key="order-7")
