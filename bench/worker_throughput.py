@@ -214,7 +214,6 @@ async def one_run(args: argparse.Namespace, profiler: cProfile.Profile | None = 
             guard=container.dead_letter_guard(),
             presence=presence,
             drain_timeout_seconds=5.0,
-            dlq_length=container.dlq_length(),
         )
         stop = asyncio.Event()
         deadline = time.monotonic() + args.timeout

@@ -6,7 +6,7 @@ backend never opens a Redis connection. Tests override providers here instead of
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio as redis
@@ -192,20 +192,6 @@ def _alert_sink(url: str | None, queue_size: int) -> WebhookAlertSink | None:
     return WebhookAlertSink(url, max_queue=queue_size) if url else None
 
 
-def _memory_dlq_length(queue: MemoryTaskQueue) -> Callable[[], Awaitable[int]]:
-    async def length() -> int:
-        return len(await queue.dead_letters(count=1_000_000))
-
-    return length
-
-
-def _redis_dlq_length(client: redis.Redis, key: str) -> Callable[[], Awaitable[int]]:
-    async def length() -> int:
-        return int(await client.xlen(key))
-
-    return length
-
-
 class Container(containers.DeclarativeContainer):
     config = providers.Configuration(strict=True)
 
@@ -360,11 +346,6 @@ class Container(containers.DeclarativeContainer):
     #: This worker's config family and generations (W12): logged, registered, and compared
     #: with every carrier's.
     generations = providers.Singleton(generations_of, runtime_config)
-    dlq_length = providers.Selector(
-        config.backend,
-        memory=providers.Callable(_memory_dlq_length, queue),
-        redis=providers.Callable(_redis_dlq_length, redis_client, dlq_key),
-    )
 
     handlers = providers.Singleton(HandlerRegistry, config.handler_modules)
     #: W20: the flow cache of every process that serves executions (worker, console, dev).
@@ -637,7 +618,6 @@ class Container(containers.DeclarativeContainer):
         metrics=metrics,
         disk_guard=disk_guard,
         drain_timeout_seconds=config.drain_timeout_seconds,
-        dlq_length=dlq_length,
         alerts=alerts,
         outages=outages,
         trim_every_seconds=config.stream_trim_interval_seconds,

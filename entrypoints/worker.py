@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 
 import attrs
 
@@ -97,7 +96,6 @@ class Worker:
         metrics: WorkerMetrics | None = None,
         disk_guard: DiskGuard | None = None,
         drain_timeout_seconds: float = 30.0,
-        dlq_length: Callable[[], Awaitable[int]] | None = None,
         gauges_every_seconds: float = 10.0,
         alerts: AlertSink | None = None,
         trim_every_seconds: float = DEFAULT_TRIM_INTERVAL_SECONDS,
@@ -125,7 +123,6 @@ class Worker:
         )
         self._reclaim = ReclaimGate(leases=leases, metrics=self._metrics)
         self._disk_guard = disk_guard
-        self._dlq_length = dlq_length
         self._gauges_every_seconds = gauges_every_seconds
         self._inflight: set[asyncio.Task[None]] = set()
         self._locks = KeyedLocks()
@@ -177,7 +174,6 @@ class Worker:
                         self._queue,
                         self._metrics,
                         stop,
-                        dlq_length=self._dlq_length,
                         every_seconds=self.options.gauges_every_seconds,
                         outage=self._outages.loop(
                             "gauges",

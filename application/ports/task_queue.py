@@ -105,6 +105,10 @@ class TaskQueue(Protocol):
         """
         ...
 
+    async def dead_letter_length(self) -> int:
+        """How many entries the DLQ holds now (at most its length cap, W10)."""
+        ...
+
     async def dead_letters(self, *, count: int = 100) -> list[DeadLetter]:
         """The newest dead letters, newest first."""
         ...

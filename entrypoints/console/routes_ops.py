@@ -108,7 +108,7 @@ async def cluster_snapshot(console: Console) -> ClusterSnapshot:
     return ClusterSnapshot(
         stream_length=stats.length,
         pending=stats.pending,
-        dlq_length=await container.dlq_length()(),
+        dlq_length=await container.queue().dead_letter_length(),
         delayed=await container.delay_queue().pending(),
         workers=await container.registry().list(),
         now_ms=now_ms,

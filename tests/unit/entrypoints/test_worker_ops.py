@@ -235,6 +235,21 @@ def sample(metrics: PrometheusMetrics, name: str, **labels: str) -> float:
     return metrics.registry.get_sample_value(name, labels) or 0.0
 
 
+def metered_worker(
+    queue: MemoryTaskQueue, step: Answering, clock: FakeClock, metrics: PrometheusMetrics
+) -> Worker:
+    """A worker whose gauges are refreshed every few milliseconds."""
+    return Worker(
+        queue=queue,
+        process=step,  # type: ignore[arg-type]
+        consumer="w1",
+        clock=clock,
+        read_block_ms=10,
+        metrics=metrics,
+        gauges_every_seconds=0.005,
+    )
+
+
 async def test_the_worker_counts_steps_failures_retries_conflicts_and_dead_letters(
     clock: FakeClock,
 ) -> None:
@@ -252,15 +267,7 @@ async def test_the_worker_counts_steps_failures_retries_conflicts_and_dead_lette
     await queue.enqueue(resume("event", ResumeType.EVENT, clock.now_ms() - 20))
     await queue.enqueue_raw({"envelope": "{not json"})
     metrics = PrometheusMetrics()
-    worker = Worker(
-        queue=queue,
-        process=step,  # type: ignore[arg-type]
-        consumer="w1",
-        clock=clock,
-        read_block_ms=10,
-        metrics=metrics,
-        gauges_every_seconds=0.005,
-    )
+    worker = metered_worker(queue, step, clock, metrics)
     stop = asyncio.Event()
     running = asyncio.create_task(worker.run(stop))
     await eventually(lambda: sample(metrics, "plaita_stream_length") == 7 and len(step.seen) == 6)
@@ -280,6 +287,28 @@ async def test_the_worker_counts_steps_failures_retries_conflicts_and_dead_lette
     assert sample(metrics, "plaita_resume_latency_seconds_count") == 1
     assert sample(metrics, "plaita_resume_latency_seconds_sum") == pytest.approx(0.02)
     assert sample(metrics, "plaita_worker_up") == 0
+
+
+async def test_the_dlq_gauge_is_the_queues_own_count_even_past_ten_thousand(
+    clock: FakeClock,
+) -> None:
+    """C5, W10: the worker asks the queue port how long its DLQ is, whatever the cap; a
+    listing of the newest entries stopped counting at 10,000."""
+    queue = MemoryTaskQueue(clock, dead_letter_max_len=20_000)
+    for _ in range(10_003):
+        await queue.enqueue_raw({"envelope": "{not json"})
+    for delivery in await queue.read("earlier", count=20_000, block_ms=0):
+        await queue.dead_letter(delivery, "undecodable")
+    metrics = PrometheusMetrics()
+    worker = metered_worker(queue, Answering(), clock, metrics)
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop))
+    try:
+        await eventually(lambda: sample(metrics, "plaita_stream_length") == 10_003, timeout=2)
+        await eventually(lambda: sample(metrics, "plaita_dlq_length") == 10_003, timeout=2)
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, 5)
 
 
 async def test_two_metric_sets_coexist_and_the_exporter_serves_them() -> None:
