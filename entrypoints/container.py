@@ -28,6 +28,9 @@ from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.replay_markers import MemoryReplayMarkerStore
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.prometheus.console import PrometheusConsoleMetrics
+from plaita.adapters.prometheus.exporter import PrometheusExporter
+from plaita.adapters.prometheus.worker import PrometheusWorkerMetrics
 from plaita.adapters.redis.controls import RedisExecutionControls
 from plaita.adapters.redis.counters import RedisCounterStore
 from plaita.adapters.redis.dedup import RedisDedupStore
@@ -46,6 +49,7 @@ from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.adapters.webhook.alerts import WebhookAlertSink
 from plaita.application.handlers import HandlerRegistry
+from plaita.application.null_objects import NoMetrics, NoMetricsExporter
 from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
 from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.delete_execution import DeleteExecution
@@ -72,7 +76,6 @@ from plaita.application.use_cases.start_execution import StartExecution
 from plaita.domain.config_generations import RuntimeConfig, generations_of
 from plaita.domain.janitor import plan_janitor
 from plaita.entrypoints.disk_guard import DiskGuard
-from plaita.entrypoints.metrics import NoMetrics, PrometheusMetrics, WorkerMetrics
 from plaita.entrypoints.outages import store_outages
 from plaita.entrypoints.settings import Settings
 from plaita.entrypoints.worker import Worker
@@ -183,9 +186,8 @@ def _registry_switch(enabled: bool) -> str:
     return "on" if enabled else "off"
 
 
-def _worker_metrics(port: int) -> WorkerMetrics:
-    # The exporter is served by the worker command (it owns the port); 0 records nothing.
-    return PrometheusMetrics() if port else NoMetrics()
+def _metrics_switch(port: int) -> str:
+    return "on" if port else "off"
 
 
 def _alert_sink(url: str | None, queue_size: int) -> WebhookAlertSink | None:
@@ -576,8 +578,24 @@ class Container(containers.DeclarativeContainer):
         generations=generations,
         controls=controls,  # a paused execution is skipped (W23)
     )
+    #: The console's /metrics (C5): a registry of its own for each console app.
+    console_metrics = providers.Factory(PrometheusConsoleMetrics)
     # --- the worker process (W1-W18, C5) ---------------------------------------------------
-    metrics = providers.Singleton(_worker_metrics, config.metrics_port)
+    #: C5: recorded in a registry of their own; ``--metrics-port 0`` records nothing.
+    prometheus_metrics = providers.Singleton(PrometheusWorkerMetrics)
+    metrics = providers.Selector(
+        providers.Callable(_metrics_switch, config.metrics_port),
+        on=prometheus_metrics,
+        off=providers.Singleton(NoMetrics),
+    )
+    #: Served by the worker command, which owns the port.
+    metrics_exporter = providers.Selector(
+        providers.Callable(_metrics_switch, config.metrics_port),
+        on=providers.Singleton(
+            PrometheusExporter, prometheus_metrics.provided.registry, port=config.metrics_port
+        ),
+        off=providers.Singleton(NoMetricsExporter),
+    )
     #: This worker's registry record (W16); none with ``--no-registry``.
     presence = providers.Selector(
         providers.Callable(_registry_switch, config.registry_enabled),

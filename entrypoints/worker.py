@@ -8,7 +8,7 @@ stop. What it orchestrates lives beside it, one concern a module: the registry r
 dead-letter guard (W2, W9, ``worker_reclaim``), the delay-queue mover, the gauges and the
 DLQ cap's report (``worker_chores``), the task stream's trim (S5, ``stream_trimming``), the
 per-execution locks (``worker_support``), the disk guard (W18,
-``disk_guard``) and the metrics (C5, ``metrics``).
+``disk_guard``) and the metrics (C5, through the ``WorkerMetrics`` port).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import logging
 
 import attrs
 
+from plaita.application.null_objects import NoMetrics
 from plaita.application.outages import StoreOutages
 from plaita.application.ports import (
     AlertSink,
@@ -27,6 +28,7 @@ from plaita.application.ports import (
     Delivery,
     LeaseManager,
     TaskQueue,
+    WorkerMetrics,
 )
 from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
 from plaita.application.use_cases.dispatch import DispatchResult, Disposition
@@ -35,7 +37,6 @@ from plaita.domain.envelope import ResumeType
 from plaita.domain.outages import Backoff
 from plaita.domain.worker_state import DrainState
 from plaita.entrypoints.disk_guard import DiskGuard
-from plaita.entrypoints.metrics import NoMetrics, WorkerMetrics
 from plaita.entrypoints.outages import store_outages
 from plaita.entrypoints.stream_trimming import (
     DEFAULT_TRIM_INTERVAL_SECONDS,

@@ -16,9 +16,8 @@ import time
 from collections.abc import Awaitable, Callable
 
 from plaita.application.outages import LoopOutage
-from plaita.application.ports import Clock, DelayQueue, TaskQueue
+from plaita.application.ports import Clock, DelayQueue, TaskQueue, WorkerMetrics
 from plaita.domain.outages import Backoff
-from plaita.entrypoints.metrics import WorkerMetrics
 from plaita.entrypoints.worker_support import pause
 
 # The loop's logger: operators filter the worker's events under plaita.worker.

@@ -19,6 +19,7 @@ from plaita.application.ports import (
     Delivery,
     LeaseManager,
     TaskQueue,
+    WorkerMetrics,
 )
 from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.dead_letter_guard import (
@@ -27,7 +28,6 @@ from plaita.application.use_cases.dead_letter_guard import (
     carrier_tenant_id,
 )
 from plaita.domain.envelope import TaskEnvelope
-from plaita.entrypoints.metrics import WorkerMetrics
 
 # The loop's logger: operators filter the reclaim events under plaita.worker.
 log = logging.getLogger("plaita.worker")
