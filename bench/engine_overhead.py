@@ -152,7 +152,7 @@ class Twin:
         self.executions = MemoryExecutionRepository(self.leases)
         self.queue = MemoryTaskQueue(CLOCK)
         self.flows = MemoryFlowRepository()
-        self.catalog = FlowCatalog(self.flows, HANDLERS)
+        self.catalog = FlowCatalog(self.flows, HANDLERS, clock=CLOCK)
         self.process = ProcessTask(
             executions=self.executions,
             leases=self.leases,

@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 import pytest
 
+from plaita.adapters.memory.controls import MemoryExecutionControls
 from plaita.adapters.memory.counters import MemoryCounterStore
 from plaita.adapters.memory.dedup import MemoryDedupStore
 from plaita.adapters.memory.delay_queue import MemoryDelayQueue
@@ -78,9 +79,9 @@ class Ops:
         )
 
     def delete(self) -> DeleteExecution:
-        return self.delete_with(None)
+        return self.delete_with(MemoryDedupStore(self.clock))
 
-    def delete_with(self, dedup: MemoryDedupStore | None) -> DeleteExecution:
+    def delete_with(self, dedup: MemoryDedupStore) -> DeleteExecution:
         return DeleteExecution(
             executions=self.executions,
             leases=self.leases,
@@ -96,13 +97,14 @@ class Ops:
             executions=self.executions,
             leases=self.leases,
             queue=self.queue,
-            flows=FlowCatalog(self.flows, None),
+            flows=FlowCatalog(self.flows, None, clock=self.clock),
             counters=self.counters,
             clock=self.clock,
             holder_id="reaper",
             lease_ttl_ms=LEASE_TTL_MS,
             sleep=sleep or self.clock.sleep,
             generations=LEGACY_GENERATIONS,
+            controls=MemoryExecutionControls(self.clock),
         )
 
     def process(self) -> ProcessTask:
@@ -112,7 +114,7 @@ class Ops:
         return ProcessTask(
             executions=self.executions,
             leases=self.leases,
-            flows=FlowCatalog(self.flows, handlers),
+            flows=FlowCatalog(self.flows, handlers, clock=self.clock),
             queue=self.queue,
             subscriptions=self.subscriptions,
             handlers=handlers,

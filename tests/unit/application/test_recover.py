@@ -12,6 +12,7 @@ from plaita.adapters.memory.counters import MemoryCounterStore
 from plaita.adapters.memory.delay_queue import MemoryDelayQueue
 from plaita.adapters.memory.events import MemoryEventLog
 from plaita.adapters.memory.flows import MemoryFlowRepository
+from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.storage import MemoryExecutionRepository
@@ -108,7 +109,9 @@ class Process:
 @pytest.fixture
 async def first(clock: FakeClock) -> Process:
     leases = MemoryLeaseManager(clock)
-    flows = FlowCatalog(MemoryFlowRepository(), handler_registry(step=lambda p, c: "stepped"))
+    flows = FlowCatalog(
+        MemoryFlowRepository(), handler_registry(step=lambda p, c: "stepped"), clock=clock
+    )
     await flows.register(Flow.from_document(WAITS), owner=SHARED)
     process = Process(clock, MemoryExecutionRepository(leases), leases, flows)
     await process.queue.ensure_group()
@@ -162,7 +165,9 @@ async def test_every_live_execution_gets_its_way_forward_back(first: Process) ->
         await second.drain()
     assert (await second.executions.load("napping")).status is ExecutionStatus.COMPLETED  # type: ignore[union-attr]
 
-    publish = PublishEvent(events=second.events, clock=clock, ids=SequentialIds("e"))
+    publish = PublishEvent(
+        events=second.events, clock=clock, ids=SequentialIds("e"), inbox=MemoryInbox(clock)
+    )
     event = await publish("decision", data={}, correlation_id="waiting")
     filter_event = FilterEvent(
         events=second.events,

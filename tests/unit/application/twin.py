@@ -13,6 +13,7 @@ from plaita.adapters.memory.dedup import MemoryDedupStore
 from plaita.adapters.memory.delay_queue import MemoryDelayQueue
 from plaita.adapters.memory.events import MemoryEventLog
 from plaita.adapters.memory.flows import MemoryFlowRepository
+from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.storage import MemoryExecutionRepository
@@ -20,7 +21,7 @@ from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.dispatch import Disposition, StepSettings
-from plaita.application.use_cases.events import FilterEvent
+from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.process_task import ProcessTask
 from plaita.application.use_cases.start_execution import StartExecution
@@ -93,7 +94,7 @@ class Twin:
 
     @property
     def catalog(self) -> FlowCatalog:
-        return FlowCatalog(self.flows, self.handlers)
+        return FlowCatalog(self.flows, self.handlers, clock=self.clock)
 
     @property
     def process(self) -> ProcessTask:
@@ -125,6 +126,13 @@ class Twin:
             clock=self.clock,
             ids=self.ids,
             generations=LEGACY_GENERATIONS,
+        )
+
+    @property
+    def publish_event(self) -> PublishEvent:
+        """PublishEvent on this twin's event log, with an inbox of its own (V6)."""
+        return PublishEvent(
+            events=self.events, clock=self.clock, ids=self.ids, inbox=MemoryInbox(self.clock)
         )
 
     @property
