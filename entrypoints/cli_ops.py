@@ -151,7 +151,7 @@ def dlq_replay(
         use_case = ReplayDeadLetter(
             queue=container.queue(),
             markers=_markers(container),
-            tombstones=container.executions(),
+            executions=container.executions(),
             clock=container.clock(),
             ids=container.ids(),
             dlq_key=container.dlq_key(),

@@ -194,7 +194,6 @@ def worker(
 ) -> None:
     """Advance executions from the task stream until SIGTERM/SIGINT."""
     from plaita.domain.errors import InvalidConfigurationError
-    from plaita.entrypoints.metrics import PrometheusMetrics
     from plaita.entrypoints.settings import worker_settings
 
     log = logging.getLogger("plaita.worker")
@@ -244,19 +243,18 @@ def worker(
             click.echo(
                 f"{done} flow {flow.flow_id} version {flow.version} (deployment-wide)", err=True
             )
-        metrics = container.metrics()
+        exporter = container.metrics_exporter()
         alerts = container.alerts()
         stop = asyncio.Event()
         sender = asyncio.create_task(alerts.run(stop)) if alerts is not None else None
         try:
-            if isinstance(metrics, PrometheusMetrics):
-                try:
-                    metrics.serve(settings.metrics_port)
-                except OSError as exc:
-                    raise click.ClickException(
-                        f"cannot serve metrics on 127.0.0.1:{settings.metrics_port}: {exc}; "
-                        "choose another --metrics-port (0 disables)"
-                    ) from None
+            try:
+                exporter.serve()
+            except OSError as exc:
+                raise click.ClickException(
+                    f"cannot serve metrics on 127.0.0.1:{settings.metrics_port}: {exc}; "
+                    "choose another --metrics-port (0 disables)"
+                ) from None
             with stop_on_signals(stop):
                 await container.worker().run(stop)
         finally:
@@ -264,7 +262,6 @@ def worker(
             if sender is not None and alerts is not None:
                 await sender
                 await alerts.close()
-            if isinstance(metrics, PrometheusMetrics):
-                metrics.close()
+            exporter.close()
 
     run_with_container(settings, body)

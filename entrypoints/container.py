@@ -6,7 +6,7 @@ backend never opens a Redis connection. Tests override providers here instead of
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio as redis
@@ -28,6 +28,9 @@ from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.replay_markers import MemoryReplayMarkerStore
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.prometheus.console import PrometheusConsoleMetrics
+from plaita.adapters.prometheus.exporter import PrometheusExporter
+from plaita.adapters.prometheus.worker import PrometheusWorkerMetrics
 from plaita.adapters.redis.controls import RedisExecutionControls
 from plaita.adapters.redis.counters import RedisCounterStore
 from plaita.adapters.redis.dedup import RedisDedupStore
@@ -46,6 +49,7 @@ from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.adapters.webhook.alerts import WebhookAlertSink
 from plaita.application.handlers import HandlerRegistry
+from plaita.application.null_objects import NoMetrics, NoMetricsExporter
 from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
 from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.delete_execution import DeleteExecution
@@ -71,7 +75,6 @@ from plaita.application.use_cases.step import ProcessTask, StepSettings
 from plaita.domain.config_generations import RuntimeConfig, generations_of
 from plaita.domain.janitor import plan_janitor
 from plaita.entrypoints.disk_guard import DiskGuard
-from plaita.entrypoints.metrics import NoMetrics, PrometheusMetrics, WorkerMetrics
 from plaita.entrypoints.outages import store_outages
 from plaita.entrypoints.settings import Settings
 from plaita.entrypoints.worker import Worker
@@ -182,27 +185,12 @@ def _registry_switch(enabled: bool) -> str:
     return "on" if enabled else "off"
 
 
-def _worker_metrics(port: int) -> WorkerMetrics:
-    # The exporter is served by the worker command (it owns the port); 0 records nothing.
-    return PrometheusMetrics() if port else NoMetrics()
+def _metrics_switch(port: int) -> str:
+    return "on" if port else "off"
 
 
 def _alert_sink(url: str | None, queue_size: int) -> WebhookAlertSink | None:
     return WebhookAlertSink(url, max_queue=queue_size) if url else None
-
-
-def _memory_dlq_length(queue: MemoryTaskQueue) -> Callable[[], Awaitable[int]]:
-    async def length() -> int:
-        return len(await queue.dead_letters(count=1_000_000))
-
-    return length
-
-
-def _redis_dlq_length(client: redis.Redis, key: str) -> Callable[[], Awaitable[int]]:
-    async def length() -> int:
-        return int(await client.xlen(key))
-
-    return length
 
 
 class Container(containers.DeclarativeContainer):
@@ -354,11 +342,6 @@ class Container(containers.DeclarativeContainer):
     #: This worker's config family and generations (W12): logged, registered, and compared
     #: with every carrier's.
     generations = providers.Singleton(generations_of, runtime_config)
-    dlq_length = providers.Selector(
-        config.backend,
-        memory=providers.Callable(_memory_dlq_length, queue),
-        redis=providers.Callable(_redis_dlq_length, redis_client, dlq_key),
-    )
 
     handlers = providers.Singleton(HandlerRegistry, config.handler_modules)
     #: W20: the flow cache of every process that serves executions (worker, console, dev).
@@ -504,7 +487,7 @@ class Container(containers.DeclarativeContainer):
         ReplayDeadLetter,
         queue=queue,
         markers=replay_markers,
-        tombstones=executions,
+        executions=executions,
         clock=clock,
         ids=ids,
         dlq_key=dlq_key,
@@ -591,8 +574,24 @@ class Container(containers.DeclarativeContainer):
         generations=generations,
         controls=controls,  # a paused execution is skipped (W23)
     )
+    #: The console's /metrics (C5): a registry of its own for each console app.
+    console_metrics = providers.Factory(PrometheusConsoleMetrics)
     # --- the worker process (W1-W18, C5) ---------------------------------------------------
-    metrics = providers.Singleton(_worker_metrics, config.metrics_port)
+    #: C5: recorded in a registry of their own; ``--metrics-port 0`` records nothing.
+    prometheus_metrics = providers.Singleton(PrometheusWorkerMetrics)
+    metrics = providers.Selector(
+        providers.Callable(_metrics_switch, config.metrics_port),
+        on=prometheus_metrics,
+        off=providers.Singleton(NoMetrics),
+    )
+    #: Served by the worker command, which owns the port.
+    metrics_exporter = providers.Selector(
+        providers.Callable(_metrics_switch, config.metrics_port),
+        on=providers.Singleton(
+            PrometheusExporter, prometheus_metrics.provided.registry, port=config.metrics_port
+        ),
+        off=providers.Singleton(NoMetricsExporter),
+    )
     #: This worker's registry record (W16); none with ``--no-registry``.
     presence = providers.Selector(
         providers.Callable(_registry_switch, config.registry_enabled),
@@ -632,7 +631,6 @@ class Container(containers.DeclarativeContainer):
         metrics=metrics,
         disk_guard=disk_guard,
         drain_timeout_seconds=config.drain_timeout_seconds,
-        dlq_length=dlq_length,
         alerts=alerts,
         outages=outages,
         trim_every_seconds=config.stream_trim_interval_seconds,

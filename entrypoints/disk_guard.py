@@ -12,7 +12,8 @@ import logging
 import shutil
 from collections.abc import Callable
 
-from plaita.entrypoints.metrics import NoMetrics, WorkerMetrics
+from plaita.application.null_objects import NoMetrics
+from plaita.application.ports import WorkerMetrics
 
 log = logging.getLogger("plaita.worker.disk_guard")
 

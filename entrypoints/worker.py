@@ -8,7 +8,7 @@ stop. What it orchestrates lives beside it, one concern a module: the registry r
 dead-letter guard (W2, W9, ``worker_reclaim``), the delay-queue mover, the gauges and the
 DLQ cap's report (``worker_chores``), the task stream's trim (S5, ``stream_trimming``), the
 per-execution locks (``worker_support``), the disk guard (W18,
-``disk_guard``) and the metrics (C5, ``metrics``).
+``disk_guard``) and the metrics (C5, through the ``WorkerMetrics`` port).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 
 import attrs
 
+from plaita.application.null_objects import NoMetrics
 from plaita.application.outages import StoreOutages
 from plaita.application.ports import (
     AlertSink,
@@ -27,6 +27,7 @@ from plaita.application.ports import (
     DelayQueue,
     Delivery,
     TaskQueue,
+    WorkerMetrics,
 )
 from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
 from plaita.application.use_cases.step import (
@@ -39,7 +40,6 @@ from plaita.domain.envelope import ResumeType
 from plaita.domain.outages import Backoff
 from plaita.domain.worker_state import DrainState
 from plaita.entrypoints.disk_guard import DiskGuard
-from plaita.entrypoints.metrics import NoMetrics, WorkerMetrics
 from plaita.entrypoints.outages import store_outages
 from plaita.entrypoints.stream_trimming import (
     DEFAULT_TRIM_INTERVAL_SECONDS,
@@ -99,7 +99,6 @@ class Worker:
         metrics: WorkerMetrics | None = None,
         disk_guard: DiskGuard | None = None,
         drain_timeout_seconds: float = 30.0,
-        dlq_length: Callable[[], Awaitable[int]] | None = None,
         gauges_every_seconds: float = 10.0,
         alerts: AlertSink | None = None,
         trim_every_seconds: float = DEFAULT_TRIM_INTERVAL_SECONDS,
@@ -126,7 +125,6 @@ class Worker:
             queue, guard, self._metrics, alerts=alerts, clock=clock
         )
         self._disk_guard = disk_guard
-        self._dlq_length = dlq_length
         self._gauges_every_seconds = gauges_every_seconds
         self._inflight: set[asyncio.Task[None]] = set()
         self._locks = KeyedLocks()
@@ -178,7 +176,6 @@ class Worker:
                         self._queue,
                         self._metrics,
                         stop,
-                        dlq_length=self._dlq_length,
                         every_seconds=self.options.gauges_every_seconds,
                         outage=self._outages.loop(
                             "gauges",

@@ -16,16 +16,13 @@ import time
 from collections.abc import Awaitable, Callable
 
 from plaita.application.outages import LoopOutage
-from plaita.application.ports import Clock, DelayQueue, TaskQueue
+from plaita.application.ports import Clock, DelayQueue, TaskQueue, WorkerMetrics
 from plaita.domain.outages import Backoff
-from plaita.entrypoints.metrics import WorkerMetrics
 from plaita.entrypoints.worker_support import pause
 
 # The loop's logger: operators filter the worker's events under plaita.worker.
 log = logging.getLogger("plaita.worker")
 
-#: Without a ``dlq_length`` probe the DLQ gauge counts at most this many entries.
-DLQ_LENGTH_SCAN_LIMIT = 10_000
 #: After failed moves the mover waits 0.1 s, doubling up to 5 s: due timers are late by at
 #: most that much once the store is back.
 TIMERS_BACKOFF = Backoff(base_ms=100, cap_ms=5_000)
@@ -64,7 +61,6 @@ async def refresh_gauges(
     metrics: WorkerMetrics,
     stop: asyncio.Event,
     *,
-    dlq_length: Callable[[], Awaitable[int]] | None,
     every_seconds: float,
     outage: LoopOutage,
     wait: Pause = pause,
@@ -75,10 +71,7 @@ async def refresh_gauges(
     while not stop.is_set():
         try:
             stats = await queue.stats()
-            if dlq_length is not None:
-                dead_letters = await dlq_length()
-            else:
-                dead_letters = len(await queue.dead_letters(count=DLQ_LENGTH_SCAN_LIMIT))
+            dead_letters = await queue.dead_letter_length()
             metrics.queue_sizes(
                 length=stats.length, pending=stats.pending, dead_letters=dead_letters
             )

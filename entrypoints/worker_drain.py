@@ -11,9 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from plaita.application.ports import Delivery
+from plaita.application.ports import Delivery, WorkerMetrics
 from plaita.domain.worker_state import DrainAction, DrainEvent, DrainState, drain_step
-from plaita.entrypoints.metrics import WorkerMetrics
 
 # The loop's logger: operators filter the drain events under plaita.worker.
 log = logging.getLogger("plaita.worker")

@@ -18,13 +18,13 @@ from plaita.application.ports import (
     DeadLetterAlert,
     Delivery,
     TaskQueue,
+    WorkerMetrics,
 )
 from plaita.application.use_cases.dead_letter_guard import (
     GuardDeadLetter,
     carrier_execution_id,
     carrier_tenant_id,
 )
-from plaita.entrypoints.metrics import WorkerMetrics
 
 # The loop's logger: operators filter the reclaim events under plaita.worker.
 log = logging.getLogger("plaita.worker")

@@ -13,8 +13,9 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from plaita.application.null_objects import NoMetrics
 from plaita.application.outages import StoreOutages
-from plaita.application.ports import Clock, WorkerInstance, WorkerRegistry
+from plaita.application.ports import Clock, WorkerInstance, WorkerMetrics, WorkerRegistry
 from plaita.domain.envelope import CarrierGenerations
 from plaita.domain.outages import Backoff
 from plaita.domain.worker_state import (
@@ -29,7 +30,6 @@ from plaita.domain.worker_state import (
     registration_status,
     registry_writes_allowed,
 )
-from plaita.entrypoints.metrics import NoMetrics, WorkerMetrics
 from plaita.entrypoints.outages import store_outages
 
 # The loop's logger: operators filter the registry events under plaita.worker.

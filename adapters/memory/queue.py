@@ -66,6 +66,9 @@ class MemoryTaskQueue:
     async def dead_letters_dropped(self) -> int:
         return self._dropped
 
+    async def dead_letter_length(self) -> int:
+        return self._dead_letters.length
+
     async def dead_letters(self, *, count: int = 100) -> list[DeadLetter]:
         return [decode_dead_letter(*entry) for entry in self._dead_letters.newest(count)]
 

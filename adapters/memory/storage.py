@@ -46,7 +46,7 @@ class ExpiringCounters(Protocol):
 
 
 class MemoryExecutionRepository:
-    """ExecutionRepository and TombstoneStore in memory, with Redis's observable behaviour."""
+    """ExecutionRepository in memory, with Redis's observable behaviour."""
 
     def __init__(
         self,
@@ -217,10 +217,6 @@ class MemoryExecutionRepository:
     async def tombstone(self, execution_id: str) -> Tombstone | None:
         live = self._live_tombstone(execution_id)
         return None if live is None else Tombstone.from_json(json.loads(live[0]))
-
-    async def get(self, execution_id: str) -> Tombstone | None:
-        """TombstoneStore.get: the execution's tombstone, if it was deleted (W13)."""
-        return await self.tombstone(execution_id)
 
     def tombstone_ttl_ms(self, execution_id: str) -> int | None:
         """Milliseconds the tombstone has left, like PTTL; None when there is none."""

@@ -101,6 +101,9 @@ class RedisTaskQueue:
     async def dead_letters_dropped(self) -> int:
         return self._dropped
 
+    async def dead_letter_length(self) -> int:
+        return int(await self._client.xlen(self._dead_letters))
+
     async def dead_letters(self, *, count: int = 100) -> list[DeadLetter]:
         # Undecoded, as the task stream: a hand-written entry must not hide the others.
         entries = await undecoded(

@@ -56,7 +56,7 @@ _MISSING = "missing"
 
 
 class RedisExecutionRepository(ExecutionIndexReads):
-    """ExecutionRepository, TombstoneStore and IndexJanitor on the execution hashes plus the
+    """ExecutionRepository and IndexJanitor on the execution hashes plus the
     ``{ns}:executions`` index (score: updated_at)."""
 
     def __init__(
@@ -90,10 +90,6 @@ class RedisExecutionRepository(ExecutionIndexReads):
     async def tombstone(self, execution_id: str) -> Tombstone | None:
         document = await self._client.get(self._keys.tombstone(execution_id))
         return None if document is None else Tombstone.from_json(json.loads(document))
-
-    async def get(self, execution_id: str) -> Tombstone | None:
-        """TombstoneStore.get: the execution's tombstone, if it was deleted (W13)."""
-        return await self.tombstone(execution_id)
 
     async def last_heartbeat(self, execution_id: str) -> NodeHeartbeat | None:
         document = await self._client.get(self._keys.execution_heartbeat(execution_id))

@@ -60,7 +60,7 @@ class ForgetsCounters(Protocol):
 
 
 class SqlExecutionRepository:
-    """ExecutionRepository and TombstoneStore on SQLite or PostgreSQL."""
+    """ExecutionRepository on SQLite or PostgreSQL."""
 
     def __init__(
         self,
@@ -166,10 +166,6 @@ class SqlExecutionRepository:
         async with transaction(self._reader) as connection:
             document = await connection.scalar(query)
         return None if document is None else Tombstone.from_json(json.loads(document))
-
-    async def get(self, execution_id: str) -> Tombstone | None:
-        """TombstoneStore.get: the execution's tombstone, if it was deleted (W13)."""
-        return await self.tombstone(execution_id)
 
     async def last_heartbeat(self, execution_id: str) -> NodeHeartbeat | None:
         tenant_id = current_tenant()

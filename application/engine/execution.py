@@ -38,6 +38,7 @@ from plaita.application.engine.strategies import (
     StepOutput,
 )
 from plaita.application.handlers import HandlerRegistry
+from plaita.application.null_objects import NoEventSource
 from plaita.application.ports import Clock, EventWaiter
 from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.failures import (
@@ -77,6 +78,10 @@ def _normal_error(error: Exception) -> FlowExecutionException:
     return wrapped
 
 
+#: A run given no event bus: its ``event`` nodes fail with a named error (E6).
+NO_EVENT_SOURCE = NoEventSource()
+
+
 class FlowExecution:
     def __init__(
         self,
@@ -88,7 +93,7 @@ class FlowExecution:
         new_id: Callable[[], str],
         options: RunOptions | None = None,
         callbacks: CallbackManager | None = None,
-        event_waiter: EventWaiter | None = None,
+        event_waiter: EventWaiter = NO_EVENT_SOURCE,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._flow = flow

@@ -21,7 +21,6 @@ from plaita.application.engine.runner import Budget, NodeRunner
 from plaita.application.ports import EventWaiter
 from plaita.domain.durations import MAX_WAIT_MS, parse_duration_ms
 from plaita.domain.envelope import ResumeType
-from plaita.domain.errors import SuspensionRegistrationError
 from plaita.domain.events import EventSubscription
 from plaita.domain.execution import Suspension
 from plaita.domain.failures import (
@@ -126,7 +125,7 @@ class NormalStrategy:
         runner: NodeRunner,
         callbacks: CallbackManager,
         *,
-        event_waiter: EventWaiter | None,
+        event_waiter: EventWaiter,
         new_id: Callable[[], str],
         now_ms: Callable[[], int],
         sleep: Sleep = asyncio.sleep,
@@ -164,11 +163,6 @@ class NormalStrategy:
     async def _wait(
         self, node: EventNode, context: ExecutionContext, budget: Budget
     ) -> tuple[JSON, str | None]:
-        if self._event_waiter is None:
-            raise SuspensionRegistrationError(
-                f"node {node.id!r} waits for {node.event_type!r} but this run has no event "
-                "source; run the flow on a worker (distributed mode) or pass an event bus"
-            )
         self._callbacks.on_node_start(context.execution_id, node.id, "event")
         subscription = event_subscription(node, context, self._new_id(), self._now_ms())
         node_timeout_ms = wait_timeout_ms(node)

@@ -68,9 +68,8 @@ class GuardDeadLetter:
     """Decide and perform one carrier's way to the DLQ.
 
     ``counters`` tells whether the open node's attempts (``max_deliveries`` crashed attempts,
-    W2) are spent; the worker step counts them, the guard only reads. Without it the budget
-    never counts as spent. ``holder_id`` names this worker when it takes the lease to write a
-    terminal state.
+    W2) are spent; the worker step counts them, the guard only reads. ``holder_id`` names this
+    worker when it takes the lease to write a terminal state.
     """
 
     def __init__(
@@ -82,7 +81,7 @@ class GuardDeadLetter:
         clock: Clock,
         holder_id: str,
         lease_ttl_ms: int = 120_000,
-        counters: CounterStore | None = None,
+        counters: CounterStore,
         max_deliveries: int = 5,
     ) -> None:
         self._executions = executions
@@ -179,8 +178,6 @@ class GuardDeadLetter:
             return _Facts(ExecutionLookup.MISSING, lease)
         if state.is_terminal:
             return _Facts(ExecutionLookup.TERMINAL, lease, state)
-        if self._counters is None:
-            return _Facts(ExecutionLookup.NON_TERMINAL, lease, state)
         try:
             counters = await self._counters.read(execution_id)
         except Exception as exc:

@@ -70,7 +70,7 @@ class DeleteExecution:
         carrier_max_age_ms: int = DEFAULT_CARRIER_MAX_AGE_MS,
         tombstone_ttl_seconds: int | None = None,
         retention_ms: int = DEFAULT_RETENTION_MS,
-        dedup: DedupStore | None = None,
+        dedup: DedupStore,
     ) -> None:
         self._dedup = dedup
         self._executions = executions
@@ -144,7 +144,7 @@ class DeleteExecution:
         Only a claim that still names this execution is released (compare-and-delete), so a
         key that already moved on to another execution is left alone.
         """
-        if state is None or state.dedup_key is None or self._dedup is None:
+        if state is None or state.dedup_key is None:
             return None
         key = state.dedup_key
         released = await self._dedup.release(key, state.execution_id, tenant_id=state.tenant_id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 
@@ -24,10 +24,11 @@ from plaita.application.codec import (
 from plaita.application.ports import (
     Clock,
     DeadLetter,
+    ExecutionRepository,
     IdGenerator,
     RawBase64,
+    ReplayMarkerStore,
     TaskQueue,
-    TombstoneStore,
 )
 from plaita.application.tenancy import tenant_scope
 from plaita.domain.dead_letter import (
@@ -61,22 +62,6 @@ REPLAY_MARKER_TTL_MS = REPLAY_MARKER_TTL_SECONDS * 1000
 #: reads the DLQ newest first only, so an older entry is out of reach until the port can read
 #: one entry by id.
 DEFAULT_SEARCH_WINDOW = 10_000
-
-
-class ReplayMarkerStore(Protocol):
-    """The one-time replay marker of a dead letter (W10); moves to ``ports.py`` later."""
-
-    async def claim(self, dlq_key: str, dlq_id: str, value: str, *, ttl_ms: int) -> bool:
-        """Set the marker to ``value`` if it is absent (SET NX PX); False when it was set."""
-        ...
-
-    async def release(self, dlq_key: str, dlq_id: str, value: str) -> bool:
-        """Delete the marker if it still holds ``value``; False when it holds something else."""
-        ...
-
-    async def get(self, dlq_key: str, dlq_id: str) -> str | None:
-        """The marker's value while it lasts, or None."""
-        ...
 
 
 class UnknownDeadLetterError(PlaitaError):
@@ -166,7 +151,7 @@ class ReplayDeadLetter:
         *,
         queue: TaskQueue,
         markers: ReplayMarkerStore,
-        tombstones: TombstoneStore,
+        executions: ExecutionRepository,
         clock: Clock,
         ids: IdGenerator,
         dlq_key: str,
@@ -174,7 +159,7 @@ class ReplayDeadLetter:
     ) -> None:
         self._queue = queue
         self._markers = markers
-        self._tombstones = tombstones
+        self._executions = executions
         self._clock = clock
         self._ids = ids
         self._dlq_key = dlq_key
@@ -211,7 +196,7 @@ class ReplayDeadLetter:
         tombstone = None
         if claimed:
             with tenant_scope(entry_tenant):  # the tombstone lives in the entry's tenant (W24)
-                tombstone = await self._tombstones.get(execution_id)
+                tombstone = await self._executions.tombstone(execution_id)
         decision = decide_replay(
             entry, marker_set=not claimed, tombstone=tombstone, requested_tenant=tenant_id
         )

@@ -34,9 +34,7 @@ class PublishEvent:
     taken at most once per wait).
     """
 
-    def __init__(
-        self, *, events: EventLog, clock: Clock, ids: IdGenerator, inbox: Inbox | None = None
-    ) -> None:
+    def __init__(self, *, events: EventLog, clock: Clock, ids: IdGenerator, inbox: Inbox) -> None:
         self._events = events
         self._clock = clock
         self._ids = ids
@@ -64,8 +62,7 @@ class PublishEvent:
         # The resume carrier embeds the whole event: its other fields count towards the size,
         # so a carrier the event filter writes for it always fits the envelope limit.
         check_json_value(event.to_json(), EVENT_LIMIT, field="data")
-        if self._inbox is not None:
-            await self._inbox.add(event)
+        await self._inbox.add(event)
         await self._events.append(event)
         return event
 

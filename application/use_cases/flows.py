@@ -63,10 +63,10 @@ class FlowCatalog:
     """The one door to flow definitions: validates on the way in, resolves a tenant's lookups
     (own catalogue first, then the shared one) and names misses on the way out.
 
-    With a clock it caches what executions run (``get``, W20): per tenant, flow id and
-    version (None: the latest), at most ``cache_size`` entries for ``cache_ttl_ms`` each, so
-    a worker does not re-read and re-parse the flow on every dispatch, and a latest
-    registered by another process is seen within the TTL. A registration through this
+    It caches what executions run (``get``, W20): per tenant, flow id and version (None: the
+    latest), at most ``cache_size`` entries (0: none) for ``cache_ttl_ms`` each on
+    ``clock``, so a worker does not re-read and re-parse the flow on every dispatch, and a
+    latest registered by another process is seen within the TTL. A registration through this
     catalog empties the cache at once. Operator views (``lookup``, ``listing``) always read
     the store.
     """
@@ -76,7 +76,7 @@ class FlowCatalog:
         flows: FlowRepository,
         handlers: HandlerRegistry | None,
         *,
-        clock: Clock | None = None,
+        clock: Clock,
         cache_size: int = FLOW_CACHE_SIZE,
         cache_ttl_ms: int = FLOW_CACHE_TTL_MS,
     ) -> None:
@@ -189,7 +189,7 @@ class FlowCatalog:
         return listing_owners(tenant_id, own_ids, shared_ids)
 
     def _cached(self, key: _CacheKey) -> CatalogEntry | None:
-        if self._clock is None or key not in self._cache:
+        if key not in self._cache:
             return None
         expires_at, entry = self._cache[key]
         if expires_at <= self._clock.now_ms():
@@ -199,7 +199,7 @@ class FlowCatalog:
         return entry
 
     def _remember(self, key: _CacheKey, entry: CatalogEntry) -> None:
-        if self._clock is None or self._cache_size <= 0:
+        if self._cache_size <= 0:
             return
         self._cache[key] = (self._clock.now_ms() + self._cache_ttl_ms, entry)
         self._cache.move_to_end(key)

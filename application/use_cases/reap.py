@@ -134,7 +134,7 @@ class ReapZombies:
         stale_after_ms: int | None = None,
         generations: CarrierGenerations,
         heartbeat_interval_ms: int | None = None,
-        controls: ExecutionControls | None = None,
+        controls: ExecutionControls,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._generations = generations
@@ -187,7 +187,7 @@ class ReapZombies:
                 )
                 items.append(attrs.evolve(item, action=ReapAction.SKIP_NODE_ALIVE, detail=detail))
                 continue
-            if self._controls is not None and (await self._controls.get(state.execution_id)).paused:
+            if (await self._controls.get(state.execution_id)).paused:
                 detail = "paused by an operator; `plaita executions unpause` resumes it"
                 items.append(attrs.evolve(item, action=ReapAction.SKIP_PAUSED, detail=detail))
                 continue

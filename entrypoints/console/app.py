@@ -17,6 +17,7 @@ from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from plaita.application.ports import ConsoleMetrics
 from plaita.domain.errors import InvalidConfigurationError
 from plaita.entrypoints.console import routes_events, routes_executions, routes_ops
 from plaita.entrypoints.console.auth import (
@@ -32,7 +33,6 @@ from plaita.entrypoints.console.errors import (
     install_error_handlers,
     single_query_values,
 )
-from plaita.entrypoints.console.metrics import ConsoleMetrics
 from plaita.entrypoints.container import Container
 
 DEFAULT_MAX_BODY_BYTES = 1_048_576
@@ -82,7 +82,7 @@ def create_app(
         openapi_url="/openapi.json",
         dependencies=[Depends(single_query_values)],
     )
-    metrics = ConsoleMetrics()
+    metrics = container.console_metrics()
     app.state.tokens = table
     app.state.dev_mode = dev_mode
     app.state.console = Console(

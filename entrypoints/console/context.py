@@ -7,8 +7,8 @@ from typing import Annotated, Any
 import attrs
 from fastapi import Depends, Request
 
+from plaita.application.ports import ConsoleMetrics
 from plaita.entrypoints.console.auth import TokenTable
-from plaita.entrypoints.console.metrics import ConsoleMetrics
 from plaita.entrypoints.console.schemas import ErrorBody
 from plaita.entrypoints.container import Container
 

@@ -14,7 +14,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
 from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST
 
+from plaita.application.ports import ClusterSnapshot
 from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.dlq import DeadLetterView, UnknownDeadLetterError
 from plaita.domain.dead_letter import ReplayOutcome
@@ -33,7 +35,6 @@ from plaita.entrypoints.console.auth import (
 )
 from plaita.entrypoints.console.context import Console, ConsoleDep, responses
 from plaita.entrypoints.console.errors import error_body
-from plaita.entrypoints.console.metrics import CONTENT_TYPE_LATEST, ClusterSnapshot
 from plaita.entrypoints.console.settings_view import effective_settings
 
 audit = logging.getLogger("plaita.audit")
@@ -96,8 +97,8 @@ async def readyz(console: ConsoleDep) -> Any:
 )
 async def metrics(access: ViewerAccess, console: ConsoleDep) -> Response:
     """Prometheus text: queue, dead letters, delayed carriers, workers, console requests."""
-    body = await console.metrics.render(lambda: cluster_snapshot(console))
-    return Response(body, media_type=CONTENT_TYPE_LATEST)
+    console.metrics.observe(await cluster_snapshot(console))
+    return Response(console.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
 async def cluster_snapshot(console: Console) -> ClusterSnapshot:
@@ -108,7 +109,7 @@ async def cluster_snapshot(console: Console) -> ClusterSnapshot:
     return ClusterSnapshot(
         stream_length=stats.length,
         pending=stats.pending,
-        dlq_length=await container.dlq_length()(),
+        dlq_length=await container.queue().dead_letter_length(),
         delayed=await container.delay_queue().pending(),
         workers=await container.registry().list(),
         now_ms=now_ms,

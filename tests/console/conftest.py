@@ -217,6 +217,6 @@ async def snapshot(container: Container) -> dict[str, Any]:
         "delayed": await container.delay_queue().pending(),
         "flows": await flow_catalogues(container),
         "events": len(await container.events().list(EventQuery(limit=10_000))),
-        "dead_letters": await container.dlq_length()(),
+        "dead_letters": await container.queue().dead_letter_length(),
         "executions": executions,
     }

@@ -71,6 +71,14 @@ class DlqCapContract:
 
         assert await queue.dead_letters_dropped() == 2
 
+    async def test_the_dlq_length_stays_at_the_cap(self, queue: TaskQueue) -> None:
+        await self._dead_letter(queue, CAP - 1)
+        assert await queue.dead_letter_length() == CAP - 1
+
+        await self._dead_letter(queue, CAP + 2)
+
+        assert await queue.dead_letter_length() == CAP
+
     async def test_a_dropped_dead_letter_was_still_acked(self, queue: TaskQueue) -> None:
         """The carrier leaves the stream's pending list whether or not its copy is kept."""
         await self._dead_letter(queue, CAP + 1)

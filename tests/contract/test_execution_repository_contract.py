@@ -29,7 +29,6 @@ from plaita.application.ports import (
     ExecutionRepository,
     LeaseManager,
     NodeHeartbeat,
-    TombstoneStore,
 )
 from plaita.application.tenancy import tenant_scope
 from plaita.domain.errors import ExecutionLeaseError
@@ -457,8 +456,6 @@ class ExecutionRepositoryContract:
         assert await leases.current_generation("x:1") == lease.generation
         assert not await counters_exist("x:1")
         assert await repository.tombstone("x:1") == TOMBSTONE
-        tombstones: TombstoneStore = repository  # type: ignore[assignment]
-        assert await tombstones.get("x:1") == TOMBSTONE
 
     async def test_the_deleting_holder_can_never_write_again(
         self, leases: LeaseManager, repository: ExecutionRepository

@@ -179,7 +179,7 @@ async def world(
     if request.param == "memory":
         leases = MemoryLeaseManager(clock)
         queue = MemoryTaskQueue(clock)
-        flows = FlowCatalog(MemoryFlowRepository(), handler_registry())
+        flows = FlowCatalog(MemoryFlowRepository(), handler_registry(), clock=clock)
         await flows.register(Flow.from_document(TWO_WAITS), owner=SHARED)
         await queue.ensure_group()
         yield World(
@@ -197,7 +197,7 @@ async def world(
         return
     async with redis_client(request.param, namespace) as client:
         redis_queue = RedisTaskQueue(client, keys)
-        flows = FlowCatalog(RedisFlowRepository(client, keys), handler_registry())
+        flows = FlowCatalog(RedisFlowRepository(client, keys), handler_registry(), clock=clock)
         await flows.register(Flow.from_document(TWO_WAITS), owner=SHARED)
         await redis_queue.ensure_group()
         yield World(

@@ -8,7 +8,7 @@ import redis.asyncio as redis
 from plaita.adapters.memory.replay_markers import MemoryReplayMarkerStore
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.replay_markers import RedisReplayMarkerStore
-from plaita.application.use_cases.dlq import ReplayMarkerStore
+from plaita.application.ports import ReplayMarkerStore
 
 from .conftest import Elapse, FakeClock
 

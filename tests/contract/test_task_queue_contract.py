@@ -374,6 +374,21 @@ class QueueContract:
 
     async def test_no_dead_letters_at_first(self, ready: RawTaskQueue) -> None:
         assert await ready.dead_letters() == []
+        assert await ready.dead_letter_length() == 0
+
+    async def test_dead_letter_length_counts_the_dlq_not_the_stream(
+        self, ready: RawTaskQueue
+    ) -> None:
+        """C5: the DLQ gauge is the queue's own answer; nothing reads its Redis key aside."""
+        for n in range(3):
+            await ready.enqueue(envelope(f"x-{n}"))
+        first, second, _third = await ready.read("worker-a", count=10, block_ms=0)
+
+        await ready.dead_letter(first, "budget spent")
+        await ready.dead_letter(second, "budget spent")
+
+        assert await ready.dead_letter_length() == 2
+        assert (await ready.stats()).length == 3
 
 
 class TestMemoryQueue(QueueContract):
@@ -419,3 +434,4 @@ class TestRedisQueueWithItsOwnDeadLetterKey(QueueContract):
 
         assert await real_redis.xlen(f"{keys.namespace}:{{default}}:dead") == 1
         assert await real_redis.exists(keys.queue_dead_letters("default")) == 0
+        assert await ready.dead_letter_length() == 1

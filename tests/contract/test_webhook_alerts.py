@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from plaita.adapters.webhook.alerts import WebhookAlertSink
+from plaita.application.null_objects import NoMetrics
 from plaita.application.ports import DeadLetterAlert, Delivery
 from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
-from plaita.entrypoints.metrics import NoMetrics
 from plaita.entrypoints.worker_reclaim import DeadLetterRoute
 
 

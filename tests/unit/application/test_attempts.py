@@ -12,7 +12,6 @@ import pytest
 
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.application.tenancy import tenant_scope
-from plaita.application.use_cases.events import PublishEvent
 from plaita.application.use_cases.step import Disposition, StepSettings
 from plaita.domain.dedup import DEDUP_ORPHAN_GRACE_MS
 from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
@@ -139,7 +138,7 @@ async def test_a_successful_step_clears_its_nodes_crashes(twin: Twin) -> None:
     await twin.process(carrier)  # already suspended: counted against wait, nothing ran
     assert (await twin.counters.read("x-1")).node_crashes == {"wait": 1}
 
-    event = await PublishEvent(events=twin.events, clock=twin.clock, ids=twin.ids)(
+    event = await twin.publish_event(
         "approval_decision", data={"approved": True}, correlation_id="x-1"
     )
     assert await twin.filter_event(event.event_id) == 1

@@ -49,7 +49,7 @@ def queue(clock: FakeClock) -> MemoryTaskQueue:
 
 @pytest.fixture
 async def start(clock: FakeClock, ids: SequentialIds, queue: MemoryTaskQueue) -> StartExecution:
-    catalog = FlowCatalog(MemoryFlowRepository(), None)
+    catalog = FlowCatalog(MemoryFlowRepository(), None, clock=clock)
     await catalog.register(
         Flow.from_document({"flow_id": "f", "start": "a", "nodes": [{"id": "a", "type": "end"}]}),
         owner=SHARED,

@@ -47,7 +47,7 @@ async def test_replaying_an_entry_the_cap_dropped_is_refused_as_not_found(
     replay = ReplayDeadLetter(
         queue=queue,
         markers=markers,
-        tombstones=MemoryExecutionRepository(MemoryLeaseManager(clock)),
+        executions=MemoryExecutionRepository(MemoryLeaseManager(clock)),
         clock=clock,
         ids=ids,
         dlq_key=DLQ_KEY,

@@ -124,8 +124,8 @@ async def test_an_unknown_flow_is_a_named_error_and_not_cached(clock: FakeClock)
 
 
 @pytest.fixture
-async def catalog() -> FlowCatalog:
-    return FlowCatalog(MemoryFlowRepository(), None)
+async def catalog(clock: FakeClock) -> FlowCatalog:
+    return FlowCatalog(MemoryFlowRepository(), None, clock=clock)
 
 
 async def test_L1_a_tenants_own_version_wins_over_the_shared_one(catalog: FlowCatalog) -> None:

@@ -73,16 +73,16 @@ class Ops:
         return ReplayDeadLetter(
             queue=queue or self.queue,
             markers=self.markers,
-            tombstones=self.executions,
+            executions=self.executions,
             clock=self.clock,
             ids=self.ids,
             dlq_key=DLQ_KEY,
         )
 
     def delete(self) -> DeleteExecution:
-        return self.delete_with(None)
+        return self.delete_with(MemoryDedupStore(self.clock))
 
-    def delete_with(self, dedup: MemoryDedupStore | None) -> DeleteExecution:
+    def delete_with(self, dedup: MemoryDedupStore) -> DeleteExecution:
         return DeleteExecution(
             executions=self.executions,
             leases=self.leases,
@@ -98,13 +98,14 @@ class Ops:
             executions=self.executions,
             leases=self.leases,
             queue=self.queue,
-            flows=FlowCatalog(self.flows, None),
+            flows=FlowCatalog(self.flows, None, clock=self.clock),
             counters=self.counters,
             clock=self.clock,
             holder_id="reaper",
             lease_ttl_ms=LEASE_TTL_MS,
             sleep=sleep or self.clock.sleep,
             generations=LEGACY_GENERATIONS,
+            controls=MemoryExecutionControls(self.clock),
         )
 
     def process(self) -> ProcessTask:
@@ -114,7 +115,7 @@ class Ops:
         return ProcessTask(
             executions=self.executions,
             leases=self.leases,
-            flows=FlowCatalog(self.flows, handlers),
+            flows=FlowCatalog(self.flows, handlers, clock=self.clock),
             queue=self.queue,
             subscriptions=self.subscriptions,
             handlers=handlers,

@@ -13,7 +13,6 @@ from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.application.ports import NodeHeartbeat
 from plaita.application.tenancy import tenant_scope
-from plaita.application.use_cases.events import PublishEvent
 from plaita.application.use_cases.executions import ResumeExecution
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.step import Disposition, ProcessTask, StepSettings
@@ -56,7 +55,7 @@ async def test_event_node_suspends_with_a_registered_subscription(twin: Twin) ->
 
 async def test_published_decision_resumes_the_execution_down_the_right_branch(twin: Twin) -> None:
     await twin.process(twin.envelope_start(5000))
-    publish = PublishEvent(events=twin.events, clock=twin.clock, ids=twin.ids)
+    publish = twin.publish_event
     event = await publish("approval_decision", data={"approved": False}, correlation_id="x-1")
     filter_event = twin.filter_event
     assert await filter_event(event.event_id) == 1
@@ -158,7 +157,9 @@ async def test_a_handler_outside_the_allowlist_fails_the_execution_visibly(twin:
         {"id": "request", "type": "task", "handler": "os:system", "next": "done"},
         {"id": "done", "type": "end"},
     ]
-    await FlowCatalog(twin.flows, None).register(Flow.from_document(rogue), owner=SHARED)
+    await FlowCatalog(twin.flows, None, clock=twin.clock).register(
+        Flow.from_document(rogue), owner=SHARED
+    )
     result = await twin.process(attrs.evolve(twin.envelope_start(1), flow_id="rogue"))
     assert result.outcome == "failed"
     state = await twin.executions.load("x-1")
@@ -475,6 +476,23 @@ async def test_a_fenced_heartbeat_means_the_lease_was_lost(twin: Twin) -> None:
     assert seen == [True]
 
 
+async def test_the_step_reads_tombstones_through_its_execution_repository(twin: Twin) -> None:
+    """W13: the step needs no tombstone store of its own: given only the repository that
+    wrote the tombstone, it drops a deleted execution's carriers instead of running them."""
+    await twin.executions.delete(
+        "x-1",
+        fence=None,
+        tombstone=Tombstone("default", twin.clock.now_ms(), "test"),
+        tombstone_ttl_ms=60_000,
+    )
+
+    result = await twin.process(twin.envelope_start(10))
+
+    assert (result.disposition, result.outcome) == (Disposition.ACK, "execution_deleted")
+    assert await twin.executions.load("x-1") is None
+    assert twin.calls.log == []
+
+
 async def test_a_start_dropped_for_a_deleted_execution_releases_its_dedup_key(twin: Twin) -> None:
     """W13/W6: otherwise the key would answer with the deleted execution for seven days."""
     dedup = MemoryDedupStore(twin.clock)
@@ -527,7 +545,7 @@ async def test_a_carrier_runs_in_its_tenants_namespace(twin: Twin) -> None:
 async def test_another_tenants_event_never_resumes_an_execution(twin: Twin) -> None:
     """W24, V2: the same correlation id from another tenant matches nothing."""
     await twin.process(attrs.evolve(twin.envelope_start(5000), tenant_id="acme"))
-    publish = PublishEvent(events=twin.events, clock=twin.clock, ids=twin.ids)
+    publish = twin.publish_event
     filter_event = twin.filter_event
     foreign = await publish("approval_decision", data={"approved": True}, correlation_id="x-1")
     assert await filter_event(foreign.event_id) == 0

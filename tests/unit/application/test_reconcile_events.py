@@ -16,6 +16,7 @@ import pytest
 import redis.asyncio as redis
 
 from plaita.adapters.memory.events import MemoryEventLog
+from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.reconciler_cursor import MemoryReconcilerCursor
@@ -143,7 +144,9 @@ class World:
         await self.leases.release(lease)
 
     async def publish(self, correlation_id: str, approved: bool = True) -> Event:
-        publish = PublishEvent(events=self.events, clock=self.clock, ids=self.ids)
+        publish = PublishEvent(
+            events=self.events, clock=self.clock, ids=self.ids, inbox=MemoryInbox(self.clock)
+        )
         return await publish(
             "approval_decision", data={"approved": approved}, correlation_id=correlation_id
         )

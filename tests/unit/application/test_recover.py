@@ -115,7 +115,9 @@ class Process:
 @pytest.fixture
 async def first(clock: FakeClock) -> Process:
     leases = MemoryLeaseManager(clock)
-    flows = FlowCatalog(MemoryFlowRepository(), handler_registry(step=lambda p, c: "stepped"))
+    flows = FlowCatalog(
+        MemoryFlowRepository(), handler_registry(step=lambda p, c: "stepped"), clock=clock
+    )
     await flows.register(Flow.from_document(WAITS), owner=SHARED)
     process = Process(clock, MemoryExecutionRepository(leases), leases, flows)
     await process.queue.ensure_group()
@@ -169,7 +171,9 @@ async def test_every_live_execution_gets_its_way_forward_back(first: Process) ->
         await second.drain()
     assert (await second.executions.load("napping")).status is ExecutionStatus.COMPLETED  # type: ignore[union-attr]
 
-    publish = PublishEvent(events=second.events, clock=clock, ids=SequentialIds("e"))
+    publish = PublishEvent(
+        events=second.events, clock=clock, ids=SequentialIds("e"), inbox=MemoryInbox(clock)
+    )
     event = await publish("decision", data={}, correlation_id="waiting")
     filter_event = FilterEvent(
         events=second.events,

@@ -22,7 +22,7 @@ from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.use_cases.dedup_claims import DedupClaims
-from plaita.application.use_cases.events import FilterEvent
+from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.start_execution import StartExecution
 from plaita.application.use_cases.step import Disposition, ProcessTask, StepSettings
@@ -106,7 +106,7 @@ class Twin:
 
     @property
     def catalog(self) -> FlowCatalog:
-        return FlowCatalog(self.flows, self.handlers)
+        return FlowCatalog(self.flows, self.handlers, clock=self.clock)
 
     @property
     def process(self) -> ProcessTask:
@@ -142,6 +142,13 @@ class Twin:
             clock=self.clock,
             ids=self.ids,
             generations=LEGACY_GENERATIONS,
+        )
+
+    @property
+    def publish_event(self) -> PublishEvent:
+        """PublishEvent on this twin's event log, with an inbox of its own (V6)."""
+        return PublishEvent(
+            events=self.events, clock=self.clock, ids=self.ids, inbox=MemoryInbox(self.clock)
         )
 
     @property

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import urllib.request
+
 import fakeredis
 import pytest
 from dependency_injector import providers
@@ -85,3 +88,31 @@ def test_default_storage_never_builds_a_database_engine() -> None:
 def test_storage_sql_without_a_database_url_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="PLAITA_DATABASE_URL"):
         Settings(storage="sql")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_the_metrics_exporter_serves_what_the_worker_metrics_record() -> None:
+    """C5: ``--metrics-port`` serves the registry the worker's metrics record into; nothing
+    outside the container knows which recorder that is."""
+    port = free_port()
+    container = build_container(Settings(backend="memory", metrics_port=port))
+    metrics, exporter = container.metrics(), container.metrics_exporter()
+    metrics.worker_up(True)
+    assert exporter.serve() == port
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            body = answer.read()
+    finally:
+        exporter.close()
+    assert b"plaita_worker_up 1.0" in body
+
+
+def test_metrics_port_zero_records_and_serves_nothing() -> None:
+    container = build_container(Settings(backend="memory", metrics_port=0))
+    assert not container.metrics().enabled
+    assert container.metrics_exporter().serve() is None

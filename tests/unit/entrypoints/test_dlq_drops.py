@@ -9,8 +9,8 @@ import logging
 import pytest
 
 from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.prometheus.worker import PrometheusWorkerMetrics
 from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
-from plaita.entrypoints.metrics import PrometheusMetrics
 from plaita.entrypoints.worker_chores import report_dead_letter_drops
 
 from ..application.conftest import FakeClock
@@ -44,7 +44,7 @@ async def test_drops_are_counted_and_warned_about_at_most_once_a_window(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     queue = MemoryTaskQueue(FakeClock(), dead_letter_max_len=2)
-    metrics = PrometheusMetrics()
+    metrics = PrometheusWorkerMetrics()
     now = [0.0]
     stop = asyncio.Event()
 
@@ -87,7 +87,7 @@ async def test_drops_are_counted_and_warned_about_at_most_once_a_window(
 
 async def test_nothing_is_said_while_nothing_is_dropped(caplog: pytest.LogCaptureFixture) -> None:
     queue = MemoryTaskQueue(FakeClock())
-    metrics = PrometheusMetrics()
+    metrics = PrometheusWorkerMetrics()
     stop = asyncio.Event()
     await _dead_letter(queue, 3)
 

@@ -16,6 +16,7 @@ import attrs
 import pytest
 
 from plaita.adapters.memory.events import MemoryEventLog
+from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.reconciler_cursor import MemoryReconcilerCursor
@@ -167,7 +168,9 @@ class World:
         return subscription_id
 
     async def publish(self, correlation_id: str) -> Event:
-        publish = PublishEvent(events=self.events, clock=self.clock, ids=self.ids)
+        publish = PublishEvent(
+            events=self.events, clock=self.clock, ids=self.ids, inbox=MemoryInbox(self.clock)
+        )
         self.clock.advance(0.001)
         return await publish(
             "approval_decision", data={"approved": True}, correlation_id=correlation_id

@@ -316,7 +316,9 @@ PROBES: dict[str, Probe] = {
         sync(lambda c: (c.step_settings().registry_enabled, c.presence())),
         (False, None),
     ),
-    "metrics_port": Probe(9187, sync(lambda c: type(c.metrics()).__name__), "PrometheusMetrics"),
+    "metrics_port": Probe(
+        9187, sync(lambda c: type(c.metrics()).__name__), "PrometheusWorkerMetrics"
+    ),
     "min_free_disk_gib": Probe(5.0, sync(lambda c: c.disk_guard().min_free_gib), 5.0),
     "disk_guard_path": Probe("/data", sync(lambda c: c.disk_guard().path), "/data"),
     "disk_guard_poll_seconds": Probe(3.0, sync(lambda c: c.disk_guard().poll_seconds), 3.0),

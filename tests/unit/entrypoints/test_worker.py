@@ -8,16 +8,17 @@ from typing import Any
 import attrs
 import pytest
 
+from plaita.adapters.memory.counters import MemoryCounterStore
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.system import SystemClock
+from plaita.application.null_objects import NoMetrics
 from plaita.application.ports import Delivery
 from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
 from plaita.application.use_cases.step import RECLAIM_SKIPPED, DispatchResult, Disposition
 from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.execution import ExecutionState, ExecutionStatus
-from plaita.entrypoints.metrics import NoMetrics
 from plaita.entrypoints.worker import KeyedLocks, Worker
 
 from ..application.conftest import FakeClock
@@ -325,6 +326,7 @@ class Pool:
             queue=self.queue,
             clock=self.clock,
             holder_id="w1",
+            counters=MemoryCounterStore(self.clock),
         )
 
     async def left_by_a_dead_worker(self, envelope: TaskEnvelope) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import urllib.request
 from typing import Any
 
 import attrs
@@ -14,6 +13,7 @@ from click.testing import CliRunner
 
 from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
+from plaita.adapters.prometheus.worker import PrometheusWorkerMetrics
 from plaita.application.ports import WorkerInstance
 from plaita.application.use_cases.step import DispatchResult, Disposition
 from plaita.domain.config_generations import RuntimeConfig, generations_of
@@ -23,7 +23,6 @@ from plaita.domain.worker_state import WorkerStatus, registration_retry_delay
 from plaita.entrypoints.cli import main
 from plaita.entrypoints.container import build_container
 from plaita.entrypoints.disk_guard import GIB, DiskGuard
-from plaita.entrypoints.metrics import NoMetrics, PrometheusMetrics
 from plaita.entrypoints.settings import Settings, worker_settings
 from plaita.entrypoints.worker import Presence, Worker
 
@@ -233,8 +232,23 @@ def resume(execution_id: str, kind: ResumeType, now_ms: int) -> TaskEnvelope:
     )
 
 
-def sample(metrics: PrometheusMetrics, name: str, **labels: str) -> float:
+def sample(metrics: PrometheusWorkerMetrics, name: str, **labels: str) -> float:
     return metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def metered_worker(
+    queue: MemoryTaskQueue, step: Answering, clock: FakeClock, metrics: PrometheusWorkerMetrics
+) -> Worker:
+    """A worker whose gauges are refreshed every few milliseconds."""
+    return Worker(
+        queue=queue,
+        process=step,  # type: ignore[arg-type]
+        consumer="w1",
+        clock=clock,
+        read_block_ms=10,
+        metrics=metrics,
+        gauges_every_seconds=0.005,
+    )
 
 
 async def test_the_worker_counts_steps_failures_retries_conflicts_and_dead_letters(
@@ -253,16 +267,8 @@ async def test_the_worker_counts_steps_failures_retries_conflicts_and_dead_lette
         await queue.enqueue(resume(execution_id, ResumeType.CONTINUE, clock.now_ms()))
     await queue.enqueue(resume("event", ResumeType.EVENT, clock.now_ms() - 20))
     await queue.enqueue_raw({"envelope": "{not json"})
-    metrics = PrometheusMetrics()
-    worker = Worker(
-        queue=queue,
-        process=step,  # type: ignore[arg-type]
-        consumer="w1",
-        clock=clock,
-        read_block_ms=10,
-        metrics=metrics,
-        gauges_every_seconds=0.005,
-    )
+    metrics = PrometheusWorkerMetrics()
+    worker = metered_worker(queue, step, clock, metrics)
     stop = asyncio.Event()
     running = asyncio.create_task(worker.run(stop))
     await eventually(lambda: sample(metrics, "plaita_stream_length") == 7 and len(step.seen) == 6)
@@ -284,25 +290,26 @@ async def test_the_worker_counts_steps_failures_retries_conflicts_and_dead_lette
     assert sample(metrics, "plaita_worker_up") == 0
 
 
-async def test_two_metric_sets_coexist_and_the_exporter_serves_them() -> None:
-    first, second = PrometheusMetrics(), PrometheusMetrics()
-    first.dispatched("completed", "ack")
-    port = first.serve(0)
+async def test_the_dlq_gauge_is_the_queues_own_count_even_past_ten_thousand(
+    clock: FakeClock,
+) -> None:
+    """C5, W10: the worker asks the queue port how long its DLQ is, whatever the cap; a
+    listing of the newest entries stopped counting at 10,000."""
+    queue = MemoryTaskQueue(clock, dead_letter_max_len=20_000)
+    for _ in range(10_003):
+        await queue.enqueue_raw({"envelope": "{not json"})
+    for delivery in await queue.read("earlier", count=20_000, block_ms=0):
+        await queue.dead_letter(delivery, "undecodable")
+    metrics = PrometheusWorkerMetrics()
+    worker = metered_worker(queue, Answering(), clock, metrics)
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop))
     try:
-        body = await asyncio.to_thread(
-            lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
-        )
+        await eventually(lambda: sample(metrics, "plaita_stream_length") == 10_003, timeout=2)
+        await eventually(lambda: sample(metrics, "plaita_dlq_length") == 10_003, timeout=2)
     finally:
-        first.close()
-    assert b'plaita_steps_total{outcome="completed"} 1.0' in body
-    assert sample(second, "plaita_steps_total", outcome="completed") == 0
-
-
-def test_the_no_op_twin_takes_every_call() -> None:
-    metrics = NoMetrics()
-    assert not metrics.enabled
-    metrics.dispatched("completed", "ack")
-    metrics.queue_sizes(length=1, pending=1, dead_letters=1)
+        stop.set()
+        await asyncio.wait_for(running, 5)
 
 
 # --- disk guard (W18) ------------------------------------------------------------------------
@@ -323,7 +330,7 @@ def test_the_disk_guard_blocks_below_the_line_and_warns_once_per_change(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     disk = Disk(free_gib=5)
-    metrics = PrometheusMetrics()
+    metrics = PrometheusWorkerMetrics()
     guard = DiskGuard(min_free_gib=10, path="/data", probe=disk, metrics=metrics)
     with caplog.at_level(logging.WARNING, logger="plaita.worker.disk_guard"):
         assert not guard.allows() and not guard.allows()

@@ -1,4 +1,4 @@
-"""The console's /metrics (C5): the deployment as the stores show it, read at each scrape.
+"""The console's metrics on prometheus-client (C5): the deployment as the stores show it.
 
 Each worker exports its own counters (steps, failures, retries, lease conflicts, resume
 latency) on ``--metrics-port``; the console adds what no single worker sees: the queue, the
@@ -8,46 +8,21 @@ the process-global one.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-
-import attrs
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.exposition import generate_latest
 
-from plaita.application.ports import WorkerInstance
-
-__all__ = ["CONTENT_TYPE_LATEST", "ClusterSnapshot", "ConsoleMetrics"]
-
-#: Worker statuses always exported (0 when none), so an alert on `running == 0` never sees
-#: an absent series.
-WORKER_STATUSES = ("starting", "running", "draining", "stopping", "stopped", "closed")
+from plaita.adapters.prometheus.queue_gauges import QueueGauges
+from plaita.application.ports import ClusterSnapshot
+from plaita.domain.worker_state import WorkerStatus
 
 
-@attrs.frozen
-class ClusterSnapshot:
-    stream_length: int
-    pending: int
-    dlq_length: int
-    delayed: int
-    workers: Sequence[WorkerInstance]
-    now_ms: int
-    #: How long the oldest carrier no worker has read yet has waited; 0 when none waits.
-    lag_ms: int = 0
+class PrometheusConsoleMetrics:
+    """ConsoleMetrics in a registry of its own, rendered at each scrape of ``/metrics``."""
 
-
-class ConsoleMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.stream_length = Gauge(
-            "plaita_stream_length", "Entries in the task stream.", registry=r
-        )
-        self.stream_pending = Gauge(
-            "plaita_stream_pending", "Carriers delivered and not yet acked.", registry=r
-        )
-        self.dlq_length = Gauge(
-            "plaita_dlq_length", "Entries in the dead-letter queue.", registry=r
-        )
+        self.queue = QueueGauges(r)
         self.delayed = Gauge(
             "plaita_delayed_carriers",
             "Carriers waiting in the delay queue (retries with backoff, timers).",
@@ -75,12 +50,15 @@ class ConsoleMetrics:
         )
 
     def observe(self, snapshot: ClusterSnapshot) -> None:
-        self.stream_length.set(snapshot.stream_length)
-        self.stream_pending.set(snapshot.pending)
-        self.dlq_length.set(snapshot.dlq_length)
+        self.queue.set(
+            length=snapshot.stream_length,
+            pending=snapshot.pending,
+            dead_letters=snapshot.dlq_length,
+        )
         self.delayed.set(snapshot.delayed)
         self.lag.set(snapshot.lag_ms / 1000)
-        counts = dict.fromkeys(WORKER_STATUSES, 0)
+        # Every status, 0 when none has it: an alert on `running == 0` never sees no series.
+        counts = dict.fromkeys(map(str, WorkerStatus), 0)
         for worker in snapshot.workers:
             counts[worker.status] = counts.get(worker.status, 0) + 1
         for status, count in counts.items():
@@ -94,6 +72,5 @@ class ConsoleMetrics:
     def answered(self, method: str, route: str, status: int) -> None:
         self.requests.labels(method, route, str(status)).inc()
 
-    async def render(self, snapshot: Callable[[], Awaitable[ClusterSnapshot]]) -> bytes:
-        self.observe(await snapshot())
+    def render(self) -> bytes:
         return generate_latest(self.registry)

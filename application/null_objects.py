@@ -1,0 +1,74 @@
+"""Null objects: the port of a feature that is off, so no caller tests for None.
+
+Each takes every call of its port and does nothing, answering what "off" means. They live
+here rather than among the adapters because they touch nothing outside the process: any
+layer may build one (a worker without ``--metrics-port``, a test) without wiring adapters.
+"""
+
+from __future__ import annotations
+
+from plaita.domain.errors import SuspensionRegistrationError
+from plaita.domain.events import Event, EventSubscription
+
+
+class NoEventSource:
+    """EventWaiter of a run in one process that was given no event bus: an ``event`` node
+    cannot wait, so it fails with a named error that says what to do (E6)."""
+
+    async def wait_for_event(
+        self, subscription: EventSubscription, timeout_ms: int | None
+    ) -> Event | None:
+        raise SuspensionRegistrationError(
+            f"node {subscription.node_id!r} waits for {subscription.event_type!r} but this run "
+            "has no event source; run the flow on a worker (distributed mode) or pass an "
+            "event bus"
+        )
+
+
+class NoMetrics:
+    """WorkerMetrics with metrics off (``--metrics-port 0``): every call records nothing."""
+
+    enabled = False
+
+    def dispatched(self, outcome: str, disposition: str) -> None:
+        pass
+
+    def crashed(self) -> None:
+        pass
+
+    def dead_lettered(self, reason: str) -> None:
+        pass
+
+    def guard_kept(self, reason: str) -> None:
+        pass
+
+    def dlq_trimmed(self, count: int) -> None:
+        pass
+
+    def reclaim_skipped(self) -> None:
+        pass
+
+    def resumed(self, latency_seconds: float) -> None:
+        pass
+
+    def queue_sizes(self, *, length: int, pending: int, dead_letters: int) -> None:
+        pass
+
+    def worker_up(self, up: bool) -> None:
+        pass
+
+    def heartbeat(self, at_seconds: float) -> None:
+        pass
+
+    def disk_blocked(self, blocked: bool) -> None:
+        pass
+
+
+class NoMetricsExporter:
+    """MetricsExporter with metrics off: nothing listens."""
+
+    def serve(self) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
