@@ -242,7 +242,7 @@ def flows_register(
             validate_flow(flow, allowlist)
 
     async def body(container: Container) -> list[Registration]:
-        catalog = FlowCatalog(container.flow_repository(), allowlist, clock=container.clock())
+        catalog: FlowCatalog = container.flow_registration(allowlist)
         for flow in loaded:
             await catalog.check_registration(flow, owner=owner)
         return [await catalog.register(flow, owner=owner) for flow in loaded]

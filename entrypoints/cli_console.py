@@ -26,7 +26,6 @@ from plaita.entrypoints.cli_support import (
     settings_from,
     stop_on_signals,
 )
-from plaita.entrypoints.console.app import create_app
 from plaita.entrypoints.console.auth import ConsoleTokensError, TokenTable
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.settings import Settings
@@ -124,7 +123,8 @@ def console(
 
 def console_app(container: Container, settings: Settings, tokens: TokenTable) -> FastAPI:
     """The console's ASGI app as ``plaita console`` serves it, from ``settings``."""
-    return create_app(container, tokens=tokens, max_body_bytes=settings.max_body_bytes)
+    app: FastAPI = container.console(tokens=tokens, max_body_bytes=settings.max_body_bytes)
+    return app
 
 
 async def _serve(settings: Settings, tokens: TokenTable, host: str, port: int) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import click
 
 from plaita.entrypoints.cli_support import echo_json, json_option, named_errors
+from plaita.entrypoints.container import schema_revision, upgrade_schema
 
 database_url_option = click.option(
     "--database-url",
@@ -51,11 +52,9 @@ def db() -> None:
 @json_option
 def db_upgrade(database_url: str, revision: str, as_json: bool) -> None:
     """Create the schema, or migrate it up to REVISION (safe to run again)."""
-    from plaita.adapters.sqlalchemy import migrations
-
     with database_errors(database_url):
-        before = asyncio.run(migrations.current(database_url))
-        after = asyncio.run(migrations.upgrade(database_url, revision))
+        before = asyncio.run(schema_revision(database_url))
+        after = asyncio.run(upgrade_schema(database_url, revision))
     if as_json:
         echo_json({"from": before, "to": after})
     elif before == after:
@@ -69,10 +68,8 @@ def db_upgrade(database_url: str, revision: str, as_json: bool) -> None:
 @json_option
 def db_current(database_url: str, as_json: bool) -> None:
     """Print the schema's migration revision (none before the first upgrade)."""
-    from plaita.adapters.sqlalchemy import migrations
-
     with database_errors(database_url):
-        revision = asyncio.run(migrations.current(database_url))
+        revision = asyncio.run(schema_revision(database_url))
     if as_json:
         echo_json({"revision": revision})
     else:

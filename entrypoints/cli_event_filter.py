@@ -150,17 +150,12 @@ def event_filter(
 
         stop = asyncio.Event()
         with stop_on_signals(stop):
-            await EventFilterService(
-                events=container.events(),
-                filter_event=container.filter_event(),
-                consumer=settings.consumer_name,
-                read_block_ms=settings.read_block_ms,
-                claim_min_idle_ms=settings.claim_min_idle_ms,
+            service: EventFilterService = container.event_filter(
                 reconcile=container.reconcile_events(settings=reconcile_settings),
                 reconcile_interval_ms=milliseconds["--reconcile-interval-seconds"],
                 background=background,
                 closeables=[container.subscriptions(), container.executions()],
-                outages=container.outages(),
-            ).run(stop)
+            )
+            await service.run(stop)
 
     run_with_container(settings, body)

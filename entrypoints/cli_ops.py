@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 
 import click
 
-from plaita.adapters.redis.replay_markers import RedisReplayMarkerStore
 from plaita.application.use_cases.delete_execution import DeletedExecution
 from plaita.application.use_cases.dlq import (
     DeadLetterView,
@@ -63,10 +62,6 @@ def _run(
     return run_with_container(settings, body, tenant_id=tenant_id)
 
 
-def _markers(container: Container) -> RedisReplayMarkerStore:
-    return RedisReplayMarkerStore(container.redis_client(), container.redis_keys())
-
-
 # --- dlq -----------------------------------------------------------------------------
 
 
@@ -85,11 +80,7 @@ def dlq_list(count: int, queue_name: str | None, redis_url: str, as_json: bool) 
     settings = _settings(redis_url=redis_url, queue_name=queue_name)
 
     async def body(container: Container) -> list[DeadLetterView]:
-        use_case = ListDeadLetters(
-            queue=container.queue(),
-            markers=_markers(container),
-            dlq_key=container.dlq_key(),
-        )
+        use_case: ListDeadLetters = container.list_dead_letters()
         return await use_case(count=count)
 
     views = _run(settings, body)
@@ -117,11 +108,7 @@ def dlq_show(dlq_id: str, queue_name: str | None, redis_url: str, as_json: bool)
     settings = _settings(redis_url=redis_url, queue_name=queue_name)
 
     async def body(container: Container) -> DeadLetterView:
-        use_case = ShowDeadLetter(
-            queue=container.queue(),
-            markers=_markers(container),
-            dlq_key=container.dlq_key(),
-        )
+        use_case: ShowDeadLetter = container.show_dead_letter()
         return await use_case(dlq_id)
 
     view = _run(settings, body).to_json()
@@ -148,14 +135,7 @@ def dlq_replay(
     settings = _settings(redis_url=redis_url, queue_name=queue_name)
 
     async def body(container: Container) -> ReplayResult:
-        use_case = ReplayDeadLetter(
-            queue=container.queue(),
-            markers=_markers(container),
-            executions=container.executions(),
-            clock=container.clock(),
-            ids=container.ids(),
-            dlq_key=container.dlq_key(),
-        )
+        use_case: ReplayDeadLetter = container.replay_dead_letter()
         return await use_case(dlq_id, tenant_id=tenant)
 
     result = _run(settings, body)

@@ -27,7 +27,7 @@ from plaita.entrypoints.cli_support import (
     stop_on_signals,
     warn_fallbacks,
 )
-from plaita.entrypoints.container import Container
+from plaita.entrypoints.container import Container, dlq_key_problems
 from plaita.entrypoints.timeline import LogListener
 
 
@@ -225,7 +225,8 @@ def worker(
                 "alert_webhook_url": alert_webhook_url,
                 "flow_cache_size": flow_cache_size,
                 "flow_cache_ttl_seconds": flow_cache_ttl_seconds,
-            }
+            },
+            checks=(dlq_key_problems,),
         )
     except InvalidConfigurationError as exc:
         raise click.UsageError(str(exc)) from None

@@ -47,7 +47,11 @@ async def _wait_for(
 
 async def _demo(examples_dir: Path, echo: Callable[[str], None]) -> int:
     settings = Settings(
-        backend="memory", handler_modules=(HANDLER_MODULE,), read_block_ms=20, concurrency=8
+        backend="memory",
+        handler_modules=(HANDLER_MODULE,),
+        read_block_ms=20,
+        concurrency=8,
+        consumer_name="demo-worker",
     )
     container = build_container(settings)
     labels: dict[str, str] = {}
@@ -61,21 +65,8 @@ async def _demo(examples_dir: Path, echo: Callable[[str], None]) -> int:
     echo(f"registered flow {flow.flow_id} v{flow.version} on the in-memory twin\n")
 
     stop = asyncio.Event()
-    worker = Worker(
-        queue=container.queue(),
-        process=container.process_task(),
-        delay=container.delay_queue(),
-        clock=container.clock(),
-        consumer="demo-worker",
-        concurrency=settings.concurrency,
-        read_block_ms=settings.read_block_ms,
-    )
-    event_filter = EventFilterService(
-        events=container.events(),
-        filter_event=container.filter_event(),
-        consumer="demo-event-filter",
-        read_block_ms=settings.read_block_ms,
-    )
+    worker: Worker = container.worker()
+    event_filter: EventFilterService = container.event_filter(consumer="demo-event-filter")
     services = [asyncio.create_task(worker.run(stop)), asyncio.create_task(event_filter.run(stop))]
     try:
         start = container.start_execution()
@@ -111,9 +102,14 @@ async def _demo(examples_dir: Path, echo: Callable[[str], None]) -> int:
     return 0 if all(s.status is ExecutionStatus.COMPLETED for s in finals) else 1
 
 
+async def _default_tenants_demo(examples_dir: Path, echo: Callable[[str], None]) -> int:
+    with tenant_scope(DEFAULT_TENANT):  # the demo starts and decides as the default tenant
+        return await _demo(examples_dir, echo)
+
+
 def run_demo(examples_dir: Path, echo: Callable[[str], None]) -> int:
     try:
-        return asyncio.run(_demo(examples_dir, echo))
+        return asyncio.run(_default_tenants_demo(examples_dir, echo))
     except (PlaitaError, TimeoutError) as exc:
         echo(f"demo failed: {type(exc).__name__}: {exc}")
         return 1

@@ -33,8 +33,7 @@ from plaita.entrypoints.cli_support import (
     log_generations,
     warn_fallbacks,
 )
-from plaita.entrypoints.console.app import create_app
-from plaita.entrypoints.container import Container, build_container
+from plaita.entrypoints.container import Container, build_container, upgrade_schema
 from plaita.entrypoints.event_filter import BackgroundJob, EventFilterService
 from plaita.entrypoints.janitor import run_notification_trim, run_state_sweeper
 from plaita.entrypoints.settings import Settings, optional_fallbacks
@@ -74,8 +73,8 @@ async def run_dev(
         registered = await register_flow_folder(container, flows_dir, echo)
         recovered = await _recover(container, settings)
         token = token or dev_token()
-        app = create_app(
-            container, tokens=[token], dev_mode=True, max_body_bytes=settings.max_body_bytes
+        app = container.console(
+            tokens=[token], dev_mode=True, max_body_bytes=settings.max_body_bytes
         )
         server = _ConsoleServer(
             uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
@@ -109,9 +108,7 @@ async def run_dev(
 
 async def _migrate(database_url: str, echo: Callable[[str], None]) -> None:
     """A dev database is created or upgraded on start: nothing to run by hand."""
-    from plaita.adapters.sqlalchemy import migrations
-
-    revision = await migrations.upgrade(database_url)
+    revision = await upgrade_schema(database_url)
     echo(f"plaita dev: database {database_url} at schema {revision}")
 
 
@@ -153,14 +150,10 @@ async def register_flow_folder(
 
 def _services(container: Container, settings: Settings) -> Sequence[Worker | EventFilterService]:
     worker: Worker = container.worker()
-    event_filter = EventFilterService(
-        events=container.events(),
-        filter_event=container.filter_event(),
+    event_filter: EventFilterService = container.event_filter(
         consumer=f"dev-event-filter-{settings.consumer_name}",
-        read_block_ms=settings.read_block_ms,
         reconcile=container.reconcile_events(settings=ReconcileSettings()),
         background=_housekeeping(container, settings),
-        outages=container.outages(),
     )
     return [worker, event_filter]
 

@@ -12,7 +12,6 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from plaita.adapters.memory.event_bus import MemoryEventBus
 from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.execution import FlowExecution, RunOptions
 from plaita.application.use_cases.flows import validate_flow
@@ -38,7 +37,7 @@ def run_flow(
     validate_flow(flow, handlers)
     import_handler_modules(tuple(sorted(handlers.allowed_modules)))
     clock, ids = container.clock(), container.ids()
-    bus = MemoryEventBus(closed=True)
+    bus = container.closed_event_bus()
     execution_id = ids.new_id()
     for event_type, data in events:
         event = Event(

@@ -5,14 +5,13 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 import attrs
 from pydantic import Field, ValidationError, computed_field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from plaita.adapters.redis.keys import RedisKeys
 from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.startup import (
     OPTIONAL_FALLBACKS,
@@ -167,14 +166,22 @@ _CHECKED = (
 )
 
 
+#: A check of settings that only the wiring can make (a store's key layout, say): the problems
+#: it finds in a valid ``Settings``.
+SettingsCheck = Callable[[Settings], list[ConfigProblem]]
+
+
 def worker_settings(
-    values: Mapping[str, object], environ: Mapping[str, str] | None = None
+    values: Mapping[str, object],
+    environ: Mapping[str, str] | None = None,
+    *,
+    checks: Sequence[SettingsCheck] = (),
 ) -> tuple[Settings, StartupCheck]:
     """A worker's settings from ``values`` (CLI flags; None = not given) and ``PLAITA_*``.
 
     Every value is checked at once before anything connects (W21): ``InvalidConfigurationError``
-    lists every problem; optional settings that are not usable fall back, and the returned
-    check's warnings say to what.
+    lists every problem, ``checks``' included; optional settings that are not usable fall
+    back, and the returned check's warnings say to what.
     """
     environ = os.environ if environ is None else environ
     check = validate_startup_settings(_check_view(values, environ))
@@ -196,7 +203,8 @@ def worker_settings(
                     ConfigProblem(field, f"{error['msg']} (got {error.get('input')!r})")
                 )
     if settings is not None:
-        problems.extend(_dlq_key_problems(settings))
+        for extra in checks:
+            problems.extend(extra(settings))
     if problems or settings is None:
         raise attrs.evolve(check, problems=tuple(problems)).error()
     return settings, check
@@ -238,22 +246,3 @@ def _scaled(value: object, factor: int) -> object:
         return float(value) * factor  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return value  # reported by the check as it was given
-
-
-def _dlq_key_problems(settings: Settings) -> list[ConfigProblem]:
-    if settings.dlq_key is None:
-        return []
-    tag = "{" + settings.queue_name + "}"
-    if tag in settings.dlq_key and settings.dlq_key.index("{") == settings.dlq_key.index(tag):
-        return []
-    # The task queue dead-letters and acks in one MULTI/EXEC: on Redis Cluster both keys must
-    # hash to one slot, so the DLQ key's hash tag (its first {...}) must be the queue's.
-    own = RedisKeys(settings.namespace).queue_dead_letters(settings.queue_name)
-    return [
-        ConfigProblem(
-            "dlq_key",
-            f"{settings.dlq_key!r} does not carry the queue's hash tag {tag!r} as its first "
-            "{...}; a dead letter and its ack are written in one atomic step, so both keys "
-            f"must share it: use e.g. 'myapp:{tag}:dead', or leave --dlq-key unset for {own!r}",
-        )
-    ]

@@ -36,6 +36,8 @@ from plaita.domain.flow_owners import SHARED
 from plaita.domain.operator_controls import ControlFlags
 from plaita.entrypoints.cli import main
 
+from .conftest import seeding_scope
+
 T = TypeVar("T")
 REDIS_URL = os.environ.get("PLAITA_TEST_REDIS_URL")
 pytestmark = pytest.mark.skipif(
@@ -78,7 +80,8 @@ class Namespace:
             assert REDIS_URL is not None
             client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
             try:
-                return await body(client, self.keys)
+                with seeding_scope():  # the commands under test open their own
+                    return await body(client, self.keys)
             finally:
                 await client.aclose()
 

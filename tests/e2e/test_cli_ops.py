@@ -32,6 +32,8 @@ from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED
 from plaita.entrypoints.cli_ops import delete_execution, dlq, reap
 
+from .conftest import seeding_scope
+
 T = TypeVar("T")
 REDIS_URL = os.environ.get("PLAITA_TEST_REDIS_URL")
 UNREACHABLE = "redis://127.0.0.1:1/0"
@@ -75,7 +77,8 @@ class Namespace:
             assert REDIS_URL is not None
             client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
             try:
-                return await body(client, self.keys)
+                with seeding_scope():  # the commands under test open their own
+                    return await body(client, self.keys)
             finally:
                 await client.aclose()
 

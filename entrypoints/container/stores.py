@@ -1,0 +1,192 @@
+"""Every port's store, chosen by ``backend`` (memory | redis) and ``storage`` (auto | sql).
+
+Only the selected branch is ever built, so the memory backend never opens a Redis
+connection and never loads SQLAlchemy. The families live one to a module beside this one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dependency_injector import containers, providers
+
+from plaita.adapters.system import SystemClock, UuidGenerator
+from plaita.application.handlers import HandlerRegistry
+from plaita.application.use_cases.flows import FlowCatalog
+from plaita.domain.config_generations import RuntimeConfig, generations_of
+from plaita.entrypoints.container import redis as redis_family
+from plaita.entrypoints.container import sql as sql_family
+from plaita.entrypoints.container.memory import MemoryStores
+from plaita.entrypoints.outages import store_outages
+
+
+def _runtime_config(
+    *,
+    namespace: str,
+    queue_name: str,
+    consumer_group: str,
+    dlq_key: str,
+    dlq_max_len: int,
+    max_deliveries: int,
+    lease_ttl_ms: int,
+    max_carrier_age_ms: int,
+    retention_ms: int,
+    claim_min_idle_ms: int,
+    execution_deadline_ms: int,
+    default_retries: int,
+    disable_holder_liveness: bool,
+    registry_enabled: bool,
+    handler_modules: Sequence[str],
+) -> RuntimeConfig:
+    """What this process's generations are computed from (W12); no names, ports or secrets.
+
+    ``other`` holds the rules a worker applies beyond family and budget. Per-process tunings
+    that change no rule — concurrency, read block, metrics port, disk guard, drain timeout,
+    log level — are left out, so the console, the CLI and the event filter of a pool compute
+    the workers' config_generation from the same environment.
+    """
+    other: dict[str, Any] = {
+        "retention_ms": retention_ms,
+        "claim_min_idle_ms": claim_min_idle_ms,
+        "execution_deadline_ms": execution_deadline_ms,
+        "default_retries": default_retries,
+        "disable_holder_liveness": disable_holder_liveness,
+        "registry_enabled": registry_enabled,
+        "handler_modules": sorted(handler_modules),
+    }
+    return RuntimeConfig(
+        namespace=namespace,
+        queue_name=queue_name,
+        consumer_group=consumer_group,
+        dlq_key=dlq_key,
+        max_deliveries=max_deliveries,
+        lease_ttl_ms=lease_ttl_ms,
+        max_carrier_age_ms=max_carrier_age_ms,
+        dlq_max_len=dlq_max_len,
+        other=other,
+    )
+
+
+class Stores(containers.DeclarativeContainer):
+    config = providers.Configuration(strict=True)
+
+    clock = providers.Singleton(SystemClock)
+    ids = providers.Singleton(UuidGenerator)
+    #: One store's outages for every background loop of this process: one WARNING when it
+    #: begins, one INFO when it ends.
+    outages = providers.Singleton(store_outages, config.backend)
+
+    redis_client = providers.Singleton(
+        redis_family.redis_client, config.redis_url, config.concurrency
+    )
+    redis_keys = providers.Singleton(redis_family.redis_keys, config.namespace)
+    sql_engine = providers.Singleton(sql_family.sql_engine, config.database_url, config.concurrency)
+
+    memory_stores = providers.Container(MemoryStores, config=config, clock=clock)
+    redis_stores = providers.Container(
+        redis_family.RedisStores, config=config, client=redis_client, keys=redis_keys
+    )
+    controls = providers.Selector(
+        config.backend, memory=memory_stores.controls, redis=redis_stores.controls
+    )
+    counters = providers.Selector(
+        config.backend, memory=memory_stores.counters, redis=redis_stores.counters
+    )
+    sql_stores = providers.Container(
+        sql_family.SqlStores,
+        config=config,
+        clock=clock,
+        engine=sql_engine,
+        # Redis counters expire on their own; the memory twin's are forgotten on delete.
+        counters=providers.Selector(
+            config.backend, memory=memory_stores.counters, redis=providers.Object(None)
+        ),
+        controls=controls,
+    )
+
+    leases = providers.Selector(
+        config.storage,
+        auto=providers.Selector(
+            config.backend, memory=memory_stores.leases, redis=redis_stores.leases
+        ),
+        sql=sql_stores.leases,
+    )
+    executions = providers.Selector(
+        config.storage,
+        auto=providers.Selector(
+            config.backend, memory=memory_stores.executions, redis=redis_stores.executions
+        ),
+        sql=sql_stores.executions,
+    )
+    flow_repository = providers.Selector(
+        config.storage,
+        auto=providers.Selector(
+            config.backend, memory=memory_stores.flows, redis=redis_stores.flows
+        ),
+        sql=sql_stores.flows,
+    )
+    queue = providers.Selector(config.backend, memory=memory_stores.queue, redis=redis_stores.queue)
+    subscriptions = providers.Selector(
+        config.backend, memory=memory_stores.subscriptions, redis=redis_stores.subscriptions
+    )
+    events = providers.Selector(
+        config.backend, memory=memory_stores.events, redis=redis_stores.events
+    )
+    dedup = providers.Selector(config.backend, memory=memory_stores.dedup, redis=redis_stores.dedup)
+    inbox = providers.Selector(config.backend, memory=memory_stores.inbox, redis=redis_stores.inbox)
+    delay_queue = providers.Selector(
+        config.backend, memory=memory_stores.delay_queue, redis=redis_stores.delay_queue
+    )
+    registry = providers.Selector(
+        config.backend, memory=memory_stores.registry, redis=redis_stores.registry
+    )
+    reconciler_cursor = providers.Selector(
+        config.backend,
+        memory=memory_stores.reconciler_cursor,
+        redis=redis_stores.reconciler_cursor,
+    )
+    replay_markers = providers.Selector(
+        config.backend, memory=memory_stores.replay_markers, redis=redis_stores.replay_markers
+    )
+    #: ``plaita run`` (Normal mode): the events of its command line, in this process.
+    closed_event_bus = memory_stores.closed_event_bus
+
+    dlq_key = providers.Callable(
+        redis_family.dlq_key, config.dlq_key, redis_keys, config.queue_name
+    )
+    runtime_config = providers.Singleton(
+        _runtime_config,
+        namespace=config.namespace,
+        queue_name=config.queue_name,
+        consumer_group=config.consumer_group,
+        dlq_key=dlq_key,
+        dlq_max_len=config.dlq_max_len,
+        max_deliveries=config.max_deliveries,
+        lease_ttl_ms=config.lease_ttl_ms,
+        max_carrier_age_ms=config.max_carrier_age_ms,
+        retention_ms=config.retention_ms,
+        claim_min_idle_ms=config.claim_min_idle_ms,
+        execution_deadline_ms=config.execution_deadline_ms,
+        default_retries=config.default_retries,
+        disable_holder_liveness=config.disable_holder_liveness,
+        registry_enabled=config.registry_enabled,
+        handler_modules=config.handler_modules,
+    )
+    #: This process's config family and generations (W12): logged, registered, and compared
+    #: with every carrier's.
+    generations = providers.Singleton(generations_of, runtime_config)
+
+    handlers = providers.Singleton(HandlerRegistry, config.handler_modules)
+    #: W20: the flow cache of every process that serves executions (worker, console, dev).
+    flows = providers.Singleton(
+        FlowCatalog,
+        flow_repository,
+        handlers,
+        clock=clock,
+        cache_size=config.flow_cache_size,
+        cache_ttl_ms=config.flow_cache_ttl_ms,
+    )
+    #: ``plaita flows register``: the catalog of the allowlist the command was given, without
+    #: a cache (it registers and exits).
+    flow_registration = providers.Factory(FlowCatalog, flow_repository, clock=clock, cache_size=0)
