@@ -1,4 +1,4 @@
-"""Lists every subpackage under the four layer folders (ARCHITECTURE "Packaging").
+"""Lists every subpackage under the four layer folders (ADR 0001).
 
 setuptools cannot discover packages through a ``package-dir`` mapping by itself, and a
 subpackage missing from this list is silently left out of the wheel.

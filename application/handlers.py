@@ -2,7 +2,8 @@
 
 A flow author can name any string; only modules the operator listed in
 ``--handler-modules`` / ``PLAITA_HANDLER_MODULES`` are ever imported, so a definition can never
-make a worker run code nobody deployed on purpose (SPEC §9).
+make a worker run code nobody deployed on purpose (a ``code`` node that runs source text
+from the definition is out of scope: docs/requirements.md, "Decided out of scope").
 """
 
 from __future__ import annotations

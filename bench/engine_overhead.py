@@ -22,7 +22,7 @@ start, set-up and warm-up included).
     .venv/bin/python bench/engine_overhead.py              # 20 nodes, about 40 s at most
     .venv/bin/python bench/engine_overhead.py --nodes 200 --repeats 20
 
-Performance is measured here, never in timed unit tests (SPEC §7).
+Performance is measured here, never in timed unit tests (the P requirements).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Event publish → resumed node started, across real processes on loopback Redis (SPEC §7 P4).
+"""Event publish → resumed node started, across real processes on loopback Redis (P4).
 
 One run, in a fresh namespace: start ONE ``plaita worker`` and ONE ``plaita event-filter``
 process (``--log-level WARNING``, so per-node log lines do not slow them), register a flow

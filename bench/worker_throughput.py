@@ -1,4 +1,4 @@
-"""Durable steps per second of one worker process on a real Redis (SPEC §7 P1).
+"""Durable steps per second of one worker process on a real Redis (P1).
 
 One run: in a fresh namespace, register a flow of N no-op async task nodes and an end node,
 enqueue E start carriers on the Redis task queue, then run ONE worker — the real
@@ -25,7 +25,7 @@ whatever happened; the namespace is deleted at the end of each run.
     .venv/bin/python bench/worker_throughput.py --concurrency 16 --runs 1
     .venv/bin/python bench/worker_throughput.py --runs 1 --profile   # + cProfile top 10
 
-Performance is measured here, never in timed unit tests (SPEC §7).
+Performance is measured here, never in timed unit tests (the P requirements).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The engine evaluates the conditions; these functions only choose. A miss is a decision, not a
 silent end: the node's errorHandler either fails the execution with an error naming the node
 (``abort``, the default) or ends the flow at the node with null or its default. Nothing here
-leaves an execution ``running`` — seed #53: a false condition with no successor once left
+leaves an execution ``running`` — incident #53: a false condition with no successor once left
 runs in ``running`` for 88 minutes with no error and no end.
 """
 
@@ -72,7 +72,7 @@ class BranchMiss:
 def decide_if(node: IfNode, condition: bool) -> BranchTaken | BranchMiss:
     if condition:
         return BranchTaken(node.id, BranchKind.THEN, node.then)
-    # An empty else is the seed's `else_next=""`: no successor, which is a miss, not an end.
+    # An empty else (``else_next=""`` in #53): no successor, which is a miss, not an end.
     if not node.else_:
         return BranchMiss(node.id, node.type)
     return BranchTaken(node.id, BranchKind.ELSE, node.else_)
@@ -114,7 +114,7 @@ class MissOutcome:
 
 
 def resolve_branch_miss(miss: BranchMiss, error_handler: FailureStrategy) -> MissOutcome:
-    """The node's errorHandler applied to a miss; never "stay running" (E7, seed #53)."""
+    """The node's errorHandler applied to a miss; never "stay running" (E7, #53)."""
     if error_handler.strategy == "continue":
         return MissOutcome(miss, MissAction.END_WITH_NULL)
     if error_handler.strategy == "continue_with":

@@ -11,7 +11,7 @@ A crashed attempt — a dispatch that started under the lease and never returned
 counted against ``--max-deliveries`` (W2), apart from the node's retries: a worker killed
 under an innocent step must not spend that step's retries, and a skipped redelivery
 (the lease was live) costs nothing at all. A per-execution total and, for manual wake-ups,
-two more caps bound everything (seed plaita#91, #123, #73). Counters are read before the
+two more caps bound everything (#91, #123, #73). Counters are read before the
 decision and changed as the decision says, under the lease.
 """
 
@@ -38,9 +38,9 @@ from plaita.domain.failures import classify_failure as classify_failure
 
 COUNTER_TTL_SECONDS = 7 * 24 * 60 * 60  # sliding: every increment refreshes it
 NODE_RETRY_TOTAL_MAX = 100
-#: Wake-ups of one execution by ``retry``, manual and automatic alike (seed G1_MAX_WAKEUPS).
+#: Wake-ups of one execution by ``retry``, manual and automatic alike (the ``g1wakeups`` cap, W7).
 G1_MAX_WAKEUPS = 2
-#: Consecutive deterministic failures before a retry is refused (seed DETERMINISTIC_FAILURE_MAX).
+#: Consecutive deterministic failures before a retry is refused (the ``nofail`` cap, W7).
 DETERMINISTIC_FAILURE_MAX = 12
 _MAX_CHAIN = 32
 
@@ -67,9 +67,9 @@ def _chain(error: BaseException) -> list[BaseException]:
 def classify_step_failure(error: BaseException) -> FailureKind:
     """Classify what a distributed step raised; the engine flattens it to FlowErrorException.
 
-    A timeout, deadline or cancel anywhere in the chain is terminal (seed #267). A node's own
+    A timeout, deadline or cancel anywhere in the chain is terminal (#267). A node's own
     failure is judged by its original exception, so an abort wrapper never turns a
-    deterministic error back into a retryable one (seed A50-03). Any other flow error is a
+    deterministic error back into a retryable one (A50-03). Any other flow error is a
     graph error, terminal. What is left (infrastructure) is classified by the innermost cause.
     Lease and resume-protocol errors are decided before a failure gets here (W4, W7).
     """
@@ -88,7 +88,7 @@ def classify_step_failure(error: BaseException) -> FailureKind:
 
 
 def failed_node_of(error: BaseException) -> str | None:
-    """The failing node: the NodeExecutionError's, else any flow error's (seed #123).
+    """The failing node: the NodeExecutionError's, else any flow error's (#123).
 
     Never the checkpoint's $LAST_NODE: a failed node writes no context, so that is the node
     before it. None makes the caller count per execution, the conservative fallback.
@@ -130,7 +130,7 @@ PER_NODE_COUNTERS = frozenset({Counter.NODE_RETRIES, Counter.NODE_CRASHES})
 
 
 def on_node_success(node_id: str | None) -> tuple[CounterChange, ...]:
-    """Success clears only that node's counters, never a sibling's (seed #123), and the streak.
+    """Success clears only that node's counters, never a sibling's (#123), and the streak.
 
     The total is never cleared: it is the last bound when node keys drift.
     """
@@ -233,7 +233,7 @@ def decide_node_failure(
     the carrier goes to the dead-letter queue. ``node_retries``/``total_retries`` are the
     counters as read: retries already scheduled. Timeouts, deadlines and cancels are terminal
     without retry (E5, W8); they and deterministic failures lengthen the no-fail streak that
-    bounds wake-ups (seed #73).
+    bounds wake-ups (#73).
     """
     if kind is not FailureKind.TRANSIENT:
         reason = (
@@ -328,7 +328,7 @@ def decide_wakeup(
     nothing.
 
     A wake-up grants every node a fresh budget but keeps the streak, or a flow that always
-    fails would be woken for ever (seed #73). Only ``error`` executions reach this.
+    fails would be woken for ever (#73). Only ``error`` executions reach this.
     """
     if wakeups >= caps.max_wakeups:
         return WakeupDecision(WakeupRefusal.G1_WAKEUPS_EXHAUSTED)

@@ -12,7 +12,7 @@ A checkpoint is stored in three parts:
 
 A step writes only the header fields it changed, the node results it added or changed and the
 variables it set or removed, so the bytes a step writes do not grow with the number of steps
-before it (SPEC S3, P3). Everything here is pure: the adapters turn a ``CheckpointDelta`` into
+before it (S3, P3). Everything here is pure: the adapters turn a ``CheckpointDelta`` into
 their own writes (one fenced Lua script on Redis, dictionary updates in the memory twin).
 """
 

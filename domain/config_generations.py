@@ -1,6 +1,6 @@
 """Configuration generations and whether a carrier may run under this worker's rules (W12).
 
-Three hashes, each answering a different question about a mixed pool (seed A2R31):
+Three hashes, each answering a different question about a mixed pool (A2R31):
 
 - ``config_family`` (``cf1-…``): queue, group, DLQ, schema and namespace — the hard
   compatibility key. Workers of two families read carriers that mean different things.
@@ -145,7 +145,7 @@ class GenerationsRead:
 def read_generations(fields: Mapping[str, object]) -> GenerationsRead:
     """The generations a carrier names; a malformed field counts as missing, never as ours.
 
-    Seed rule 4: a malformed field is a WARNING and legacy — replacing it with this worker's
+    Rule 4 of A2R31: a malformed field is a WARNING and legacy — replacing it with this worker's
     value would let a carrier of unknown origin run under rules it may not have been written for.
     """
     values: dict[str, str | None] = {}
@@ -196,7 +196,7 @@ class ConsumeDecision:
 
 
 def decide_consume(carrier: CarrierGenerations, worker: CarrierGenerations) -> ConsumeDecision:
-    """May this worker run a carrier written under ``carrier`` generations? (W12, seed A2R31)
+    """May this worker run a carrier written under ``carrier`` generations? (W12, A2R31)
 
     A family check needs both sides to name a family, a budget check both sides to name a
     budget generation; a side without one is legacy for that check.

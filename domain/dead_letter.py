@@ -1,7 +1,7 @@
 """Dead letters: the one guard on every path to the DLQ (W9), replay (W10) and the cap.
 
 The guard exists for invariant I0: a carrier may be the only one a non-terminal execution
-has, so it reaches the DLQ only when nothing is lost by that (seed #242, #252).
+has, so it reaches the DLQ only when nothing is lost by that (#242, #252).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def guard_dead_letter(
     A terminal execution needs no carrier. A held lease means a live holder is still on it,
     and a failed lookup proves nothing, so both keep the carrier. A schema-rejected carrier is
     released once without a copy: the copy would inherit the same version and be rejected
-    again, a loop that adds one DLQ entry per round (seed A49-01). With no execution there is
+    again, a loop that adds one DLQ entry per round (A49-01). With no execution there is
     nothing to recover. A spent node budget is made terminal first, because a recovery copy
     would only spend the budget again, for ever. Otherwise the holder is gone: a recovery copy
     goes out before the carrier is released. TERMINALISE and ENQUEUE_COPY must succeed before
@@ -99,7 +99,7 @@ def dead_letter_fields(
     """Evidence a DLQ entry carries besides the carrier: why, when, which schema (W9, W11).
 
     A missing version is the legacy v1; an unreadable one is kept verbatim with the raw fields
-    rather than guessed, so audit and replay never depend on a guess (seed #252).
+    rather than guessed, so audit and replay never depend on a guess (#252).
     """
     version = fields.get("schema_version", str(CURRENT_SCHEMA_VERSION))
     evidence = {"reason": reason, "schema_version": version, "dead_lettered_at": str(now_ms)}

@@ -4,12 +4,12 @@ Two total functions, asked in this order by the worker with a start carrier:
 
 ``decide_start`` (the carrier's own execution row, loaded under its lease):
 
- #  own row                     -> kind             why (seed)
+ #  own row                     -> kind             why
  S1 none, no dedup key          -> NEW_START
  S2 none, dedup key             -> CLAIM_DEDUP_KEY  claim before any row is written
- S3 row of another flow         -> ID_CONFLICT      V1 of ledger round 31: a new row would
+ S3 row of another flow         -> ID_CONFLICT      a new row would
                                                     overwrite the other flow's checkpoint
- S4 row of this flow            -> RESUME_CONTINUE  plaita#91: never replay from the first node
+ S4 row of this flow            -> RESUME_CONTINUE  #91: never replay from the first node
 
 ``decide_dedup_claim`` (after SET NX; X = the execution the key maps to):
 

@@ -2,7 +2,7 @@
 
 Handlers signal intent by raising ``TransientNodeError`` (retry me) or
 ``DeterministicNodeError`` (retrying cannot help). Unknown exceptions count as transient; a
-plain ``ValueError`` counts as deterministic, as in the seed.
+plain ``ValueError`` counts as deterministic (E3).
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ def judge_write(mine: int, fencegen: int | None, recorded_fence: int | None) -> 
     """Whether a holder with fence ``mine`` may write: only when fence == fencegen == mine.
 
     ``fencegen`` is the never-reset generation counter; ``recorded_fence`` is the generation
-    recorded with the current lease (the seed's ``fence`` key). Checking the counter alone
+    recorded with the current lease (the ``fence`` key, W4). Checking the counter alone
     would let a stale holder write again after an old state and fence were restored.
     """
     if fencegen is None:

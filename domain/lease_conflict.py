@@ -1,7 +1,7 @@
 """What to do with a carrier whose execution's lease another holder owns (W5).
 
 Invariant I0: the only carrier of a non-terminal execution is never acked before a
-replacement carrier exists. Every rule below is there because the seed's incidents #50, #52,
+replacement carrier exists. Every rule below is there because the incidents #50, #52,
 A46-04 and B65-03 acked such a carrier and stranded an execution in ``running`` with nothing
 left to wake it, or, the other way round, left a live holder's duplicate pending until it was
 dead-lettered for nothing.
@@ -148,7 +148,7 @@ def decide_conflict(
     if holder is HolderStatus.ABSENT:
         return _leave(ConflictReason.HOLDER_ABSENT)  # #50: dead holder, lease is a tail
     if holder is HolderStatus.UNKNOWN:
-        # The seed acked on unknown; SPEC W5 acks only a provably alive holder.
+        # The old system acked on unknown (B65-03); W5 acks only a provably alive holder.
         return _leave(ConflictReason.HOLDER_LIVENESS_UNKNOWN)
     # S18-02A: starting, draining, stopping and stopped do not promise to finish the step.
     return _leave(ConflictReason.HOLDER_NOT_RUNNING)

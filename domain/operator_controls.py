@@ -147,7 +147,7 @@ def decide_retry(
 ) -> RetryDecision:
     """Where a retry restarts; ``flow_nodes`` are the node ids of the execution's flow.
 
-    Without ``from_node``: an execution in error gets the W7 wake-up (its caps apply, seed
+    Without ``from_node``: an execution in error gets the W7 wake-up (its caps apply,
     #73); a cancelled one restarts where it was cancelled; a suspended one must be told where
     to go (its own event or timer is what normally moves it).
     """

@@ -1,31 +1,34 @@
 """Resume policy: what a resume carrier may do to the execution it names (W7).
 
 ``decide_resume`` is total and never raises. The worker asks it once before the lease (the
-short-circuits cost no lease, seed #33) and again under the lease with a freshly loaded view,
+short-circuits cost no lease, #33) and again under the lease with a freshly loaded view,
 and performs the second answer: a racing wake-up, a cancel flag or a definition change written
-in between is then seen under the same lease as the step (seed 运行中改定义).
+in between is then seen under the same lease as the step (W7 definition drift).
 
 First matching row wins; "live" = running or suspended; caps come from ``WakeUpCaps``.
 
- #  status + resume type, also                  -> kind, reason                      seed / SPEC
+ #  status + resume type, also                  -> kind, reason                      incident / id
  1  terminal, except error + retry              -> SHORT_CIRCUIT, terminal           #23
- 2  error + retry, cancel intent set            -> REFUSE, cancel_requested          W23, 34th④
+ 2  error + retry, cancel intent set            -> REFUSE, cancel_requested          W23
  3  error + retry, g1 wake-ups >= cap (2)       -> REFUSE, g1_wakeups_exhausted      #73
  4  error + retry, nofail >= cap (12)           -> REFUSE, deterministic_failure_exhausted
- 5  error + retry, breaking drift               -> REFUSE, definition_changed        43828aa
- 6  error + retry                               -> WAKE_UP, wake_up                  43828aa, #73
+ 5  error + retry, breaking drift               -> REFUSE, definition_changed        W7
+ 6  error + retry                               -> WAKE_UP, wake_up                  #73
  7  live + cancel                               -> CANCEL, cancel                    W23
- 8  live + anything else, cancel intent set     -> CANCEL, cancel_requested          34th④
+ 8  live + anything else, cancel intent set     -> CANCEL, cancel_requested          W23
  9  suspended + continue/retry                  -> ALREADY_SUSPENDED, already_suspended  #33
 10  suspended + event/timeout for another wait  -> PROTOCOL_ERROR, not_this_suspension   #33 #221
-11  live, breaking drift                        -> DEFINITION_DRIFT, definition_changed  改定义
+11  live, breaking drift                        -> DEFINITION_DRIFT, definition_changed  W7
 12  suspended + event/timeout for this wait     -> PROCEED, resume
 13  running + continue                          -> PROCEED, continue
 14  running + retry                             -> PROCEED_AS_CONTINUE, retry_on_running  #53
 15  running + event/timeout                     -> PROCEED_AS_CONTINUE, stale_carrier     #258
 
-Every row is W7. "34th④" is the seed's ledger round 34 item ④ (取消意图优先), "改定义" its
-section 运行中改定义 (flow definition fingerprints), 43828aa the G1 retry wake-up commit.
+Every row is W7; the last column names the incident (docs/incidents.md) or the other
+requirement a row comes from. Rows 2 and 8: a set cancel intent wins over every other answer,
+so a cancel whose own carrier was lost still takes effect. Rows 5, 6 and 11 are the flow
+definition fingerprints: the check precedes a wake-up (fix the definition, then retry), and a
+live execution whose graph ahead changed ends in an observable terminal error.
 
 CANCEL, WAKE_UP, DEFINITION_DRIFT (a terminal error) and both PROCEEDs run under the lease and
 the carrier is acked once that step returned; every other kind is acked at once, no lease taken
@@ -190,7 +193,7 @@ class ResumeDecision:
 
     @property
     def fresh_node_budget(self) -> bool:
-        """Clear the node retry counters: a woken execution gets a whole budget (seed G1)."""
+        """Clear the node retry counters: a woken execution gets a whole budget (W7 wake-up)."""
         return self.kind is ResumeKind.WAKE_UP
 
 

@@ -58,7 +58,7 @@ def manual_dedup_key(schedule_id: str, request_id: str) -> str:
 
 
 def fired_dedup_key(schedule_id: str, fired_at_ms: int) -> str:
-    """The last-resort key: the wall-clock second of the fire (the seed's old, weaker key)."""
+    """The last-resort key: the wall-clock second of the fire (the old, weaker key of #118)."""
     _check_schedule_id(schedule_id)
     _check_time(fired_at_ms, "fired_at_ms")
     return f"sched:{schedule_id}:fired:{fired_at_ms // 1000}"
@@ -72,7 +72,7 @@ def cron_fire_key(
 
     Keyed by due time, not fire time: two fires of one due in different seconds (state write
     failed and the 30 s lock expired, or the carrier was reclaimed) must not start twice, and
-    the next due must never be swallowed by the previous one (seed #23, #118).
+    the next due must never be swallowed by the previous one (#23, #118).
     """
     if due_at_ms is not None:
         return ScheduleKey(cron_dedup_key(schedule_id, due_at_ms), KeySource.DUE_AT, due_at_ms)

@@ -1,7 +1,7 @@
 """Start-up validation of the worker's settings: fail fast with every problem at once (W21).
 
 Identity, resource and security settings stop the start when invalid, and a security switch
-with an unknown value refuses it rather than guessing (fail closed; seed A2R31 非法值口径).
+with an unknown value refuses it rather than guessing (fail closed, A2R31).
 Optional settings warn and fall back to a default.
 """
 

@@ -24,7 +24,7 @@ _MAX_U64 = 2**64 - 1
 
 
 def _tenant(tenant_id: str | None) -> str:
-    # Key routing sends an empty or absent tenant to the default namespace (W24, seed ns rule).
+    # Key routing sends an empty or absent tenant to the default namespace (W24).
     return tenant_id or DEFAULT_TENANT
 
 
@@ -35,7 +35,7 @@ class Tombstone:
     reason: str
 
     def blocks(self, tenant_id: str | None) -> bool:
-        """Only the deleting tenant's carriers are blocked (seed A51-01).
+        """Only the deleting tenant's carriers are blocked (A51-01).
 
         Executions live in their tenant's namespace, so the same id under another tenant is
         another execution; blocking it would let one tenant's delete deny service to another.
@@ -78,7 +78,7 @@ def tombstone_ttl_seconds(
     delete, and every copy of it (copies keep the source age), is older than the max age by
     the time a clamped tombstone expires, so the age gate already drops it. The lower bounds
     only matter while such a carrier can still pass the age gate. What stays open is a fresh
-    carrier aimed at a state row restored after the tombstone expired (seed B52-02 horizon).
+    carrier aimed at a state row restored after the tombstone expired (the B52-02 horizon).
     ``state_ttl_seconds`` and ``carrier_max_age_ms`` of 0 mean "no TTL" and "gate disabled":
     neither is a bound then.
     """
@@ -119,7 +119,7 @@ def gate(
         return GateDecision(GateAction.DISPATCH)
     if path in (DispatchPath.RETRY_COPY, DispatchPath.GUARD_CLONE):
         return GateDecision(GateAction.SKIP_COPY)
-    # A dropped start must not leave its dedup key pinned to the deleted id (seed A51-01).
+    # A dropped start must not leave its dedup key pinned to the deleted id (A51-01).
     return GateDecision(
         GateAction.DROP_CARRIER,
         release_dedup=path in (DispatchPath.START, DispatchPath.DEDUP_HIT),
@@ -210,7 +210,7 @@ def check_carrier_age(
 def copy_timestamp_ms(
     *, now_ms: int, payload_timestamp_ms: int | None, stream_id: str | None
 ) -> int | None:
-    """The timestamp a copy must carry to keep its source's age (W14, seed A51-01).
+    """The timestamp a copy must carry to keep its source's age (W14, A51-01).
 
     The earlier of the two source times; a future payload stamp counts as now so it cannot
     make a copy look younger than its source. None: the source's age is unknown, and a copy

@@ -31,7 +31,8 @@ FINAL_STATUSES = frozenset({WorkerStatus.STOPPED, WorkerStatus.CLOSED})
 
 _W = WorkerStatus
 LEGAL_STATUS_CHANGES: Mapping[WorkerStatus, frozenset[WorkerStatus]] = {
-    # A signal may arrive before registration finished (S9): draining is kept, not overwritten.
+    # A signal may arrive before registration finished (S18-02A): draining is kept, not
+    # overwritten.
     _W.STARTING: frozenset({_W.RUNNING, _W.DRAINING, _W.STOPPING}),
     _W.RUNNING: frozenset({_W.DRAINING, _W.STOPPING}),
     _W.DRAINING: frozenset({_W.STOPPING}),
@@ -91,7 +92,7 @@ def registration_status(current: WorkerStatus) -> WorkerStatus | None:
     """The status a (re)registration writes, or ``None`` when it must write nothing.
 
     Registration only moves ``starting`` to ``running``; a drain that began before it is kept
-    (S9). Once stop began, registering would write the key back after it was removed.
+    (S18-02A). Once stop began, registering would write the key back after it was removed.
     """
     if current in (WorkerStatus.STARTING, WorkerStatus.RUNNING):
         return WorkerStatus.RUNNING
@@ -106,7 +107,7 @@ def registration_retry_delay(failures: int) -> float:
     return REGISTRATION_BACKOFF.delay_ms(max(1, failures)) / 1000
 
 
-# --- drain (W17, seed S18-01) ----------------------------------------------------------
+# --- drain (W17, S18-01) ---------------------------------------------------------------
 
 
 class DrainInvariant(enum.StrEnum):

@@ -1,4 +1,4 @@
-"""`plaita dev`: worker, event filter, timers and console in one process (C4).
+"""`plaita dev`: worker, event filter, timers and console in one process (C4, C9).
 
 For a laptop: the memory twin by default (nothing to install, nothing kept), or a real Redis
 with ``--redis-url``. The flows of ``examples/flows`` (or ``--flows DIR``) are registered

@@ -1,4 +1,4 @@
-"""Free disk before claiming work (W18, seed #49).
+"""Free disk before claiming work (W18, #49).
 
 A worker on a host low on disk would take carriers only for their steps to fail on it while
 hosts with room sit idle. Below ``--min-free-disk-gib`` the worker neither reads nor claims,

@@ -1,4 +1,4 @@
-"""Every Redis key plaita uses, built in one place (ARCHITECTURE "Redis key schema").
+"""Every Redis key plaita uses, built in one place (the key schema; tenants: ADR 0005).
 
 The part in braces is the Redis Cluster hash tag: all keys one execution's step touches share
 ``{<execution_id>}`` so a single Lua script may read the fence and write the state atomically.

@@ -8,7 +8,7 @@ silently travels in a checkpoint. Entry points, sync and async:
 - ``run_distributed`` / ``arun_distributed``: Distributed mode, exactly one node from a
   checkpoint position; ``astep`` is the same step told as a ``StepOutcome`` (the worker's).
 
-Errors keep the seed's three deliberately different shapes (E8): Normal and Generator let
+Errors keep three deliberately different shapes (E8): Normal and Generator let
 ``FlowExecutionException`` subclasses through and wrap anything else as
 ``FlowErrorException(-500)``; Distributed flattens everything to ``FlowErrorException`` with
 the original as ``__cause__``.

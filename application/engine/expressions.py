@@ -2,8 +2,8 @@
 
 Syntax is a Python expression subset (no assignments, imports, lambdas or dunder access).
 Names: ``input``, ``vars``, ``NODE``, ``LAST_NODE``, ``BRANCH``, ``FLOW_ID``,
-``EXECUTION_ID``, plus each input parameter and each variable by its own name. The seed's
-``$NODE`` spelling is accepted: a ``$`` before a name outside string literals is dropped.
+``EXECUTION_ID``, plus each input parameter and each variable by its own name. The older
+``$NODE`` spelling is accepted (ADR 0003): a ``$`` before a name outside string literals is dropped.
 Each distinct expression is parsed once per process and evaluated many times.
 """
 

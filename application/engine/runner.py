@@ -258,7 +258,7 @@ async def _run_sync(
     handler: Handler, params: JSON, node_context: NodeContext, timeout: float | None
 ) -> JSON:
     # Each path runs inside a copy of the caller's contextvars: a tenant or trace ContextVar
-    # set by the caller must be visible to the handler's thread (seed plaita#58).
+    # set by the caller must be visible to the handler's thread (#58).
     loop = asyncio.get_running_loop()
     copied = contextvars.copy_context()
     if timeout is None:

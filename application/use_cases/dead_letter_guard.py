@@ -218,7 +218,7 @@ class GuardDeadLetter:
     ) -> str | None:
         """Write the error state under a lease of its own; why not, or None once written.
 
-        A recovery copy would only spend the node's budget again, for ever (seed #123).
+        A recovery copy would only spend the node's budget again, for ever (#123).
         """
 
         async def fail(current: ExecutionState | None) -> ExecutionState | None:

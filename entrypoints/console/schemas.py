@@ -118,6 +118,8 @@ class WaitingFor(_Response):
     wake_at_ms: int | None
 
 
+# An execution's summary wherever it appears (C8, partly built): its status and last error;
+# attempts and the next retry time are not part of it yet.
 class ExecutionSummary(_Response):
     execution_id: str
     flow_id: str

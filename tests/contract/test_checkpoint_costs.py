@@ -1,4 +1,4 @@
-"""What a checkpoint costs on the wire, counted, not timed (SPEC P2, P3, S3).
+"""What a checkpoint costs on the wire, counted, not timed (P2, P3, S3).
 
 A redis-py connection subclass records every buffer the client writes to the socket: one
 write is one round trip (a pipeline is one write), and the buffer is parsed back into its

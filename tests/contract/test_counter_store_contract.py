@@ -56,7 +56,7 @@ class CounterStoreContract:
         assert await counters.read("x-1") == after
 
     async def test_the_counter_of_node_id_none_is_keyed_empty(self, counters: CounterStore) -> None:
-        """A failure without a node counts per execution (seed #123's conservative fallback)."""
+        """A failure without a node counts per execution (#123's conservative fallback)."""
         await counters.apply("x-1", [node_retry(None), node_retry(None)], ttl_ms=TTL_MS)
 
         assert (await counters.read("x-1")).node_retries == {"": 2}

@@ -472,7 +472,7 @@ class TestMemoryEventBus(EventBusContract):
         return MemoryEventBus
 
     def test_publish_sync_without_any_loop_runs_the_handlers_before_it_returns(self) -> None:
-        """Seed #218: the private loop would drop a dispatch still running when it ends."""
+        """#218: the private loop would drop a dispatch still running when it ends."""
         bus = MemoryEventBus(sleep=no_sleep)
         seen: list[str] = []
 

@@ -1,4 +1,4 @@
-"""Redis round trips of the whole worker step, counted on the wire (SPEC P2 — a test).
+"""Redis round trips of the whole worker step, counted on the wire (P2 — a test).
 
 The worker step (``ProcessTask``) runs a chain of N no-op task nodes in one dispatch on the
 Redis adapters. The difference between a 20-node and a 10-node chain, divided by 10, is
@@ -42,7 +42,7 @@ from plaita.domain.flow_owners import SHARED
 
 from .test_checkpoint_costs import Wire, wired_fake_redis, wired_real_redis
 
-#: SPEC P2: at most this many round trips per steady-state step.
+#: P2: at most this many round trips per steady-state step.
 MAX_ROUND_TRIPS_PER_STEP = 2
 #: W23: what the pause gate (one EVALSHA reading the flags, parking when paused) adds to a
 #: dispatch; a step adds nothing.

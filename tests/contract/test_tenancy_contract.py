@@ -238,7 +238,7 @@ class TestMemoryTenancy(TenancyContract):
 
 
 class RedisTenancyKeys:
-    """On Redis the tenant is a namespace segment, never a hash tag (W24, ARCHITECTURE)."""
+    """On Redis the tenant is a namespace segment, never a hash tag (W24, ADR 0005)."""
 
     @pytest.fixture
     def client(self) -> redis.Redis:

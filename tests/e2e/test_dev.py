@@ -1,4 +1,4 @@
-"""`plaita dev` (C4): one real process runs worker, event filter, timers and console."""
+"""`plaita dev` (C4, C9): one real process runs worker, event filter, timers and console."""
 
 from __future__ import annotations
 

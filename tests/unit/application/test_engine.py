@@ -196,7 +196,7 @@ async def test_cancel_is_observed_before_the_next_attempt(clock: FakeClock) -> N
 async def test_contextvar_of_the_caller_is_visible_in_a_sync_handler(
     clock: FakeClock, timeout: int | None
 ) -> None:
-    """E4 / seed plaita#58: both sync paths run in a copy of the caller's context."""
+    """E4 / #58: both sync paths run in a copy of the caller's context."""
     TENANT.set("acme")
     node = {} if timeout is None else {"timeout": timeout}
     run = execution(task_flow(node), handler_registry(work=lambda p, c: TENANT.get()), clock)

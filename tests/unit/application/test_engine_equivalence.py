@@ -608,7 +608,7 @@ def test_normal_and_generator_agree_under_a_flow_deadline(scenario: Scenario) ->
 
 
 def test_distributed_mode_gives_each_step_a_fresh_budget() -> None:
-    """E5 (seed 001, "逐步调用之间不累计"): the engine does not persist elapsed time, so in
+    """E5 (no budget accumulates across steps): the engine does not persist elapsed time, so in
     Distributed mode the flow timeout bounds each step — an execution may be suspended for
     days between steps. Normal and Generator spend one budget across the whole run."""
     normal, generator, distributed = asyncio.run(

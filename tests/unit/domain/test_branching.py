@@ -1,4 +1,4 @@
-"""Branch choice and branch misses (E7; seed #53 "分支未命中必须显式失败, 绝不悬死 running").
+"""Branch choice and branch misses (E7; #53: a miss fails explicitly, never hangs in running).
 
 Branch table (``decide_if`` / ``decide_switch``):
 
@@ -76,7 +76,7 @@ def test_a_false_condition_takes_else() -> None:
 
 
 def test_a_false_condition_with_an_empty_else_is_a_miss_naming_the_node() -> None:
-    """E7; seed #53: `else_next=""` has no successor — a miss, not a silent end in running."""
+    """E7; #53: `else_next=""` has no successor — a miss, not a silent end in running."""
     decision = decide_if(_if(else_=""), False)
 
     assert decision == BranchMiss("check", "if")
@@ -111,7 +111,7 @@ def test_no_matching_case_takes_the_default() -> None:
 
 
 def test_no_matching_case_and_no_default_is_a_miss_naming_the_node() -> None:
-    """E7; seed #53: fails with an error naming the node instead of staying running."""
+    """E7; #53: fails with an error naming the node instead of staying running."""
     decision = decide_switch(_switch(), [False, False, False])
 
     assert decision == BranchMiss("route", "switch")
@@ -131,7 +131,7 @@ def test_cases_without_a_value_count_as_not_matched() -> None:
 
 
 def test_a_miss_under_abort_fails_the_execution() -> None:
-    """E7; seed #53: the default errorHandler (abort) → terminal error naming the node."""
+    """E7; #53: the default errorHandler (abort) → terminal error naming the node."""
     miss = BranchMiss("route", "switch")
 
     outcome = resolve_branch_miss(miss, FailureStrategy())
@@ -141,7 +141,7 @@ def test_a_miss_under_abort_fails_the_execution() -> None:
 
 
 def test_a_miss_under_continue_ends_the_flow_with_null() -> None:
-    """E7; seed #53: the only escape hatch — WARNING and the flow ends at the node (0.5.x)."""
+    """E7; #53: the only escape hatch — WARNING and the flow ends at the node (0.5.x)."""
     miss = BranchMiss("check", "if")
 
     outcome = resolve_branch_miss(miss, FailureStrategy(strategy="continue", default=5))

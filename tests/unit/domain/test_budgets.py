@@ -119,7 +119,7 @@ def test_the_budget_module_reuses_the_engine_classification_and_backoff() -> Non
 def test_a_recorded_error_code_classifies_like_the_failure_that_wrote_it(
     code: int, kind: FailureKind
 ) -> None:
-    """E3/E7, seed A50-03: 1001 deterministic, 1002/1003 and unknown transient; timeouts,
+    """E3/E7, A50-03: 1001 deterministic, 1002/1003 and unknown transient; timeouts,
     cancels and graph errors terminal."""
     assert classify_error_code(code) is kind
 
@@ -147,7 +147,7 @@ def test_a_recorded_error_code_classifies_like_the_failure_that_wrote_it(
 def test_a_flattened_step_failure_is_judged_by_its_original_exception(
     error: BaseException, kind: FailureKind
 ) -> None:
-    """E8/W8, seed A50-03 and #267: the abort wrapper never turns a deterministic error
+    """E8/W8, A50-03 and #267: the abort wrapper never turns a deterministic error
     retryable; a deadline anywhere in the chain is terminal."""
     assert classify_step_failure(error) is kind
 
@@ -178,7 +178,7 @@ def test_a_plain_exception_classifies_exactly_as_classify_failure(error: Excepti
 
 
 def test_the_failed_node_is_the_node_errors_not_the_wrappers() -> None:
-    """W8, seed plaita#123: the counter key takes the failing node from the exception chain."""
+    """W8, #123: the counter key takes the failing node from the exception chain."""
     error = flattened(TransientNodeError("503"), node="charge")
     error.node_id = "wrapper-node"
 
@@ -186,7 +186,7 @@ def test_the_failed_node_is_the_node_errors_not_the_wrappers() -> None:
 
 
 def test_the_failed_node_falls_back_to_any_flow_error_then_to_none() -> None:
-    """W8, seed plaita#123: no node id means the conservative per-execution counter."""
+    """W8, #123: no node id means the conservative per-execution counter."""
     assert failed_node_of(wrapped(BranchMissError("x", node_id="route"))) == "route"
     assert failed_node_of(RuntimeError("no node")) is None
 
@@ -195,7 +195,7 @@ def test_the_failed_node_falls_back_to_any_flow_error_then_to_none() -> None:
 
 
 def test_a_transient_failure_within_budget_is_retried_by_a_delayed_copy() -> None:
-    """W8, seed plaita#91/#52: persist, release the lease, schedule the copy, ack last."""
+    """W8, #91/#52: persist, release the lease, schedule the copy, ack last."""
     decision = retry(0)
 
     assert decision.retries
@@ -208,14 +208,14 @@ def test_a_transient_failure_within_budget_is_retried_by_a_delayed_copy() -> Non
 
 
 def test_the_backoff_doubles_from_one_second_and_caps_at_thirty() -> None:
-    """W8, seed plaita#91: min(30 s, 2^(n-1) s), i.e. 1/2/4/8/16/30 s."""
+    """W8, #91: min(30 s, 2^(n-1) s), i.e. 1/2/4/8/16/30 s."""
     delays = [retry(n, budget=10).delay_ms for n in range(7)]
 
     assert delays == [1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000]
 
 
 def test_a_spent_node_budget_is_terminal_with_the_failed_node_and_the_dead_letter_queue() -> None:
-    """W8, seed plaita#123: exhausted → terminal error with failed_node and node_retries."""
+    """W8, #123: exhausted → terminal error with failed_node and node_retries."""
     decision = retry(5, budget=5)
 
     assert not decision.retries
@@ -231,7 +231,7 @@ def test_a_spent_node_budget_is_terminal_with_the_failed_node_and_the_dead_lette
 
 
 def test_the_execution_total_of_100_retries_is_terminal_even_with_node_budget_left() -> None:
-    """W8, seed plaita#123 review: the total catches drifting node keys."""
+    """W8, #123 review: the total catches drifting node keys."""
     decision = retry(0, total=NODE_RETRY_TOTAL_MAX, budget=5)
 
     assert decision.terminal_reason is TerminalReason.TOTAL_BUDGET_EXHAUSTED
@@ -239,7 +239,7 @@ def test_the_execution_total_of_100_retries_is_terminal_even_with_node_budget_le
 
 
 def test_a_deterministic_failure_is_terminal_at_once_and_lengthens_the_streak() -> None:
-    """E3/W8, seed A50-03 and #73: no retry burned; the no-fail streak grows."""
+    """E3/W8, A50-03 and #73: no retry burned; the no-fail streak grows."""
     decision = fails(FailureKind.DETERMINISTIC)
 
     assert decision.terminal_reason is TerminalReason.DETERMINISTIC
@@ -252,7 +252,7 @@ def test_a_deterministic_failure_is_terminal_at_once_and_lengthens_the_streak() 
 
 
 def test_a_timeout_cancel_or_deadline_is_terminal_without_retry() -> None:
-    """W8/E5, seed #267: a timeout retried burns the whole budget again for the same result."""
+    """W8/E5, #267: a timeout retried burns the whole budget again for the same result."""
     decision = fails(FailureKind.TERMINAL)
 
     assert decision.terminal_reason is TerminalReason.TERMINAL
@@ -260,7 +260,7 @@ def test_a_timeout_cancel_or_deadline_is_terminal_without_retry() -> None:
 
 
 def test_a_failure_without_a_node_is_counted_per_execution() -> None:
-    """W8, seed plaita#123: the fallback key is no worse than before the fix."""
+    """W8, #123: the fallback key is no worse than before the fix."""
     decision = fails(FailureKind.TRANSIENT, node=None)
 
     assert decision.counter_changes[0] == CounterChange(
@@ -372,7 +372,7 @@ def test_the_counters_live_seven_days() -> None:
 
 
 def test_success_clears_only_its_own_node_and_the_streak() -> None:
-    """W8, seed plaita#123: clearing the whole execution let a failing node never reach its
+    """W8, #123: clearing the whole execution let a failing node never reach its
     budget (667 executions stuck running); the total is never cleared."""
     assert on_node_success("charge") == (
         CounterChange(Counter.NODE_RETRIES, CounterOp.RESET, "charge"),
@@ -416,7 +416,7 @@ def test_every_failure_gets_a_decision_and_a_retry_always_stays_within_budget(
 
 
 def test_a_wake_up_grants_fresh_node_budgets_and_keeps_the_streak() -> None:
-    """W7, seed 43828aa/#73: the streak is not cleared, or the loop never converges."""
+    """W7, #73: the streak is not cleared, or the loop never converges."""
     decision = decide_wakeup(wakeups=0, no_fail_streak=3)
 
     assert decision.allowed
@@ -428,7 +428,7 @@ def test_a_wake_up_grants_fresh_node_budgets_and_keeps_the_streak() -> None:
 
 
 def test_a_third_wake_up_is_refused_without_changing_anything() -> None:
-    """W7, seed plaita#73: g1wakeups caps at 2; refusal is a value, not an exception."""
+    """W7, #73: g1wakeups caps at 2; refusal is a value, not an exception."""
     decision = decide_wakeup(wakeups=G1_MAX_WAKEUPS, no_fail_streak=0)
 
     assert decision.refusal is WakeupRefusal.G1_WAKEUPS_EXHAUSTED
@@ -436,7 +436,7 @@ def test_a_third_wake_up_is_refused_without_changing_anything() -> None:
 
 
 def test_twelve_deterministic_failures_in_a_row_refuse_a_wake_up() -> None:
-    """W7, seed plaita#73: nofail caps at 12."""
+    """W7, #73: nofail caps at 12."""
     decision = decide_wakeup(wakeups=0, no_fail_streak=DETERMINISTIC_FAILURE_MAX)
 
     assert decision.refusal is WakeupRefusal.DETERMINISTIC_FAILURE_EXHAUSTED
@@ -450,7 +450,7 @@ def test_when_both_caps_are_spent_the_wake_up_cap_is_named() -> None:
 
 
 def test_the_hundred_and_first_retry_of_an_execution_is_refused() -> None:
-    """W8, seed plaita#123: the total sits far above any sane node budget, yet it binds."""
+    """W8, #123: the total sits far above any sane node budget, yet it binds."""
     total = 0
     for index in range(40):
         node_retries = 0

@@ -1,8 +1,8 @@
-"""Config generations and the consume decision (W12; seed A2R31, B2R31-01/02/03).
+"""Config generations and the consume decision (W12; A2R31, B2R31-01, B2R31-02).
 
 Consume decision table (``decide_consume``), first read and reclaim alike:
 
-  carrier family / budget vs worker's  -> action                         seed rule
+  carrier family / budget vs worker's  -> action                         A2R31 rule
   neither named (legacy)               -> EXECUTE_LEGACY                 4
   same family, same budget             -> EXECUTE                        -
   other family (budget whatever)       -> LEAVE_PENDING_FAMILY_MISMATCH  1, config.family_mismatch
@@ -51,13 +51,13 @@ BUDGET_FIELDS = ("max_deliveries", "lease_ttl_ms", "max_carrier_age_ms", "dlq_ma
 
 
 def test_generations_are_short_prefixed_hex_hashes() -> None:
-    """W12; seed A2R31: cf1-…, cfg1-…, bg1-… are logged and registered at start-up."""
+    """W12; A2R31: cf1-…, cfg1-…, bg1-… are logged and registered at start-up."""
     assert re.fullmatch(r"cf1-[0-9a-f]{16}", WORKER.config_family or "")
     assert re.fullmatch(r"cfg1-[0-9a-f]{16}", WORKER.config_generation or "")
     assert re.fullmatch(r"bg1-[0-9a-f]{16}", WORKER.budget_generation or "")
 
 
-def test_seed_defaults_fill_the_budget() -> None:
+def test_the_default_settings_fill_the_budget() -> None:
     """W2, W14: max deliveries 5, lease TTL 120 s, carrier max age 30 days."""
     assert (BASE.max_deliveries, BASE.lease_ttl_ms, BASE.max_carrier_age_ms) == (
         5,
@@ -141,7 +141,7 @@ def test_well_formed_generation_fields_are_read() -> None:
 
 @pytest.mark.parametrize("bad", ["cf1-XYZ", "bg1-cccccccccccccccc", "x" * 40, 7])
 def test_a_malformed_generation_field_reads_as_missing_never_as_ours(bad: object) -> None:
-    """W12 rule 4; seed B2R31: a malformed field is a WARNING and legacy, not the current value."""
+    """W12 rule 4; A2R31: a malformed field is a WARNING and legacy, not the current value."""
     read = read_generations({"config_family": bad, "budget_generation": ""})
 
     assert read.generations.config_family is None
@@ -165,7 +165,7 @@ OTHER_CONFIG = "cfg1-0000000000000000"
 
 
 def test_a_legacy_carrier_is_executed() -> None:
-    """W12 rule 4; seed A2R31: "历史消息(无字段)始终可执行"."""
+    """W12 rule 4; A2R31: a legacy carrier (no generation fields) can always run."""
     decision = decide_consume(CarrierGenerations(), WORKER)
 
     assert decision.action is ConsumeAction.EXECUTE_LEGACY
@@ -185,7 +185,7 @@ def test_a_carrier_of_this_family_and_budget_is_executed() -> None:
 def test_a_carrier_of_another_family_is_left_pending_with_family_mismatch(
     budget: str | None,
 ) -> None:
-    """W12 rule 1; seed A2R31 / B2R31-01: never executed under another family's rules and never
+    """W12 rule 1; A2R31 / B2R31-01: never executed under another family's rules and never
     acked (it may be an execution's only carrier) — left pending, event=config.family_mismatch."""
     carrier = attrs.evolve(WORKER, config_family=OTHER_FAMILY, budget_generation=budget)
 
@@ -198,7 +198,7 @@ def test_a_carrier_of_another_family_is_left_pending_with_family_mismatch(
 
 
 def test_a_carrier_of_a_stale_budget_is_left_pending_with_budget_stale() -> None:
-    """W12 rule 2; seed B2R31-02: a new budget never applies to an old pending list."""
+    """W12 rule 2; B2R31-02: a new budget never applies to an old pending list."""
     carrier = attrs.evolve(WORKER, budget_generation=OTHER_BUDGET)
 
     decision = decide_consume(carrier, WORKER)
@@ -232,7 +232,7 @@ def test_a_carrier_of_this_family_without_budget_is_executed() -> None:
 
 
 def test_another_config_generation_alone_runs_and_reports_drift() -> None:
-    """W12; seed A2R31: config_generation is an observable hash, not a gate."""
+    """W12; A2R31: config_generation is an observable hash, not a gate."""
     carrier = attrs.evolve(WORKER, config_generation=OTHER_CONFIG)
 
     decision = decide_consume(carrier, WORKER)

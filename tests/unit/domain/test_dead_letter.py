@@ -1,7 +1,8 @@
 """Dead letters: the guard (W9), replay (W10) and the DLQ cap.
 
-Seed: the "死信守卫", "死信路径收敛 (#252)", "超版本拒收不触发死信守卫的克隆恢复 (A49-01)" and
-"DLQ replay 契约 (A53-S2)" passages of FlowWorker.
+Incidents (docs/incidents.md): #242 (the guard's table), #252 (every path to the DLQ goes
+through the one guard and leaves evidence), A49-01 (a schema-rejected carrier gets no recovery
+copy) and A53-S2 (the replay contract).
 """
 
 from __future__ import annotations
@@ -58,44 +59,44 @@ def guard(
 
 
 def test_a_terminal_executions_carrier_is_released() -> None:
-    """W9, seed #242: 执行已终态直接放行."""
+    """W9, #242: a terminal execution needs no carrier; it is released at once."""
     assert guard(E.TERMINAL, L.UNKNOWN, exhausted=True) is GuardAction.RELEASE
 
 
 def test_a_carrier_whose_lease_is_held_stays_pending() -> None:
-    """W9, seed #242: a live worker is on a long step; dead-lettering would lose its carrier."""
+    """W9, #242: a live worker is on a long step; dead-lettering would lose its carrier."""
     assert guard(E.NON_TERMINAL, L.HELD) is GuardAction.KEEP_PENDING
 
 
 def test_a_spent_node_budget_is_made_terminal_before_the_release() -> None:
-    """W9, seed #242: a recovery copy would start at delivery 1 and spend it again, for ever."""
+    """W9, #242: a recovery copy would start at delivery 1 and spend it again, for ever."""
     assert guard(E.NON_TERMINAL, L.FREE, exhausted=True) is GuardAction.TERMINALISE_THEN_RELEASE
 
 
 def test_a_failed_state_lookup_keeps_the_carrier_pending() -> None:
-    """W9, seed #242/#252: 租约/状态查询失败同样保守跳过."""
+    """W9, #242/#252: a failed lease or state lookup is just as conservative: it skips."""
     assert guard(E.FAILED, L.FREE) is GuardAction.KEEP_PENDING
 
 
 def test_a_failed_lease_lookup_keeps_the_carrier_pending() -> None:
-    """W9, seed #242: an unknown lease may be a live holder's."""
+    """W9, #242: an unknown lease may be a live holder's."""
     assert guard(E.NON_TERMINAL, L.UNKNOWN) is GuardAction.KEEP_PENDING
 
 
 def test_a_non_terminal_execution_without_a_lease_gets_a_recovery_copy_first() -> None:
-    """W9/I0, seed #242: 非终态且租约空 (持有者已死) 重入队一份恢复消息后放行."""
+    """W9/I0, #242: non-terminal and no lease (the holder died): a recovery copy, then release."""
     assert guard(E.NON_TERMINAL, L.FREE) is GuardAction.ENQUEUE_COPY_THEN_RELEASE
 
 
 def test_a_schema_rejected_carrier_is_released_once_without_a_copy() -> None:
-    """W9/W11, seed A49-01: a copy keeps the same version (A44-02) and would be rejected
+    """W9/W11, A49-01: a copy keeps the same version (A44-02) and would be rejected
     again, one DLQ entry per round; the execution is left as it is."""
     assert guard(E.NON_TERMINAL, L.FREE, schema_rejected=True) is GuardAction.RELEASE_ONCE_NO_COPY
     assert guard(E.MISSING, L.FREE, schema_rejected=True) is GuardAction.RELEASE_ONCE_NO_COPY
 
 
 def test_a_schema_rejected_carrier_stays_pending_while_the_lease_is_held() -> None:
-    """W9, seed A49-01: 租约仍在时仍拒绝死信, 消息留 pending 等新 build."""
+    """W9, A49-01: a held lease still refuses the dead letter; it waits pending for a new build."""
     assert guard(E.NON_TERMINAL, L.HELD, schema_rejected=True) is GuardAction.KEEP_PENDING
 
 
@@ -141,7 +142,7 @@ def test_the_guard_never_drops_the_only_carrier_of_a_live_execution(
 
 
 def test_a_dead_letter_records_reason_time_and_schema_version() -> None:
-    """W9/W11, seed #252: DLQ 信封固定带 schema_version."""
+    """W9/W11, #252: a DLQ entry always carries schema_version."""
     fields = dead_letter_fields(
         reason="max_deliveries", fields={"schema_version": "1"}, malformed=False, now_ms=42
     )
@@ -150,14 +151,14 @@ def test_a_dead_letter_records_reason_time_and_schema_version() -> None:
 
 
 def test_a_carrier_without_a_schema_version_is_recorded_as_v1() -> None:
-    """W11, seed A53-S2: 缺失 = v1."""
+    """W11, A53-S2: missing means v1."""
     fields = dead_letter_fields(reason="r", fields={}, malformed=False, now_ms=0)
 
     assert fields["schema_version"] == str(CURRENT_SCHEMA_VERSION)
 
 
 def test_a_malformed_carrier_keeps_its_raw_fields_as_evidence() -> None:
-    """W9/R4, seed #252: 畸形消息另带 raw_fields."""
+    """W9/R4, #252: a malformed carrier also keeps its raw_fields."""
     raw = {"envelope": "{not json", "schema_version": "1"}
     fields = dead_letter_fields(reason="malformed", fields=raw, malformed=True, now_ms=0)
 
@@ -165,7 +166,7 @@ def test_a_malformed_carrier_keeps_its_raw_fields_as_evidence() -> None:
 
 
 def test_an_unreadable_schema_version_is_kept_verbatim_with_the_raw_fields() -> None:
-    """W11, seed #252: 审计与重放不靠猜."""
+    """W11, #252: audit and replay never depend on a guess."""
     raw = {"schema_version": "v2"}
     fields = dead_letter_fields(reason="r", fields=raw, malformed=False, now_ms=0)
 
@@ -181,7 +182,7 @@ def test_a_dlq_within_its_cap_loses_nothing() -> None:
 
 
 def test_a_dlq_over_its_cap_drops_its_oldest_entries_and_counts_them() -> None:
-    """W10, seed A53-S2: 有损 FIFO, visible in the dlq_trimmed metric."""
+    """W10, A53-S2: a lossy FIFO, visible in the dlq_trimmed metric."""
     assert dlq_overflow(13, 10) == 3
     assert DLQ_TRIMMED_METRIC == "dlq_trimmed"
 
@@ -227,19 +228,19 @@ def replay(
 
 
 def test_a_resume_entry_is_replayed_under_its_own_id_tenant_and_schema() -> None:
-    """W10/W11, seed A53-S2: schema_version 继承源信封."""
+    """W10/W11, A53-S2: schema_version is inherited from the source envelope."""
     decision = replay(entry())
 
     assert decision == ReplayDecision(ReplayOutcome.REPLAYED, "x-1", "acme", None, 1)
 
 
 def test_a_second_replay_of_the_same_entry_is_already_replayed() -> None:
-    """W10, seed A53-S2: 第二次回灌返回 already_replayed, 不发第二条消息."""
+    """W10, A53-S2: a second replay answers already_replayed and sends no second carrier."""
     assert replay(entry(), marker_set=True).outcome is ReplayOutcome.ALREADY_REPLAYED
 
 
 def test_an_entry_newer_than_this_build_is_refused_before_enqueue() -> None:
-    """W10/W11, seed A53-S2: no copy that would be dead-lettered again on its first read."""
+    """W10/W11, A53-S2: no copy that would be dead-lettered again on its first read."""
     decision = replay(entry(schema_version=CURRENT_SCHEMA_VERSION + 1))
 
     assert decision.outcome is ReplayOutcome.SCHEMA_TOO_NEW
@@ -247,12 +248,12 @@ def test_an_entry_newer_than_this_build_is_refused_before_enqueue() -> None:
 
 
 def test_an_entry_without_a_schema_version_replays_as_v1() -> None:
-    """W11, seed A53-S2: 缺失 = v1."""
+    """W11, A53-S2: missing means v1."""
     assert replay(entry(schema_version=None)).schema_version == 1
 
 
 def test_a_start_without_an_execution_id_gets_a_deterministic_id_and_a_dedup_key() -> None:
-    """W10, seed A53-S2: 标记过期/force 重灌仍收敛到同一条执行."""
+    """W10, A53-S2: after the marker expired, or forced, a replay still lands on one execution."""
     start = entry(kind=CarrierKind.START, execution_id=None)
     decision = replay(start)
 
@@ -276,7 +277,7 @@ def test_a_start_with_an_execution_id_is_replayed_under_it_without_a_new_dedup_k
 
 
 def test_a_tombstoned_execution_is_not_revived_by_replay() -> None:
-    """W10/W13, seed A53-S2: 执行墓碑命中 → execution_deleted."""
+    """W10/W13, A53-S2: a tombstone hit → execution_deleted."""
     tombstone = Tombstone(tenant_id="acme", deleted_at_ms=1, reason="deleted")
     decision = replay(entry(), tombstone=tombstone)
 
@@ -284,14 +285,14 @@ def test_a_tombstoned_execution_is_not_revived_by_replay() -> None:
 
 
 def test_another_tenants_tombstone_does_not_block_a_replay() -> None:
-    """W13, seed A51-01: 同租户才命中."""
+    """W13, A51-01: only the same tenant's tombstone is a hit."""
     tombstone = Tombstone(tenant_id="globex", deleted_at_ms=1, reason="deleted")
 
     assert replay(entry(), tombstone=tombstone).outcome is ReplayOutcome.REPLAYED
 
 
 def test_a_requested_tenant_that_differs_from_the_entrys_is_a_mismatch() -> None:
-    """W10/W24, seed A53-S2: payload 租户与显式租户冲突 → tenant_mismatch."""
+    """W10/W24, A53-S2: the payload's tenant differs from the explicit one → tenant_mismatch."""
     decision = replay(entry(), requested_tenant="globex")
 
     assert decision.outcome is ReplayOutcome.TENANT_MISMATCH
@@ -299,14 +300,14 @@ def test_a_requested_tenant_that_differs_from_the_entrys_is_a_mismatch() -> None
 
 
 def test_an_entry_without_a_tenant_replays_under_the_explicit_one() -> None:
-    """W10, seed A53-S2: 缺 tenant_id 必须由平台显式指定."""
+    """W10, A53-S2: a missing tenant_id must be named explicitly by the operator."""
     decision = replay(entry(tenant_id=None), requested_tenant="acme")
 
     assert (decision.outcome, decision.tenant_id) == (ReplayOutcome.REPLAYED, "acme")
 
 
 def test_an_entry_without_a_tenant_and_no_explicit_tenant_is_refused() -> None:
-    """W10/W24, seed A53-S2: never defaulted; reported as a mismatch with the reason."""
+    """W10/W24, A53-S2: never defaulted; reported as a mismatch with the reason."""
     decision = replay(entry(tenant_id=None))
 
     assert decision.outcome is ReplayOutcome.TENANT_MISMATCH
@@ -328,12 +329,12 @@ def test_a_dead_letter_with_an_impossible_schema_version_cannot_be_described(
 
 
 def test_the_replay_marker_lives_seven_days() -> None:
-    """W10, seed A53-S2: plaita:dlq:replay:{key}:{id}, 7 天."""
+    """W10, A53-S2: plaita:dlq:replay:{key}:{id}, 7 days."""
     assert REPLAY_MARKER_TTL_SECONDS == 7 * 24 * 3600
 
 
 def test_a_replayed_carrier_keeps_its_age() -> None:
-    """W14, seed A51-01: 缺失 timestamp 时用 dead_lettered_at 或 DLQ Stream ID, 绝不刷新成 now."""
+    """W14, A51-01: no timestamp → dead_lettered_at or the DLQ stream id, never refreshed to now."""
     assert replay_timestamp_ms(payload_timestamp_ms=5, dead_lettered_at_ms=7, dlq_id="9-0") == 5
     assert replay_timestamp_ms(payload_timestamp_ms=None, dead_lettered_at_ms=7, dlq_id="9-0") == 7
     assert (
@@ -378,7 +379,7 @@ def test_a_second_replay_of_any_entry_is_always_already_replayed(
     later_tombstone: Tombstone | None,
     later_tenant: str | None,
 ) -> None:
-    """W10, seed A53-S2: the marker is set by the first replay; nothing after gets through."""
+    """W10, A53-S2: the marker is set by the first replay; nothing after gets through."""
     first = replay(dlq_entry, marker_set=marker_set, tombstone=tombstone, requested_tenant=tenant)
     marker_set = marker_set or first.outcome is ReplayOutcome.REPLAYED
 
@@ -420,7 +421,7 @@ def test_every_replay_gets_a_named_outcome_and_replays_only_what_this_build_can_
 
 @given(st.text(max_size=20), stream_ids)
 def test_minted_ids_are_deterministic_uuid5s(dlq_key: str, dlq_id: str) -> None:
-    """W10, seed A53-S2: uuid5(dlq_key, dlq_id)."""
+    """W10, A53-S2: uuid5(dlq_key, dlq_id)."""
     minted = replay_execution_id(dlq_key, dlq_id)
 
     assert minted == replay_execution_id(dlq_key, dlq_id)

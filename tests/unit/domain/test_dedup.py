@@ -1,6 +1,6 @@
 """The start policy: one test per row of the W6 tables in ``plaita.domain.dedup``, then
-properties. Seed references are to seeds/000 "start 幂等键 dedup_key" and the start
-redelivery paragraph of "节点级有界重试" (plaita#91, ledger round 31 V1)."""
+properties. Incident #91 (docs/incidents.md) is the redelivered start that replayed its
+execution from the first node."""
 
 from __future__ import annotations
 
@@ -76,14 +76,15 @@ def test_a_start_without_a_row_or_dedup_key_is_a_new_start() -> None:
 
 
 def test_a_start_with_a_dedup_key_claims_it_before_any_row_is_written() -> None:
-    """S2 (W6, seed: SET NX before the first row is written)."""
+    """S2 (W6: SET NX before the first row is written)."""
     decision = decide_start(KEYED, None)
 
     assert decision.kind is StartKind.CLAIM_DEDUP_KEY and not decision.ack
 
 
 def test_a_start_reusing_the_id_of_another_flows_execution_is_an_id_conflict() -> None:
-    """S3 (W6, seed ledger round 31 V1): state untouched, the carrier acked as poison."""
+    """S3 (W6: an id that belongs to another flow): state untouched, the carrier acked as
+    poison."""
     decision = decide_start(KEYED, StoredExecution("invoice", RUNNING))
 
     assert decision.kind is StartKind.ID_CONFLICT
@@ -96,7 +97,7 @@ def test_a_start_reusing_the_id_of_another_flows_execution_is_an_id_conflict() -
 def test_a_redelivered_start_whose_row_exists_resumes_from_the_checkpoint(
     status: ExecutionStatus,
 ) -> None:
-    """S4 (W6, seed plaita#91): no replay from the first node; decide_resume takes it on."""
+    """S4 (W6, #91): no replay from the first node; decide_resume takes it on."""
     decision = decide_start(START, StoredExecution("approval", status))
 
     assert decision.kind is StartKind.RESUME_CONTINUE
@@ -138,7 +139,7 @@ def test_a_key_held_by_this_execution_with_a_row_is_decided_as_a_redelivered_sta
 def test_a_hit_on_a_terminal_execution_returns_already_and_starts_nothing(
     status: ExecutionStatus,
 ) -> None:
-    """D4 (W6, seed: 已终态 → already 形状)."""
+    """D4 (W6: terminal → the "already" result)."""
     decision = decide_dedup_claim(KEYED, holder(status))
 
     assert decision.kind is StartKind.ALREADY
@@ -146,7 +147,7 @@ def test_a_hit_on_a_terminal_execution_returns_already_and_starts_nothing(
 
 
 def test_a_hit_on_a_running_execution_enqueues_a_continue_for_it_then_acks() -> None:
-    """D5 (W6, seed: running, stranded by a crash → 重入队 resume 再 ack start)."""
+    """D5 (W6: running, stranded by a crash → enqueue a resume, then ack the start)."""
     decision = decide_dedup_claim(KEYED, holder(RUNNING))
 
     assert decision.kind is StartKind.ENQUEUE_CONTINUE
@@ -172,7 +173,7 @@ def test_a_key_held_by_an_execution_whose_start_is_on_its_way_is_in_flight() -> 
 
 
 def test_an_orphan_mapping_whose_holder_has_no_carrier_is_released_and_reclaimed() -> None:
-    """D8 (W6, seed 孤儿映射: crash between claim and first row)."""
+    """D8 (W6, an orphan mapping: crash between claim and first row)."""
     decision = decide_dedup_claim(KEYED, holder(None, carrier=HolderCarrier.ABSENT, claim_age_ms=0))
 
     assert decision.kind is StartKind.RECLAIM

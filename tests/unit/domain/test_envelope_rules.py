@@ -2,12 +2,12 @@
 
 Schema decision table (``decide_schema_version``), first read and reclaim alike:
 
-  field as read                  -> verdict         seed
-  absent                         -> ACCEPT (v1)     "缺失 = v1"
+  field as read                  -> verdict         why
+  absent                         -> ACCEPT (v1)     missing means v1 (W11)
   1 .. CURRENT (int or text)     -> ACCEPT          W11
   > CURRENT                      -> TOO_NEW         #252, A49-01 (dead-lettered with evidence)
   0 or negative                  -> INVALID         W11
-  not an integer (text, bool …)  -> INVALID         畸形 payload (R4)
+  not an integer (text, bool …)  -> INVALID         a malformed payload (R4)
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def _start(**overrides: Any) -> TaskEnvelope:
 
 
 def test_an_envelope_without_schema_version_is_legacy_v1_and_accepted() -> None:
-    """W11; seed "schema_version 继承源信封(缺失 = v1)"."""
+    """W11: copies inherit the source envelope's schema_version, and missing means v1."""
     decision = decide_schema_version(None)
 
     assert decision.accepted
@@ -78,7 +78,7 @@ def test_the_current_schema_version_is_accepted_as_int_or_wire_text(raw: object)
 
 @pytest.mark.parametrize("raw", [CURRENT_SCHEMA_VERSION + 1, str(CURRENT_SCHEMA_VERSION + 7)])
 def test_a_too_new_schema_is_rejected_with_evidence_for_the_dead_letter(raw: object) -> None:
-    """W11, W9; seed #252 / A49-01: newer than this build → dead-lettered with evidence, and
+    """W11, W9; #252 / A49-01: newer than this build → dead-lettered with evidence, and
     the same decision on first read and on reclaim (it depends on the field alone)."""
     decision = decide_schema_version(raw)
 
@@ -178,7 +178,7 @@ def test_a_carrier_is_legacy_when_it_names_neither_family_nor_budget(
 
 
 def test_a_recovery_copy_keeps_schema_timestamp_tenant_and_generations() -> None:
-    """W11, W14, W12; seed A44-02 (copies inherit schema_version), plaita#91 (a redelivered
+    """W11, W14, W12; A44-02 (copies inherit schema_version), #91 (a redelivered
     start becomes a resume-continue): only what the change names differs."""
     source = _start(schema_version=CURRENT_SCHEMA_VERSION + 1)
 
@@ -194,7 +194,7 @@ def test_a_recovery_copy_keeps_schema_timestamp_tenant_and_generations() -> None
 
 
 def test_a_copy_of_a_too_new_envelope_stays_too_new() -> None:
-    """W9, W11; seed A49-01: a copy re-stamped with this build's version would launder a carrier
+    """W9, W11; A49-01: a copy re-stamped with this build's version would launder a carrier
     this build cannot understand into one it runs under old semantics."""
     source = _start(schema_version=CURRENT_SCHEMA_VERSION + 1)
 

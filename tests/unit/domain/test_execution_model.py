@@ -10,10 +10,11 @@ link to Redis, drain and restart. Every decision a worker takes is asked of the 
 ``judge_write``, ``decide_renewal``, ``decide_crashed_attempts``, ``decide_node_failure``,
 ``on_node_success``,
 ``decide_wakeup``, ``guard_dead_letter``, ``decide_replay``, ``record_delete``,
-``check_carrier_age`` — and performed in the order the SPEC gives. Each rule first predicts the
-answer from the SPEC's words and the model's own facts (which suspension a carrier was made
-for, which nodes a definition edit touched), so a decision table that drifts from the SPEC
-fails here, shrunk to the interleaving that shows it.
+``check_carrier_age`` — and performed in the order the requirements give. Each rule first
+predicts the answer from the requirements' words (docs/requirements.md) and the model's own
+facts (which suspension a carrier was made for, which nodes a definition edit touched), so a
+decision table that drifts from the requirements fails here, shrunk to the interleaving that
+shows it.
 
 The flow loops, so stale carriers can meet a later visit of the same wait:
 
@@ -791,7 +792,7 @@ class ExecutionModel(RuleBasedStateMachine):
     def _expected_resume(
         self, carrier: Carrier, kind: ResumeType, drift: DefinitionDrift
     ) -> ResumeKind:
-        """The W7 table in the SPEC's words, with the model's own idea of "this wait"."""
+        """The W7 table in the requirements' words, with the model's own idea of "this wait"."""
         row = self.row
         assert row is not None
         status, breaking = row.status, drift is DefinitionDrift.BREAKING
@@ -827,7 +828,7 @@ class ExecutionModel(RuleBasedStateMachine):
         assert decision.kind is expected, (
             f"{kind} carrier {carrier.cid} made for suspension {carrier.made_for} met "
             f"{view.status} (suspension {self.row_serial}): domain says {decision.kind}, "
-            f"the SPEC says {expected}"
+            f"W7 says {expected}"
         )
         if expected is ResumeKind.PROTOCOL_ERROR:
             assert isinstance(decision.error, ResumeProtocolError)
@@ -875,7 +876,7 @@ class ExecutionModel(RuleBasedStateMachine):
             assert carrier.resume_type is not None and self.row is not None
             decision = self._decide_resume(carrier, carrier.resume_type)
             if not decision.take_lease:
-                # Short-circuits, refusals and protocol errors cost no lease (seed #33).
+                # Short-circuits, refusals and protocol errors cost no lease (#33).
                 self._ack_unperformed(carrier)
                 return multiple()
         if self._lease_valid():

@@ -183,7 +183,7 @@ def test_deeply_nested_json_raises_invalid_flow_document() -> None:
 
 @pytest.mark.parametrize("node_type", ["code", "writefile", "Task", "", "loop"])
 def test_unknown_node_type_raises_invalid_flow_document(node_type: str) -> None:
-    """A `code` node is out of scope (SPEC §9): it must be refused, not ignored."""
+    """A `code` node is out of scope (docs/requirements.md): it must be refused, not ignored."""
     document = {"flow_id": "f", "start": "a", "nodes": [{"id": "a", "type": node_type}]}
 
     with pytest.raises(InvalidFlowDocumentError):
@@ -547,7 +547,7 @@ def test_subgraph_fingerprint_is_stable_under_key_order() -> None:
 
 
 def test_handler_modules_lists_the_module_of_every_task() -> None:
-    """The worker checks these against its --handler-modules allowlist (SPEC §9)."""
+    """The worker checks these against its --handler-modules allowlist (no ``code`` node)."""
     flow = Flow.from_document(approval_document())
 
     assert flow.handler_modules() == frozenset({"examples.handlers", "examples.auto"})

@@ -1,7 +1,7 @@
 """The lease-conflict table: ack a carrier only when that can never strand an execution (W5, I0).
 
-Seed passage "长步骤与消息回收" 1 and "running 执行的 retry" (#50, #52, #53, A46-04/A47-F2,
-B65-03, S18-02A). SPEC W5 wins where the seed acked on an unknown liveness signal.
+Incidents (docs/incidents.md): #50, #52, #53, A46-04/A47-F2, B65-03, S18-02A. W5 wins where
+the old system acked on an unknown liveness signal.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def test_a_reclaimed_carrier_is_left_pending_even_with_the_liveness_check_disabl
 def test_with_the_liveness_check_disabled_a_first_delivery_resume_is_acked_with_a_warning(
     carrier: C,
 ) -> None:
-    """W5: PLAITA_DISABLE_HOLDER_LIVENESS=1 is the legacy unconditional ack (seed "整体旁路"),
+    """W5: PLAITA_DISABLE_HOLDER_LIVENESS=1 is the legacy unconditional ack (a bypass of it all),
     whatever the holder and the registry say."""
     decision = decide(
         carrier=carrier, holder_liveness_disabled=True, holder=H.ABSENT, registry_enabled=False
@@ -154,7 +154,7 @@ def test_a_holder_missing_from_the_registry_is_taken_for_dead() -> None:
 
 
 def test_an_unknown_holder_liveness_leaves_the_carrier_pending() -> None:
-    """W5 overrides the seed's degrade-to-ack (old lease format, Redis blip): only a provably
+    """W5 overrides the old degrade-to-ack (old lease format, Redis blip): only a provably
     alive holder justifies the ack (B65-03's reasoning)."""
     leaves(decide(holder=H.UNKNOWN), ConflictReason.HOLDER_LIVENESS_UNKNOWN)
 

@@ -1,7 +1,7 @@
 """Fenced writes (fence == fencegen == mine) and the lease watchdog's decisions (W3, W4).
 
-Seed passages: "长步骤与消息回收" (renew every TTL/3, self-fence at the step boundary) and
-"恢复路径的墓碑/世代语义" (A2R25-04/05: fence and fencegen must both equal the writer's).
+The watchdog renews every TTL/3 and fences itself at the step boundary (W3); a write needs
+fence and fencegen both equal to the writer's generation (W4, A2R25-04/05).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def test_a_write_after_the_fence_was_revoked_is_rejected() -> None:
 
 
 def test_a_write_after_state_and_fence_were_restored_from_a_backup_is_rejected() -> None:
-    """W4, seed A2R25-04/05: only the old state and fence were restored, fencegen moved on."""
+    """W4, A2R25-04/05: only the old state and fence were restored, fencegen moved on."""
     assert judge_write(5, fencegen=5, recorded_fence=3) is WriteVerdict.FENCE_MISMATCH
 
 
@@ -141,7 +141,7 @@ def test_a_renewal_answered_after_its_own_safe_window_fences_the_holder() -> Non
 
 
 def test_a_lost_lease_fences_the_holder_at_once() -> None:
-    """W3, seed "长步骤与消息回收" 3: another worker took over; stop writing now."""
+    """W3: another worker took over; stop writing now."""
     decision = decide_renewal(
         ttl_seconds=TTL, last_renewed_at=39, sent_at=40, now=40, outcome=RenewalOutcome.LOST
     )

@@ -1,7 +1,7 @@
 """The resume policy: one test per row of the W7 decision table, then properties over all rows.
 
-Row numbers refer to the table in ``plaita.domain.resume``; seed incidents are from
-seeds/000 (FlowWorker): #23 terminal short-circuit, #33 continue/retry on a suspended run,
+Row numbers refer to the table in ``plaita.domain.resume``; the incidents are listed in
+docs/incidents.md: #23 terminal short-circuit, #33 continue/retry on a suspended run,
 #53 retry on a running run, #73 wake-up caps, #221/#258 stale event/timeout carriers.
 """
 
@@ -89,7 +89,7 @@ def decide(view: ExecutionView, request: ResumeRequest | ResumeType) -> ResumeDe
 def test_a_terminal_execution_short_circuits_unchanged_without_a_lease(
     status: ExecutionStatus, resume_type: ResumeType
 ) -> None:
-    """Row 1 (W7, seed #23): a redelivered resume of a finished run is acked and changes nothing."""
+    """Row 1 (W7, #23): a redelivered resume of a finished run is acked and changes nothing."""
     decision = decide(execution(status, cancel_requested=True), resume_type)
 
     assert (decision.kind, decision.reason) == (ResumeKind.SHORT_CIRCUIT, ResumeReason.TERMINAL)
@@ -100,7 +100,7 @@ def test_a_terminal_execution_short_circuits_unchanged_without_a_lease(
 
 
 def test_retry_on_an_errored_execution_with_a_cancel_intent_is_refused() -> None:
-    """Row 2 (W7, W23, seed ledger 34 ④): no nodes run for an execution asked to stop."""
+    """Row 2 (W7, W23: a set cancel intent wins): no nodes run for an execution asked to stop."""
     decision = decide(execution(ERROR, cancel_requested=True), RETRY)
 
     assert (decision.kind, decision.reason) == (ResumeKind.REFUSE, ResumeReason.CANCEL_REQUESTED)
@@ -108,7 +108,7 @@ def test_retry_on_an_errored_execution_with_a_cancel_intent_is_refused() -> None
 
 
 def test_retry_after_the_wake_up_cap_is_refused_as_g1_wakeups_exhausted() -> None:
-    """Row 3 (W7, seed plaita#73): refused with a reason, no exception, state unchanged."""
+    """Row 3 (W7, #73): refused with a reason, no exception, state unchanged."""
     decision = decide(execution(ERROR, g1_wakeups=G1_MAX_WAKEUPS), RETRY)
 
     assert (decision.kind, decision.reason) == (
@@ -120,7 +120,7 @@ def test_retry_after_the_wake_up_cap_is_refused_as_g1_wakeups_exhausted() -> Non
 
 
 def test_retry_after_the_failure_cap_is_refused_as_deterministic_failure_exhausted() -> None:
-    """Row 4 (W7, seed plaita#73): twelve deterministic failures in a row stop wake-ups."""
+    """Row 4 (W7, #73): twelve deterministic failures in a row stop wake-ups."""
     view = execution(ERROR, consecutive_failures=DETERMINISTIC_FAILURE_MAX)
 
     decision = decide(view, RETRY)
@@ -135,7 +135,7 @@ def test_retry_after_the_failure_cap_is_refused_as_deterministic_failure_exhaust
 def test_retry_on_an_errored_execution_whose_definition_drifted_is_refused_and_stays_error() -> (
     None
 ):
-    """Row 5 (W7, seed 43828aa): the fingerprint check precedes the wake-up; fix, then retry."""
+    """Row 5 (W7): the fingerprint check precedes the wake-up; fix the definition, then retry."""
     decision = decide(drifted(ERROR), RETRY)
 
     assert (decision.kind, decision.reason) == (ResumeKind.REFUSE, ResumeReason.DEFINITION_CHANGED)
@@ -144,7 +144,7 @@ def test_retry_on_an_errored_execution_whose_definition_drifted_is_refused_and_s
 
 
 def test_retry_on_an_errored_execution_wakes_it_with_a_fresh_node_budget() -> None:
-    """Row 6 (W7, seed 43828aa): under the lease, node retry counters cleared."""
+    """Row 6 (W7, #73): under the lease, node retry counters cleared."""
     view = execution(
         ERROR, g1_wakeups=G1_MAX_WAKEUPS - 1, consecutive_failures=DETERMINISTIC_FAILURE_MAX - 1
     )
@@ -202,7 +202,7 @@ def test_the_view_of_a_failed_state_names_where_it_stopped() -> None:
     assert ExecutionView.of(_state(next_node_id="ship")).stopped_at is None, "still running"
 
 
-def test_the_wake_up_caps_are_the_seed_defaults_and_can_be_configured() -> None:
+def test_the_wake_up_caps_default_to_2_and_12_and_can_be_configured() -> None:
     """W7: at most 2 wake-ups and 12 consecutive deterministic failures unless told otherwise."""
     assert WakeUpCaps() == WakeUpCaps(max_wakeups=2, max_consecutive_failures=12)
     view = execution(ERROR, g1_wakeups=2)
@@ -233,7 +233,7 @@ def test_cancel_on_a_live_execution_cancels_under_the_lease(status: ExecutionSta
 def test_a_resume_of_a_live_execution_with_a_cancel_intent_cancels_under_the_lease(
     status: ExecutionStatus, request_: ResumeRequest
 ) -> None:
-    """Row 8 (W7, seed ledger 34 ④): the flag wins over "already suspended", so a lost cancel
+    """Row 8 (W7, W23): the flag wins over "already suspended", so a lost cancel
     carrier cannot leave the run suspended with its cancel intent forever."""
     decision = decide(execution(status, cancel_requested=True), request_)
 
@@ -248,7 +248,7 @@ def test_a_resume_of_a_live_execution_with_a_cancel_intent_cancels_under_the_lea
 def test_continue_on_a_suspended_execution_is_already_suspended_and_takes_no_lease(
     resume_type: ResumeType,
 ) -> None:
-    """Row 9 (W7, seed #33): a duplicate continue once turned a recoverable wait into an error."""
+    """Row 9 (W7, #33): a duplicate continue once turned a recoverable wait into an error."""
     decision = decide(drifted(SUSPENDED), resume_type)
 
     assert (decision.kind, decision.reason) == (
@@ -274,7 +274,7 @@ def test_continue_on_a_suspended_execution_is_already_suspended_and_takes_no_lea
 def test_an_event_or_timeout_for_another_wait_is_a_protocol_error_that_changes_nothing(
     request_: ResumeRequest,
 ) -> None:
-    """Row 10 (W7, seed #33/#221): acked with a ResumeProtocolError, state left as it is."""
+    """Row 10 (W7, #33/#221): acked with a ResumeProtocolError, state left as it is."""
     decision = decide(drifted(SUSPENDED), request_)
 
     assert (decision.kind, decision.reason) == (
@@ -311,7 +311,7 @@ def test_an_event_for_a_suspended_row_without_its_wait_is_a_protocol_error() -> 
 def test_a_breaking_definition_drift_terminalises_a_live_execution_naming_both_hashes(
     status: ExecutionStatus, request_: ResumeRequest
 ) -> None:
-    """Row 11 (W7, seed 运行中改定义): an observable terminal error, not a redelivery storm."""
+    """Row 11 (W7, definition drift): an observable terminal error, not a redelivery storm."""
     decision = decide(drifted(status), request_)
 
     assert (decision.kind, decision.reason) == (
@@ -355,7 +355,7 @@ def test_continue_on_a_running_execution_proceeds_under_the_lease() -> None:
 
 
 def test_retry_on_a_running_execution_continues_with_a_warning_even_with_caps_exhausted() -> None:
-    """Row 14 (W7, seed #53): the caps apply to error only; refusing here was a false accept."""
+    """Row 14 (W7, #53): the caps apply to error only; refusing here was a false accept."""
     view = execution(RUNNING, g1_wakeups=99, consecutive_failures=99)
 
     decision = decide(view, RETRY)
@@ -375,7 +375,7 @@ def test_retry_on_a_running_execution_continues_with_a_warning_even_with_caps_ex
 def test_a_stale_event_or_timeout_on_a_running_execution_is_normalised_to_continue(
     request_: ResumeRequest,
 ) -> None:
-    """Row 15 (W7, seed #258): redelivered after its step was checkpointed; no node replays."""
+    """Row 15 (W7, #258): redelivered after its step was checkpointed; no node replays."""
     decision = decide(execution(RUNNING), request_)
 
     assert (decision.kind, decision.reason) == (
@@ -390,7 +390,7 @@ def test_a_stale_event_or_timeout_on_a_running_execution_is_normalised_to_contin
 
 @pytest.mark.parametrize("recorded", [None, ""])
 def test_a_row_without_a_recorded_fingerprint_skips_the_drift_check(recorded: str | None) -> None:
-    """W7: rows written before fingerprints existed keep working (seed: flow_hash None)."""
+    """W7: rows written before fingerprints existed keep working (no flow hash: no check)."""
     view = execution(RUNNING, fingerprint=recorded, subgraph_fingerprint=None)
 
     assert compare_definitions(view, DEPLOYED) is DefinitionDrift.UNCHECKED
@@ -402,7 +402,7 @@ def test_the_same_fingerprint_is_no_drift() -> None:
 
 
 def test_a_changed_fingerprint_without_a_recorded_subgraph_is_breaking() -> None:
-    """W7: nothing proves the graph ahead is unchanged, so the seed's strict rule applies."""
+    """W7: nothing proves the graph ahead is unchanged, so the strict rule applies: breaking."""
     view = execution(RUNNING, fingerprint="fp-old", subgraph_fingerprint=None)
 
     assert compare_definitions(view, DEPLOYED) is DefinitionDrift.BREAKING
@@ -575,7 +575,7 @@ def test_drift_with_an_unchanged_subgraph_never_terminalises(
 def test_a_suspended_execution_is_only_advanced_by_the_carrier_of_its_own_wait(
     view: ExecutionView, request: ResumeRequest, current: CurrentDefinition, limits: WakeUpCaps
 ) -> None:
-    """W7, V6 and seed #33: continue/retry and stale carriers never push a wait forward."""
+    """W7, V6 and #33: continue/retry and stale carriers never push a wait forward."""
     decision = decide_resume(view, request, current, limits)
 
     if view.status is SUSPENDED and decision.kind is ResumeKind.PROCEED:
@@ -591,7 +591,7 @@ def test_a_suspended_execution_is_only_advanced_by_the_carrier_of_its_own_wait(
 def test_a_cancel_intent_is_never_acked_away_on_a_live_execution(
     view: ExecutionView, request: ResumeRequest, current: CurrentDefinition, limits: WakeUpCaps
 ) -> None:
-    """W7, W23 (seed ledger 34 ④): with the flag set a live execution is always cancelled."""
+    """W7, W23 (the cancel intent wins): with the flag set a live execution is always cancelled."""
     view = attrs.evolve(view, cancel_requested=True)
 
     decision = decide_resume(view, request, current, limits)

@@ -1,4 +1,4 @@
-"""Dedup keys of scheduled starts (W22; seed #23, #118).
+"""Dedup keys of scheduled starts (W22; #23, #118).
 
 Key table (``cron_fire_key`` / ``manual_fire_key``):
 
@@ -38,7 +38,7 @@ def test_a_cron_key_names_the_schedule_and_its_due_time() -> None:
 
 
 def test_two_fires_of_one_due_share_a_key_whatever_the_fire_time() -> None:
-    """W22; seed #118: a re-fire after the 30 s lock expired, in another wall-clock second, must
+    """W22; #118: a re-fire after the 30 s lock expired, in another wall-clock second, must
     converge on the same execution instead of running twice."""
     first = cron_fire_key("nightly", due_at_ms=None, next_run_at_ms=DUE, fired_at_ms=DUE + 10)
     again = cron_fire_key("nightly", due_at_ms=None, next_run_at_ms=DUE, fired_at_ms=DUE + 45_000)
@@ -47,7 +47,7 @@ def test_two_fires_of_one_due_share_a_key_whatever_the_fire_time() -> None:
 
 
 def test_the_next_due_is_never_swallowed_by_the_previous_one() -> None:
-    """W22; seed #118: different dues always get different keys."""
+    """W22; #118: different dues always get different keys."""
     assert cron_dedup_key("hourly", DUE) != cron_dedup_key("hourly", DUE + 3_600_000)
 
 
@@ -59,7 +59,7 @@ def test_a_caller_given_due_time_is_the_key() -> None:
 
 
 def test_without_a_caller_due_the_schedules_next_run_at_is_the_key() -> None:
-    """W22 table row 2; seed: due_ms = 本次到期时点 next_run_at."""
+    """W22 table row 2: due_ms is this fire's due time, the schedule's next_run_at."""
     key = cron_fire_key("nightly", due_at_ms=None, next_run_at_ms=DUE, fired_at_ms=DUE + 999)
 
     assert key == ScheduleKey(f"sched:nightly:due:{DUE}", KeySource.NEXT_RUN_AT, DUE)
@@ -67,7 +67,7 @@ def test_without_a_caller_due_the_schedules_next_run_at_is_the_key() -> None:
 
 
 def test_without_any_due_time_the_wall_clock_second_is_the_key_with_a_warning() -> None:
-    """W22 table row 3; seed: 降级为 sched:{id}:fired:{墙钟秒} 并 warning."""
+    """W22 table row 3: falls back to sched:{id}:fired:{wall-clock second}, with a WARNING."""
     key = cron_fire_key("nightly", due_at_ms=None, next_run_at_ms=None, fired_at_ms=12_345_678)
 
     assert key.key == "sched:nightly:fired:12345"
@@ -78,7 +78,7 @@ def test_without_any_due_time_the_wall_clock_second_is_the_key_with_a_warning() 
 
 
 def test_a_run_now_request_gets_its_own_key() -> None:
-    """W22 table row 4; seed: manual → sched:{id}:manual:…, unique per call."""
+    """W22 table row 4: manual → sched:{id}:manual:…, unique per call."""
     key = manual_fire_key("nightly", "req-7f3a")
 
     assert key == ScheduleKey("sched:nightly:manual:req-7f3a", KeySource.MANUAL)
@@ -86,7 +86,8 @@ def test_a_run_now_request_gets_its_own_key() -> None:
 
 
 def test_run_now_in_the_same_second_as_a_due_is_not_merged_with_it() -> None:
-    """W22; seed: 手动「立即触发」是显式要求再跑一次, 不得与 cron 同秒互相吞并."""
+    """W22: a manual "run now" explicitly asks for one more run; it must never merge with a cron
+    fire of the same second."""
     assert manual_dedup_key("nightly", str(DUE)) != cron_dedup_key("nightly", DUE)
     assert manual_dedup_key("nightly", str(DUE // 1000)) != fired_dedup_key("nightly", DUE)
 

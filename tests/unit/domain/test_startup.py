@@ -1,5 +1,5 @@
 """Start-up validation: every invalid setting listed at once, bad optional ones fall back
-(W21; seed A2R31 非法值口径)."""
+(W21; A2R31)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def _problems(**changes: object) -> list[str]:
 
 
 def test_a_valid_configuration_has_no_problems_and_no_warnings() -> None:
-    """W21: the seed's defaults (claim idle 60 s < lease TTL 120 s) are consistent."""
+    """W21: the defaults (claim idle 60 s < lease TTL 120 s) are consistent."""
     check = validate_startup_settings(VALID)
 
     assert check.ok
@@ -63,7 +63,7 @@ def test_unset_settings_keep_their_defaults_and_are_not_problems() -> None:
 @pytest.mark.parametrize("name", IDENTITY_SETTINGS)
 @pytest.mark.parametrize("value", ["", "   ", 7])
 def test_an_empty_identity_string_is_a_problem(name: str, value: object) -> None:
-    """W21; seed A2R31 非法值口径: empty queue/redis/dlq/group/instance id/delay queue/epoch is
+    """W21; A2R31: empty queue/redis/dlq/group/instance id/delay queue/epoch is
     rejected — never written as an empty key."""
     assert _problems(**{name: value}) == [name]
 
@@ -72,7 +72,7 @@ def test_an_empty_identity_string_is_a_problem(name: str, value: object) -> None
 def test_a_negative_resource_setting_is_a_problem(
     name: str, zero_means: str | None, integral: bool
 ) -> None:
-    """W21: resource settings fail fast (seed: identity/security/resource 类 fail-fast)."""
+    """W21: resource settings fail fast (identity, security and resource settings all do)."""
     assert name in _problems(**{name: -1})
 
 
@@ -112,7 +112,7 @@ def test_numbers_given_as_environment_text_are_read() -> None:
 @pytest.mark.parametrize("name", SECURITY_SWITCHES)
 @pytest.mark.parametrize("value", ["yes", "2", "", 1, "on"])
 def test_an_unknown_security_switch_value_is_a_problem(name: str, value: object) -> None:
-    """W21; seed 非法值口径 "安全门未知值 fail-closed": never guess a security gate."""
+    """W21; A2R31: an unknown security switch value fails closed: never guess a security gate."""
     assert _problems(**{name: value}) == [name]
 
 
@@ -133,7 +133,7 @@ def test_known_security_switch_values_are_accepted(value: object) -> None:
 def test_claim_idle_not_longer_than_the_renewal_interval_is_a_contradiction(
     claim_idle: int, lease_ttl: int, contradiction: bool
 ) -> None:
-    """W21, W5; seed #50: the watchdog refreshes its carriers every lease TTL/3; a claim idle
+    """W21, W5; #50: the watchdog refreshes its carriers every lease TTL/3; a claim idle
     that short lets peers reclaim live holders' carriers and burn their deliveries."""
     problems = _problems(claim_min_idle_ms=claim_idle, lease_ttl_ms=lease_ttl)
 

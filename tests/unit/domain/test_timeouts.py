@@ -1,4 +1,4 @@
-"""Execution budgets and attempt limits (E3, E5; seed 超时合并 `_merge_timeout`, #267, plaita#71).
+"""Execution budgets and attempt limits (E3, E5; #267, #71).
 
 Budget table (``execution_budget_ms``):
 
@@ -7,7 +7,7 @@ Budget table (``execution_budget_ms``):
   f             -               -> f
   -             c               -> c
   f             c               -> min(f, c)
-  0 anywhere                    -> 0 ("0 仍是零预算")
+  0 anywhere                    -> 0 (zero is a zero budget, not "no limit")
 
 Attempt table (``attempt_limit``):
 
@@ -44,7 +44,7 @@ optional_ms = st.none() | ms
 
 
 def test_without_any_timeout_the_default_deadline_of_1800_s_applies() -> None:
-    """E5; seed #267: no timeout no longer means unlimited."""
+    """E5; #267: no timeout no longer means unlimited."""
     assert execution_budget_ms(None, None) == DEFAULT_EXECUTION_DEADLINE_MS == 1_800_000
 
 
@@ -59,13 +59,13 @@ def test_the_flow_timeout_alone_is_the_budget_even_above_the_default() -> None:
 
 
 def test_the_caller_timeout_alone_is_the_budget() -> None:
-    """E5; seed plaita#71: the caller's timeout reaches the strategy."""
+    """E5; #71: the caller's timeout reaches the strategy."""
     assert execution_budget_ms(None, 5_000) == 5_000
 
 
 @pytest.mark.parametrize(("flow", "caller"), [(3_000, 9_000), (9_000, 3_000)])
 def test_flow_and_caller_timeouts_merge_to_the_stricter(flow: int, caller: int) -> None:
-    """E5; seed `_merge_timeout`: 流程 timeout 与调用方 timeout 取更严者."""
+    """E5: of the flow's timeout and the caller's, the stricter wins."""
     assert execution_budget_ms(flow, caller) == 3_000
 
 
@@ -75,7 +75,7 @@ def test_flow_and_caller_timeouts_merge_to_the_stricter(flow: int, caller: int) 
 def test_zero_is_a_zero_budget_never_unlimited(
     flow: int | None, caller: int | None, default: int
 ) -> None:
-    """E5; seed: "显式配置优先, 0 仍是零预算"."""
+    """E5: explicit configuration wins, and 0 is still a zero budget."""
     assert execution_budget_ms(flow, caller, default_deadline_ms=default) == 0
 
 
@@ -154,7 +154,7 @@ def test_a_node_timeout_within_the_budget_bounds_the_attempt(remaining: float) -
 
 
 def test_a_spent_budget_is_raised_as_deadline_before_the_attempt() -> None:
-    """E5; seed #267: the runner raises ExecutionDeadlineError instead of trying."""
+    """E5; #267: the runner raises ExecutionDeadlineError instead of trying."""
     assert attempt_limit(0.0, 5_000).deadline_spent
     assert attempt_limit(0.0, None).deadline_spent
 
@@ -193,5 +193,5 @@ def test_an_attempt_is_never_longer_than_the_node_timeout_or_the_budget(
 def test_a_backoff_is_cut_to_the_remaining_budget(
     delay: float, remaining: float | None, expected: float
 ) -> None:
-    """E3; seed #267: 退避时长也计入执行预算."""
+    """E3; #267: the backoff counts against the execution's budget too."""
     assert backoff_within_budget(delay, remaining) == expected

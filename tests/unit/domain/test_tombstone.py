@@ -1,7 +1,8 @@
 """Delete = revoke + tombstone (W13) and the carrier-age gate (W14).
 
-Seed: the "删除墓碑 (A51-01/A52-01/A69-04)" and "恢复路径的墓碑/世代语义 (A2R25-04/05)"
-passages of FlowWorker · 存储后端.
+Incidents (docs/incidents.md): A51-01, A52-01 and A69-04 (the delete tombstone: per tenant,
+its TTL, a second delete) and A2R25-04/05 (a state restored from a backup does not undo a
+delete, nor give a stale holder its write back).
 """
 
 from __future__ import annotations
@@ -48,19 +49,20 @@ def stream_id(ms: int, seq: int = 0) -> str:
 
 
 def test_a_tombstone_blocks_carriers_of_the_deleting_tenant() -> None:
-    """W13, seed A51-01: same tenant → hit."""
+    """W13, A51-01: same tenant → hit."""
     assert ACME.blocks("acme")
 
 
 def test_a_tombstone_lets_another_tenants_execution_with_the_same_id_through() -> None:
-    """W13/W24, seed A51-01 "跨租户同 id 放行": ids live in their tenant's namespace, so the
-    same id elsewhere is another execution; blocking it would be cross-tenant interference."""
+    """W13/W24, A51-01 (the same id under another tenant passes): ids live in their tenant's
+    namespace, so the same id elsewhere is another execution; blocking it would be cross-tenant
+    interference."""
     assert not ACME.blocks("globex")
 
 
 @pytest.mark.parametrize("tenant", ["", None, "default"])
 def test_an_empty_or_absent_tenant_is_the_default_tenant(tenant: str | None) -> None:
-    """W24, seed "default/空 = plaita": key routing treats them as one namespace."""
+    """W24: empty, absent and "default" all route to the default namespace, so they are one."""
     assert Tombstone(tenant_id="", deleted_at_ms=0, reason="x").blocks(tenant)
     assert not ACME.blocks(tenant)
 
@@ -73,7 +75,7 @@ def test_the_first_delete_writes_the_tombstone() -> None:
 
 
 def test_a_second_delete_keeps_the_first_deleted_at() -> None:
-    """W13, seed A69-04: SET NX keeps the first record; only the TTL may grow."""
+    """W13, A69-04: SET NX keeps the first record; only the TTL may grow."""
     again = record_delete(ACME, tenant_id="acme", now_ms=NOW + DAY_MS, reason="again")
 
     assert again.deleted_at_ms == NOW
@@ -81,7 +83,7 @@ def test_a_second_delete_keeps_the_first_deleted_at() -> None:
 
 
 def test_a_second_delete_only_ever_extends_the_ttl() -> None:
-    """W13, seed A69-04: 只延长 TTL; a legacy record without expiry is never shortened."""
+    """W13, A69-04: the TTL only ever grows; a legacy record without expiry is never shortened."""
     assert refreshed_ttl_seconds(10, 30) == 30
     assert refreshed_ttl_seconds(90, 30) == 90
     assert refreshed_ttl_seconds(None, 30) is None
@@ -101,7 +103,7 @@ def ttl(configured: int | None = None, state: int = 0, max_age_ms: int = 0) -> T
 
 
 def test_the_tombstone_ttl_defaults_to_thirty_days() -> None:
-    """W13, seed A51-01: an independent default of 30 days."""
+    """W13, A51-01: an independent default of 30 days."""
     assert ttl().seconds == DEFAULT_TOMBSTONE_TTL_SECONDS == 30 * DAY_S
 
 
@@ -118,24 +120,24 @@ def test_a_configured_ttl_below_thirty_days_is_raised_to_thirty() -> None:
 def test_a_non_positive_configured_ttl_falls_back_to_the_default_with_a_warning(
     configured: int,
 ) -> None:
-    """W13, seed A52-01: <= 0 is invalid, never an implicit "forever"."""
+    """W13, A52-01: <= 0 is invalid, never an implicit "forever"."""
     result = ttl(configured=configured)
 
     assert (result.seconds, result.fell_back_to_default) == (30 * DAY_S, True)
 
 
 def test_the_ttl_is_never_shorter_than_the_state_ttl() -> None:
-    """W13: TTL ≥ the state TTL, so a restored state row is still blocked (seed A2R25-04)."""
+    """W13: TTL ≥ the state TTL, so a restored state row is still blocked (A2R25-04)."""
     assert ttl(state=60 * DAY_S).seconds == 60 * DAY_S
 
 
 def test_a_state_ttl_of_zero_does_not_make_the_tombstone_permanent() -> None:
-    """W13, seed A51-01: STATE_TTL=0 no longer yields a permanent tombstone."""
+    """W13, A51-01: STATE_TTL=0 no longer yields a permanent tombstone."""
     assert ttl(state=0).seconds == 30 * DAY_S
 
 
 def test_the_carrier_max_age_caps_the_ttl_when_the_bounds_conflict() -> None:
-    """W13/W14, seed A51-01 "clamp 到 TASK_MAX_AGE": past the max age the age gate already
+    """W13/W14, A51-01 (clamped to the carrier max age): past the max age the age gate already
     drops every carrier from before the delete and every copy of one."""
     result = ttl(state=60 * DAY_S, max_age_ms=7 * DAY_MS)
 
@@ -192,40 +194,40 @@ def test_every_dispatch_path_passes_when_there_is_no_tombstone(path: DispatchPat
 
 @pytest.mark.parametrize("path", list(DispatchPath))
 def test_every_dispatch_path_passes_another_tenants_carrier(path: DispatchPath) -> None:
-    """W13, seed A51-01: 跨租户同 id 放行."""
+    """W13, A51-01: the same id under another tenant passes."""
     assert gate(path, tombstone=ACME, carrier_tenant="globex").action is GateAction.DISPATCH
 
 
 def test_a_start_of_a_deleted_execution_is_dropped_and_frees_its_dedup_key() -> None:
-    """W13, seed A51-01: 同 id 重放被 ack 丢弃并释放 dedup 映射."""
+    """W13, A51-01: a replay of the same id is acked, dropped, and frees the dedup mapping."""
     decision = gate(DispatchPath.START, tombstone=ACME, carrier_tenant="acme")
 
     assert decision == GateDecision(GateAction.DROP_CARRIER, release_dedup=True)
 
 
 def test_a_resume_of_a_deleted_execution_is_dropped() -> None:
-    """W13, seed A2R25-04: restoring only the state key from a backup does not undo a delete."""
+    """W13, A2R25-04: restoring only the state key from a backup does not undo a delete."""
     decision = gate(DispatchPath.RESUME, tombstone=ACME, carrier_tenant="acme")
 
     assert decision == GateDecision(GateAction.DROP_CARRIER, release_dedup=False)
 
 
 def test_a_dedup_hit_on_a_deleted_execution_is_dropped_and_frees_the_mapping() -> None:
-    """W6/W13, seed A51-01: the dedup hit never revives the deleted id."""
+    """W6/W13, A51-01: the dedup hit never revives the deleted id."""
     decision = gate(DispatchPath.DEDUP_HIT, tombstone=ACME, carrier_tenant="acme")
 
     assert decision == GateDecision(GateAction.DROP_CARRIER, release_dedup=True)
 
 
 def test_no_retry_copy_is_made_for_a_deleted_execution() -> None:
-    """W8/W13, seed A51-01: 节点失败重投前复核墓碑."""
+    """W8/W13, A51-01: the tombstone is checked again before a node failure's retry copy."""
     decision = gate(DispatchPath.RETRY_COPY, tombstone=ACME, carrier_tenant="acme")
 
     assert decision == GateDecision(GateAction.SKIP_COPY)
 
 
 def test_the_dead_letter_guard_makes_no_recovery_clone_of_a_deleted_execution() -> None:
-    """W9/W13, seed A51-01: 死信守卫克隆前复核墓碑."""
+    """W9/W13, A51-01: the tombstone is checked again before the guard's recovery clone."""
     decision = gate(DispatchPath.GUARD_CLONE, tombstone=ACME, carrier_tenant="acme")
 
     assert decision == GateDecision(GateAction.SKIP_COPY)
@@ -258,7 +260,7 @@ def test_every_well_formed_stream_id_parses(ms: int, seq: int) -> None:
 
 
 def test_the_age_is_the_older_of_payload_and_stream_id() -> None:
-    """W14, seed A51-01: 年龄取 payload timestamp 与 Stream ID 时间的最大值."""
+    """W14, A51-01: the age is the larger of the payload timestamp's and the stream id's."""
     age = carrier_age_ms(
         now_ms=NOW, payload_timestamp_ms=NOW - 5_000, stream_id=stream_id(NOW - 9_000)
     )
@@ -267,7 +269,7 @@ def test_the_age_is_the_older_of_payload_and_stream_id() -> None:
 
 
 def test_a_future_payload_stamp_cannot_launder_an_old_stream_id() -> None:
-    """W14, seed A51-01: 未来时间戳不能洗白源年龄."""
+    """W14, A51-01: a future timestamp cannot launder the source's age."""
     age = carrier_age_ms(
         now_ms=NOW, payload_timestamp_ms=NOW + DAY_MS, stream_id=stream_id(NOW - 40 * DAY_MS)
     )
@@ -276,7 +278,7 @@ def test_a_future_payload_stamp_cannot_launder_an_old_stream_id() -> None:
 
 
 def test_a_fresh_stream_id_cannot_launder_an_old_payload_stamp() -> None:
-    """W14, seed A51-01: 重投后的新 Stream ID 不能洗白源年龄."""
+    """W14, A51-01: the new stream id of a redelivery cannot launder the source's age."""
     age = carrier_age_ms(now_ms=NOW, payload_timestamp_ms=NOW - DAY_MS, stream_id=stream_id(NOW))
 
     assert age == DAY_MS
@@ -321,7 +323,8 @@ def test_a_carrier_exactly_at_the_max_age_is_accepted() -> None:
 
 
 def test_a_carrier_older_than_thirty_days_is_rejected_by_default() -> None:
-    """W14, seed A51-01: 墓碑过期后的历史载体由年龄闸丢弃; default max 30 days."""
+    """W14, A51-01: old carriers outliving the tombstone are dropped by the age gate; default
+    max 30 days."""
     decision = check(NOW - 30 * DAY_MS - 1, None)
 
     assert decision.verdict is AgeVerdict.TOO_OLD
@@ -329,14 +332,14 @@ def test_a_carrier_older_than_thirty_days_is_rejected_by_default() -> None:
 
 
 def test_a_carrier_of_unknown_age_is_rejected() -> None:
-    """W14, seed A51-01: 两者都不可判时 fail-closed (WARNING + carrier_age_unknown_total)."""
+    """W14, A51-01: neither time readable → fail closed (WARNING + carrier_age_unknown_total)."""
     decision = check(None, None)
 
     assert (decision.verdict, decision.age_ms) == (AgeVerdict.UNKNOWN, None)
 
 
 def test_a_max_age_of_zero_disables_the_gate_and_says_so() -> None:
-    """W14, seed A51-01: 0 关闭 (启动 WARNING) — the flag tells the caller to warn."""
+    """W14, A51-01: 0 disables it (a WARNING at start-up) — the flag tells the caller to warn."""
     decision = check(None, None, max_age_ms=0)
 
     assert decision.accepted and decision.gate_disabled
@@ -368,7 +371,7 @@ def test_the_age_gate_fails_closed_on_any_negative_payload_stamp(
 
 
 def test_a_copy_carries_the_earlier_of_the_source_times() -> None:
-    """W14, seed A51-01: 取 payload timestamp 与源 Stream ID 时间中更早者."""
+    """W14, A51-01: a copy takes the earlier of the payload timestamp and the source stream id."""
     assert (
         copy_timestamp_ms(now_ms=NOW, payload_timestamp_ms=NOW - 5, stream_id=stream_id(NOW - 9))
         == NOW - 9
@@ -376,7 +379,7 @@ def test_a_copy_carries_the_earlier_of_the_source_times() -> None:
 
 
 def test_a_future_payload_stamp_is_not_copied() -> None:
-    """W14, seed A51-01: 超前时以源 Stream ID 为准, and never later than now."""
+    """W14, A51-01: a future stamp yields to the source stream id, and never later than now."""
     assert copy_timestamp_ms(now_ms=NOW, payload_timestamp_ms=NOW + 9, stream_id=None) == NOW
     assert (
         copy_timestamp_ms(now_ms=NOW, payload_timestamp_ms=NOW + 9, stream_id=stream_id(NOW - 3))

@@ -1,7 +1,9 @@
 """The worker's registry status machine (W16) and its drain (W17, invariants I1-I5).
 
-Seed passages "注册表状态机与派发资格" (S18-02A), "启动期服务注册失败的重试" (A2R19-03),
-"drain 状态机与 ack 策略" (S18-01) and "停机与运维参数".
+Incidents (docs/incidents.md): S18-02A (the registry status is the only dispatch allowlist),
+A2R19-03 (a failed registration at start-up is retried), S18-01 (the drain machine and its
+ack rule), A45-03, A46-01 and A46-03 (writing the status at once, the stopped record, the
+closed gate).
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ def test_draining_and_stopping_are_written_at_once() -> None:
 
 
 def test_a_signal_before_registration_keeps_the_worker_draining() -> None:
-    """W16, seed S9: SIGTERM before run(); registration must not write running back."""
+    """W16, S18-02A: SIGTERM before run(); registration must not write running back."""
     draining = change_status(W.STARTING, W.DRAINING).status
 
     assert registration_status(draining) is W.DRAINING
@@ -307,7 +309,7 @@ def test_no_new_node_starts_after_the_stop() -> None:
 
 
 def test_the_drain_timeout_stops_waiting_without_aborting_running_nodes() -> None:
-    """W17 I2: advisory; the worker stops even with dispatches in flight (seed: the old
+    """W17 I2: advisory; the worker stops even with dispatches in flight (S18-01: the old
     active<=0 early return let an issued read dispatch), their nodes are not killed."""
     result = step(P.DRAINING, E.DRAIN_TIMEOUT)
 

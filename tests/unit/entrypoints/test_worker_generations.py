@@ -2,7 +2,7 @@
 
 A carrier of another config family or budget generation is left pending with a named event,
 on first read and on reclaim alike — in particular a reclaimed one is never dead-lettered for
-exceeding *this* worker's max deliveries: its own pool's budget decides (seed A2R31).
+exceeding *this* worker's max deliveries: its own pool's budget decides (A2R31).
 """
 
 from __future__ import annotations
