@@ -58,7 +58,7 @@ def raw_redis() -> Iterator[redis.Redis]:
 @contextlib.contextmanager
 def _private_redis_server(workdir: Path) -> Iterator[str]:
     binary = shutil.which("redis-server")
-    assert binary, "redis-server is not installed; .ci/run installs it"
+    assert binary, "redis-server is not installed; scripts/test installs it"
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

@@ -4,7 +4,7 @@ The console runs in this process, on its own thread and event loop: uvicorn serv
 ``create_app`` over the memory twin, with the production worker loop and event filter beside
 it (as ``plaita demo`` runs them), the approval example registered and one admin token. The
 browser is the system Chromium driven by Playwright; no browser is ever downloaded
-(``.ci/run`` installs Debian's ``chromium`` when it is missing).
+(``scripts/test`` installs Debian's ``chromium`` when it is missing).
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ def chromium_path() -> str:
     if not found or not Path(found).exists():
         raise AssertionError(
             "no Chromium found for the browser tests: install Debian's package "
-            "(apt-get install -y chromium; .ci/run does it) or set PLAITA_CHROMIUM to its path"
+            "(apt-get install -y chromium; scripts/test does it) or set PLAITA_CHROMIUM to its path"
         )
     return found
 
