@@ -7,7 +7,12 @@ from pathlib import Path
 
 import click
 
-from plaita.entrypoints.cli_support import named_errors, stop_on_signals
+from plaita.entrypoints.cli_support import (
+    cluster_flag,
+    named_errors,
+    redis_cluster_option,
+    stop_on_signals,
+)
 
 
 @click.command("dev")
@@ -16,6 +21,7 @@ from plaita.entrypoints.cli_support import named_errors, stop_on_signals
     default=None,
     help="Use this Redis instead of the in-memory twin (state then survives restarts).",
 )
+@redis_cluster_option
 @click.option(
     "--flows",
     "flows_dir",
@@ -52,7 +58,12 @@ def dev(
     if flows_dir is None and Path("examples/flows").is_dir():
         flows_dir = Path("examples/flows")
     modules = [m.strip() for m in handler_modules.split(",") if m.strip()]
-    settings = dev_settings(redis_url=redis_url, handler_modules=modules, database_url=database_url)
+    settings = dev_settings(
+        redis_url=redis_url,
+        handler_modules=modules,
+        database_url=database_url,
+        redis_cluster=bool(cluster_flag()),
+    )
 
     async def go() -> None:
         stop = asyncio.Event()

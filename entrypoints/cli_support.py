@@ -85,6 +85,7 @@ def import_handler_modules(modules: tuple[str, ...]) -> None:
 
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class IdParam(click.ParamType[str]):
@@ -144,12 +145,47 @@ def log_generations(log: logging.Logger, service: str, generations: CarrierGener
     )
 
 
-redis_url_option = click.option(
-    "--redis-url",
-    envvar="PLAITA_REDIS_URL",
-    required=True,
-    help="Redis to use, e.g. redis://127.0.0.1:6379/0 (env PLAITA_REDIS_URL).",
+_REDIS_CLUSTER_META = "plaita.redis_cluster"
+
+
+def _remember_cluster(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.meta[_REDIS_CLUSTER_META] = True
+
+
+#: ``--redis-cluster`` (env PLAITA_REDIS_CLUSTER=1): the Redis URL is a seed node of a cluster.
+#: Not a parameter of the command functions: ``settings_from`` (and every other builder of a
+#: command's settings, through ``cluster_flag``) reads it from the click context.
+redis_cluster_option = click.option(
+    "--redis-cluster",
+    is_flag=True,
+    default=False,
+    expose_value=False,
+    callback=_remember_cluster,
+    help="The Redis URL is a seed node of a Redis Cluster (env PLAITA_REDIS_CLUSTER=1).",
 )
+
+
+def redis_url_option(command: F) -> F:
+    """``--redis-url`` (env PLAITA_REDIS_URL), and ``--redis-cluster`` beside it."""
+    command = redis_cluster_option(command)
+    return click.option(
+        "--redis-url",
+        envvar="PLAITA_REDIS_URL",
+        required=True,
+        help="Redis to use, e.g. redis://127.0.0.1:6379/0 (env PLAITA_REDIS_URL).",
+    )(command)
+
+
+def cluster_flag() -> dict[str, bool]:
+    """``{"redis_cluster": True}`` when this command was given ``--redis-cluster``, else ``{}``
+    (so PLAITA_REDIS_CLUSTER, read by ``Settings``, decides)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.find_root().meta.get(_REDIS_CLUSTER_META):
+        return {"redis_cluster": True}
+    return {}
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 #: W20: a worker's and a console's flow cache; an unusable value falls back with a WARNING.
 flow_cache_size_option = click.option(
@@ -209,6 +245,7 @@ def settings_from(**values: Any) -> Settings:
 
     An unusable optional setting (the flow cache's, W20) falls back with a WARNING (W21).
     """
+    values = {**cluster_flag(), **values}
     given, warnings = optional_fallbacks({k: v for k, v in values.items() if v is not None})
     warn_fallbacks(warnings)
     try:

@@ -14,6 +14,7 @@ import click
 
 from plaita.domain.flow_owners import SHARED
 from plaita.entrypoints.cli_support import (
+    cluster_flag,
     default_retries_option,
     flow_cache_size_option,
     flow_cache_ttl_option,
@@ -201,6 +202,7 @@ def worker(
     try:
         settings, check = worker_settings(
             {
+                **cluster_flag(),
                 "backend": "redis",
                 "redis_url": redis_url,
                 "handler_modules": handler_modules,

@@ -205,7 +205,11 @@ def _banner(settings: Settings, registered: Sequence[str], host: str, port: int,
 
 
 def dev_settings(
-    *, redis_url: str | None, handler_modules: Sequence[str], database_url: str | None = None
+    *,
+    redis_url: str | None,
+    handler_modules: Sequence[str],
+    database_url: str | None = None,
+    redis_cluster: bool = False,
 ) -> Settings:
     """The settings of a dev process: memory unless a Redis URL is given; fast reads; state
     and definitions in a database with ``database_url`` (S4)."""
@@ -217,6 +221,8 @@ def dev_settings(
     }
     if redis_url:
         values["redis_url"] = redis_url
+    if redis_cluster:
+        values["redis_cluster"] = True
     if database_url:
         values["storage"] = "sql"
         values["database_url"] = database_url

@@ -32,6 +32,9 @@ class Settings(BaseSettings):
 
     backend: Literal["memory", "redis"] = "memory"
     redis_url: str = "redis://127.0.0.1:6379/0"
+    #: ``redis_url`` is a seed node of a Redis Cluster (``--redis-cluster``,
+    #: ``PLAITA_REDIS_CLUSTER=1``): the client discovers the nodes and follows MOVED/ASK.
+    redis_cluster: bool = False
     #: Where execution state, leases and flow definitions live (S4): ``auto`` = the backend's
     #: own store; ``sql`` = the database at ``database_url`` (queue, events and counters stay
     #: on the backend).

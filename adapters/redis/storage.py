@@ -141,7 +141,9 @@ class RedisExecutionRepository(ExecutionIndexReads):
         index = self._keys.executions()
 
         def queue(pipe: Any) -> None:
-            pipe.evalsha(self._save.sha, len(keys), *keys, *args)
+            # execute_command, not pipe.evalsha: redis-py's cluster pipeline refuses the
+            # latter, and routes the former by its keys (all of one execution's hash tag).
+            pipe.execute_command("EVALSHA", self._save.sha, len(keys), *keys, *args)
             pipe.zadd(index, {execution_id: updated_at_ms})
             if delta.full:
                 # Where the janitor finds this tenant's index; a full save starts every run.
@@ -181,7 +183,7 @@ class RedisExecutionRepository(ExecutionIndexReads):
         ]
 
         def queue(pipe: Any) -> None:
-            pipe.evalsha(self._delete.sha, len(keys), *keys, *args)
+            pipe.execute_command("EVALSHA", self._delete.sha, len(keys), *keys, *args)
             pipe.zrem(self._keys.executions(), execution_id)
 
         (outcome, current, detail), _ = await self._run(queue)

@@ -5,6 +5,8 @@ Only this module and the stores it builds import the Redis client library.
 
 from __future__ import annotations
 
+from typing import cast
+
 import redis.asyncio as redis
 from dependency_injector import containers, providers
 from redis.asyncio.retry import Retry
@@ -29,7 +31,26 @@ from plaita.domain.startup import ConfigProblem
 from plaita.entrypoints.settings import Settings
 
 
-def redis_client(url: str, concurrency: int) -> redis.Redis:
+def redis_client(url: str, concurrency: int, cluster: bool = False) -> redis.Redis:
+    """The one client every Redis store shares: a single node, or a Redis Cluster.
+
+    With ``cluster`` (``--redis-cluster``, ``PLAITA_REDIS_CLUSTER=1``) ``url`` is a seed node:
+    redis-py's ``RedisCluster`` discovers the others, keeps a pool per node and follows
+    MOVED/ASK and failovers. The stores run the same code on both: every script and MULTI
+    touches the keys of one hash tag (ADR 0019), so the cluster client serves the command
+    surface the stores use, and it is handed to them as the ``redis.Redis`` they are typed with.
+    """
+    if cluster:
+        return cast(
+            "redis.Redis",
+            redis.RedisCluster.from_url(
+                url,
+                decode_responses=True,
+                health_check_interval=30,
+                # Per node: every in-flight dispatch holds at most one connection to a node.
+                max_connections=concurrency + 16,
+            ),
+        )
     # A pool that waits for a free connection instead of failing: every in-flight dispatch
     # holds at most one at a time, plus the loop's reads, timers, heartbeats and metrics.
     pool = redis.BlockingConnectionPool.from_url(
@@ -79,7 +100,8 @@ def dlq_key_problems(settings: Settings) -> list[ConfigProblem]:
 
 class RedisStores(containers.DeclarativeContainer):
     config = providers.Configuration()
-    client = providers.Dependency(instance_of=redis.Redis)
+    #: A ``redis.Redis`` or a ``RedisCluster`` (``redis_client``): no single class to check.
+    client: providers.Dependency[redis.Redis] = providers.Dependency()
     keys = providers.Dependency(instance_of=RedisKeys)
 
     leases = providers.Singleton(RedisLeaseManager, client, keys)

@@ -78,7 +78,7 @@ class Stores(containers.DeclarativeContainer):
     outages = providers.Singleton(store_outages, config.backend)
 
     redis_client = providers.Singleton(
-        redis_family.redis_client, config.redis_url, config.concurrency
+        redis_family.redis_client, config.redis_url, config.concurrency, config.redis_cluster
     )
     redis_keys = providers.Singleton(redis_family.redis_keys, config.namespace)
     sql_engine = providers.Singleton(sql_family.sql_engine, config.database_url, config.concurrency)

@@ -1,9 +1,11 @@
 """Shared fixtures of the contract suites: a fake clock, Redis clients, unique namespaces.
 
 Each suite is a base class (not named ``Test*``) with abstract factory fixtures, subclassed
-once per adapter family: memory (fake clock), fakeredis, and real Redis at
-``PLAITA_TEST_REDIS_URL`` (skipped when unset). Redis clients run with and without
-``decode_responses`` because adapters must work with both.
+once per adapter family: memory (fake clock), fakeredis, and real Redis. Every real-Redis
+test runs twice, on the single node at ``PLAITA_TEST_REDIS_URL`` and on the Redis Cluster
+whose seed node is ``PLAITA_TEST_REDIS_CLUSTER_URL`` (each skipped when its variable is
+unset; ``scripts/test`` sets both): the same suite, another topology. Redis clients run with
+and without ``decode_responses`` because adapters must work with both.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from plaita.adapters.redis.keys import RedisKeys
 
 REDIS_URL_VARIABLE = "PLAITA_TEST_REDIS_URL"
 REDIS_SKIP_REASON = f"{REDIS_URL_VARIABLE} is unset; CI always sets it"
+REDIS_CLUSTER_URL_VARIABLE = "PLAITA_TEST_REDIS_CLUSTER_URL"
+REDIS_CLUSTER_SKIP_REASON = f"{REDIS_CLUSTER_URL_VARIABLE} is unset; CI always sets it"
 
 Elapse = Callable[[int], Awaitable[None]]
 
@@ -92,12 +96,36 @@ async def fake_redis(decode_responses: bool) -> AsyncIterator[redis.Redis]:
     await client.aclose()
 
 
-@pytest.fixture
-async def real_redis(decode_responses: bool, namespace: str) -> AsyncIterator[redis.Redis]:
+@pytest.fixture(params=["node", "cluster"])
+def redis_topology(request: pytest.FixtureRequest) -> str:
+    """Which real Redis a test talks to: the single node or the cluster."""
+    return str(request.param)
+
+
+def real_redis_client(topology: str, *, decode_responses: bool, **options: object) -> redis.Redis:
+    """A client of the real Redis of ``topology``; skips the test when it is not configured.
+
+    The cluster client is redis-py's ``RedisCluster``: it follows MOVED and ASK and keeps a
+    pool per node. Adapters take either (``plaita.adapters.redis.client.RedisClient``).
+    """
+    if topology == "cluster":
+        url = os.environ.get(REDIS_CLUSTER_URL_VARIABLE)
+        if not url:
+            pytest.skip(REDIS_CLUSTER_SKIP_REASON)
+        return redis.RedisCluster.from_url(  # type: ignore[return-value]
+            url, decode_responses=decode_responses, **options
+        )
     url = os.environ.get(REDIS_URL_VARIABLE)
     if not url:
         pytest.skip(REDIS_SKIP_REASON)
-    client = redis.Redis.from_url(url, decode_responses=decode_responses)
+    return redis.Redis.from_url(url, decode_responses=decode_responses, **options)
+
+
+@pytest.fixture
+async def real_redis(
+    decode_responses: bool, namespace: str, redis_topology: str
+) -> AsyncIterator[redis.Redis]:
+    client = real_redis_client(redis_topology, decode_responses=decode_responses)
     yield client
     created = [key async for key in client.scan_iter(match=f"{namespace}:*", count=1000)]
     if created:
