@@ -251,11 +251,17 @@ def settings_from(**values: Any) -> Settings:
     try:
         return Settings(**given)
     except ValidationError as exc:
-        problems = "\n".join(
-            f"  {'.'.join(str(p) for p in e['loc'])}: {e['msg']} (got {e.get('input')!r})"
-            for e in exc.errors()
-        )
+        problems = "\n".join(_problem_line(e) for e in exc.errors())
         raise click.UsageError(f"invalid configuration:\n{problems}") from None
+
+
+def _problem_line(error: Any) -> str:
+    """One line of a settings error: the field and its value, or a rule across fields alone."""
+    if not error["loc"]:
+        # A rule across settings (a model validator): its message names the values itself.
+        return f"  {error['msg'].removeprefix('Value error, ')}"
+    field = ".".join(str(part) for part in error["loc"])
+    return f"  {field}: {error['msg']} (got {error.get('input')!r})"
 
 
 def warn_fallbacks(warnings: Iterable[ConfigWarning], logger: logging.Logger = log) -> None:
@@ -284,6 +290,19 @@ def named_errors(redis_url: str | None = None) -> Iterator[None]:
         raise click.ClickException(
             f"cannot reach Redis at {redis_url}: {exc}. Is it running, and is the URL "
             "right (--redis-url / PLAITA_REDIS_URL)?"
+        ) from None
+    except redis.exceptions.RedisClusterException as exc:
+        raise click.ClickException(
+            f"cannot use the Redis Cluster whose seed is {redis_url}: {str(exc).rstrip('.')}. "
+            "Is the cluster "
+            "up, is the URL one of its nodes, and is it a cluster at all (for a single Redis, "
+            "drop --redis-cluster / PLAITA_REDIS_CLUSTER)?"
+        ) from None
+    except (redis.exceptions.MovedError, redis.exceptions.AskError) as exc:
+        raise click.ClickException(
+            f"{redis_url} is a node of a Redis Cluster (it redirected a key to {exc.host}:"
+            f"{exc.port}): add --redis-cluster (or PLAITA_REDIS_CLUSTER=1) so the client "
+            "follows the cluster's slots"
         ) from None
 
 

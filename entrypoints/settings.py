@@ -7,6 +7,7 @@ import socket
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import attrs
 from pydantic import Field, ValidationError, computed_field, field_validator, model_validator
@@ -101,6 +102,17 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return tuple(m.strip() for m in value.split(",") if m.strip())
         return value
+
+    @model_validator(mode="after")
+    def _a_cluster_has_only_database_0(self) -> Settings:
+        database = urlsplit(self.redis_url).path.strip("/")
+        if self.redis_cluster and database not in ("", "0"):
+            raise ValueError(
+                f"redis_url {self.redis_url!r} names database {database}, but a Redis Cluster "
+                "has only database 0: drop the '/<db>' from the URL, or drop --redis-cluster "
+                "(PLAITA_REDIS_CLUSTER) for a single Redis"
+            )
+        return self
 
     @model_validator(mode="after")
     def _sql_needs_a_database(self) -> Settings:

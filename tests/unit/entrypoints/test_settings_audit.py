@@ -112,6 +112,14 @@ async def redis_address(settings: Settings) -> object:
     return (kwargs["host"], kwargs["port"], kwargs["db"])
 
 
+async def redis_client_kind(settings: Settings) -> object:
+    """The client the container builds (never connected): a single node's or a cluster's."""
+    client = build_container(settings).redis_client()
+    kind = type(client).__name__
+    await client.aclose()
+    return kind
+
+
 async def dead_letters_kept(settings: Settings) -> object:
     """How many of three dead letters the DLQ keeps (its cap, W10)."""
     queue = container_of(settings).queue()
@@ -227,6 +235,12 @@ def tokens_named(name: str) -> str:
 PROBES: dict[str, Probe] = {
     "backend": Probe("redis", sync(lambda c: type(c.queue()).__name__), "RedisTaskQueue"),
     "redis_url": Probe("redis://10.1.2.3:6390/4", redis_address, ("10.1.2.3", 6390, 4)),
+    "redis_cluster": Probe(
+        True,
+        redis_client_kind,
+        "RedisCluster",
+        extra={"backend": "redis", "redis_url": "redis://10.1.2.3:7000"},
+    ),
     "storage": Probe(
         "sql",
         sync(lambda c: type(c.executions()).__name__),
