@@ -112,9 +112,15 @@ def real_redis_client(topology: str, *, decode_responses: bool, **options: objec
         url = os.environ.get(REDIS_CLUSTER_URL_VARIABLE)
         if not url:
             pytest.skip(REDIS_CLUSTER_SKIP_REASON)
-        return redis.RedisCluster.from_url(  # type: ignore[return-value]
-            url, decode_responses=decode_responses, **options
-        )
+        connection_class = options.pop("connection_class", None)
+        cluster = redis.RedisCluster.from_url(url, decode_responses=decode_responses, **options)
+        if connection_class is not None:
+            # RedisCluster takes no connection class of its own: give every node it builds,
+            # and the seed it starts from, the recording one (tests that count the wire).
+            cluster.nodes_manager.connection_kwargs["connection_class"] = connection_class
+            for node in cluster.nodes_manager.startup_nodes.values():
+                node.connection_class = connection_class
+        return cluster  # type: ignore[return-value]
     url = os.environ.get(REDIS_URL_VARIABLE)
     if not url:
         pytest.skip(REDIS_SKIP_REASON)

@@ -13,7 +13,6 @@ commands. Run on fakeredis and on the real Redis at ``PLAITA_TEST_REDIS_URL``.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, TypeVar
 
@@ -25,7 +24,11 @@ from redis.asyncio.connection import Connection
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.lease import RedisLeaseManager
 from plaita.adapters.redis.storage import RedisExecutionRepository
+from plaita.application.tenancy import tenant_scope
 from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.tenancy import DEFAULT_TENANT
+
+from .conftest import real_redis_client
 
 NOW_MS = 1_760_000_000_000
 STEPS = 1000
@@ -128,6 +131,10 @@ class CheckpointCosts:
     def wire(self) -> Wire:
         return Wire()
 
+    def save_round_trips(self, store: RedisExecutionRepository) -> int:
+        """A steady-state save: the script and the index update, pipelined in one write."""
+        return 1
+
     @pytest.fixture
     def client(self, wire: Wire) -> redis.Redis:
         raise NotImplementedError
@@ -157,8 +164,8 @@ class CheckpointCosts:
 
             await store.save(current, fence=fence, previous=previous)
 
-            assert wire.round_trips == 1
-            assert wire.commands() == ["EVALSHA", "ZADD"]
+            assert wire.round_trips == self.save_round_trips(store)
+            assert sorted(wire.commands()) == ["EVALSHA", "ZADD"]
             previous = current
         report(request, round_trips_per_save=wire.round_trips)
         assert await store.load("x:cost") == previous
@@ -178,7 +185,7 @@ class CheckpointCosts:
             current = step(previous, number)
             wire.clear()
             await store.save(current, fence=fence, previous=previous)
-            assert wire.round_trips == 1
+            assert wire.round_trips == self.save_round_trips(store)
             sent[number] = wire.bytes
             previous = current
 
@@ -214,12 +221,15 @@ async def wired_fake_redis(wire: Wire) -> AsyncIterator[redis.Redis]:
 
 
 @contextlib.asynccontextmanager
-async def wired_real_redis(wire: Wire, keys: RedisKeys) -> AsyncIterator[redis.Redis]:
-    """The real Redis at PLAITA_TEST_REDIS_URL, recorded; the namespace is cleaned after."""
-    url = os.environ.get("PLAITA_TEST_REDIS_URL")
-    if not url:
-        pytest.skip("PLAITA_TEST_REDIS_URL is unset; CI always sets it")
-    client = redis.Redis.from_url(url, connection_class=recording(Connection, wire))
+async def wired_real_redis(
+    wire: Wire, keys: RedisKeys, topology: str = "node"
+) -> AsyncIterator[redis.Redis]:
+    """The real Redis of ``topology`` (the single node or the cluster), recorded; the
+    namespace is cleaned after. On the cluster one write is one round trip to one node: a
+    pipeline over keys of two nodes is two writes, sent concurrently."""
+    client = real_redis_client(
+        topology, decode_responses=False, connection_class=recording(Connection, wire)
+    )
     try:
         yield client
     finally:
@@ -242,3 +252,25 @@ class TestRedisCheckpointCosts(CheckpointCosts):
     async def client(self, wire: Wire, keys: RedisKeys) -> AsyncIterator[redis.Redis]:
         async with wired_real_redis(wire, keys) as client:
             yield client
+
+
+@pytest.mark.redis
+class TestRedisClusterCheckpointCosts(CheckpointCosts):
+    """On the cluster the script goes to the execution's node and the index update to the
+    index's: one write each, sent concurrently — two round trips when they are two nodes."""
+
+    @pytest.fixture
+    async def client(self, wire: Wire, keys: RedisKeys) -> AsyncIterator[redis.Redis]:
+        async with wired_real_redis(wire, keys, "cluster") as client:
+            self._client = client
+            self._keys = keys
+            yield client
+
+    def save_round_trips(self, store: RedisExecutionRepository) -> int:
+        cluster: Any = self._client
+        with tenant_scope(DEFAULT_TENANT):
+            keys = [self._keys.execution_state("x:cost"), self._keys.executions()]
+        nodes = {
+            cluster.nodes_manager.get_node_from_slot(cluster.keyslot(key)).name for key in keys
+        }
+        return len(nodes)

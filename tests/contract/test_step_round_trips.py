@@ -34,11 +34,13 @@ from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.handlers import HandlerRegistry
+from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.step import ProcessTask, StepSettings
 from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED
+from plaita.domain.tenancy import DEFAULT_TENANT
 
 from .test_checkpoint_costs import Wire, wired_fake_redis, wired_real_redis
 
@@ -102,13 +104,17 @@ class StepRoundTrips:
     def client(self, wire: Wire) -> redis.Redis:
         raise NotImplementedError
 
+    def execution_id(self, base: str) -> str:
+        """The id a measured dispatch runs under (the cluster picks where it lands)."""
+        return base
+
     async def dispatch_round_trips(
         self, step: ProcessTask, catalog: FlowCatalog, wire: Wire, length: int, prefix: str = ""
     ) -> int:
         flow = (await catalog.register(chain(length), owner=SHARED)).flow
         now = SystemClock().now_ms()
         warm = TaskEnvelope.start(
-            execution_id=f"{prefix}warm-{length}",
+            execution_id=self.execution_id(f"{prefix}warm-{length}"),
             flow_id=flow.flow_id,
             version="1",
             params={},
@@ -117,7 +123,7 @@ class StepRoundTrips:
         )
         await step(warm)  # loads the scripts and caches the flow
         envelope = TaskEnvelope.start(
-            execution_id=f"{prefix}x-{length}",
+            execution_id=self.execution_id(f"{prefix}x-{length}"),
             flow_id=flow.flow_id,
             version="1",
             params={},
@@ -170,3 +176,37 @@ class TestRedisStepRoundTrips(StepRoundTrips):
     async def client(self, wire: Wire, keys: RedisKeys) -> AsyncIterator[redis.Redis]:
         async with wired_real_redis(wire, keys) as client:
             yield client
+
+
+@pytest.mark.redis
+class TestRedisClusterStepRoundTrips(StepRoundTrips):
+    """The same step on the 3-master cluster: P2 holds (the checkpoint's script and index
+    update may be two writes to two nodes, sent concurrently)."""
+
+    @pytest.fixture
+    async def client(self, wire: Wire, keys: RedisKeys) -> AsyncIterator[redis.Redis]:
+        async with wired_real_redis(wire, keys, "cluster") as client:
+            self._cluster: Any = client
+            self._keys = keys
+            yield client
+
+    def execution_id(self, base: str) -> str:
+        """An id whose keys live on another node than the executions index: the dearer case,
+        where each checkpoint is one write to each of two nodes. Every measured dispatch
+        lands the same way, so the fixed costs still cancel out."""
+
+        def node_of(key: str) -> str:
+            return str(
+                self._cluster.nodes_manager.get_node_from_slot(self._cluster.keyslot(key)).name
+            )
+
+        with tenant_scope(DEFAULT_TENANT):
+            index = node_of(self._keys.executions())
+            # Always the same other node, so no measured dispatch opens a new connection.
+            primaries = self._cluster.nodes_manager.get_nodes_by_server_type("primary")
+            target = min(str(node.name) for node in primaries if node.name != index)
+            for suffix in range(1000):
+                candidate = f"{base}-{suffix}"
+                if node_of(self._keys.execution_state(candidate)) == target:
+                    return candidate
+        raise AssertionError("no execution id lands apart from the index in 1000 tries")
