@@ -1,11 +1,14 @@
-"""Durable steps per second of one worker process on a real Redis (P1).
+"""Durable steps per second of worker processes on a real Redis or Redis Cluster (P1, K1).
 
 One run: in a fresh namespace, register a flow of N no-op async task nodes and an end node,
-enqueue E start carriers on the Redis task queue, then run ONE worker — the real
+enqueue E start carriers on the Redis task queue, then run the worker — the real
 ``entrypoints.worker.Worker`` loop, wired by ``build_container`` for the Redis backend as
 ``plaita worker`` wires it (dead-letter guard, leases, registry record, delay queue) — until
 every execution is completed. The handler comes from a tiny module the script provides
 through the container's ``handlers`` provider (a ``HandlerRegistry`` with an importer).
+``--workers K`` (K > 1) runs K worker processes instead of one in this process, each with its
+own container and consumer name; ``--redis-cluster`` makes ``--redis-url`` a seed node of a
+Redis Cluster (as ``plaita worker --redis-cluster`` does).
 
 Reported per run:
 
@@ -24,6 +27,8 @@ whatever happened; the namespace is deleted at the end of each run.
     .venv/bin/python bench/worker_throughput.py                  # 3 runs, 200 x 10, ≤ ~90 s
     .venv/bin/python bench/worker_throughput.py --concurrency 16 --runs 1
     .venv/bin/python bench/worker_throughput.py --runs 1 --profile   # + cProfile top 10
+    .venv/bin/python bench/worker_throughput.py --redis-url redis://127.0.0.1:7000 \
+        --redis-cluster --workers 2                                   # the cluster, 2 workers
 
 Performance is measured here, never in timed unit tests (the P requirements).
 """
@@ -36,6 +41,7 @@ import contextlib
 import cProfile
 import io
 import json
+import multiprocessing
 import os
 import platform
 import pstats
@@ -52,10 +58,12 @@ from dependency_injector import providers
 
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.application.handlers import HandlerRegistry
+from plaita.application.tenancy import tenant_scope
 from plaita.domain.envelope import TaskEnvelope
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED
+from plaita.domain.tenancy import DEFAULT_TENANT
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.settings import Settings
 
@@ -110,15 +118,18 @@ def percentile(samples: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
-def container_for(args: argparse.Namespace, namespace: str) -> tuple[Settings, Container]:
+def container_for(
+    args: argparse.Namespace, namespace: str, worker: int = 0
+) -> tuple[Settings, Container]:
     settings = Settings(
         backend="redis",
         redis_url=args.redis_url,
+        redis_cluster=args.redis_cluster,
         namespace=namespace,
         handler_modules=(HANDLER_MODULE,),
         concurrency=args.concurrency,
         read_block_ms=args.read_block_ms,
-        consumer_name=f"{namespace}-worker",
+        consumer_name=f"{namespace}-worker-{worker}",
         drain_timeout_seconds=5.0,
     )
     container = build_container(settings)
@@ -165,16 +176,103 @@ async def delete_namespace(client: redis.Redis, namespace: str) -> int:
     return deleted
 
 
+def observer_client(args: argparse.Namespace) -> redis.Redis:
+    """The poll's, the CPU probe's and the clean-up's own client: not the worker's pool."""
+    if args.redis_cluster:
+        cluster = redis.RedisCluster.from_url(args.redis_url, decode_responses=True)
+        return cluster  # type: ignore[return-value]
+    return redis.Redis.from_url(args.redis_url, decode_responses=True)
+
+
+def worker_process(
+    args: argparse.Namespace, namespace: str, number: int, ready: Any, go: Any, stop: Any
+) -> None:
+    """A worker process of a ``--workers K`` run: its own container, built and connected
+    before the clock starts (``ready``), working from ``go`` until ``stop`` is set."""
+
+    async def run() -> None:
+        _, container = container_for(args, namespace, number)
+        worker = container.worker()
+        await container.redis_client().ping()
+        ready.set()
+        await asyncio.to_thread(go.wait, 60)
+        halt = asyncio.Event()
+        running = asyncio.create_task(worker.run(halt))
+        while not stop.is_set() and not running.done():
+            await asyncio.sleep(0.02)
+        halt.set()
+        await asyncio.wait_for(running, 15)
+        await container.redis_client().aclose()
+
+    asyncio.run(run())
+
+
+class Workers:
+    """The run's workers: one ``Worker`` in this process, or ``--workers`` processes."""
+
+    def __init__(self, args: argparse.Namespace, namespace: str, container: Container) -> None:
+        self._args, self._namespace, self._container = args, namespace, container
+        self._context = multiprocessing.get_context("spawn")
+        self._stop_all = self._context.Event()
+        self._go = self._context.Event()
+        self._processes: list[Any] = []
+        self._task: asyncio.Task[None] | None = None
+        self._halt = asyncio.Event()
+
+    async def prepare(self) -> None:
+        """Worker processes started, their containers built and connected (not yet working)."""
+        if self._args.workers == 1:
+            return
+        readies = []
+        for number in range(self._args.workers):
+            ready = self._context.Event()
+            process = self._context.Process(
+                target=worker_process,
+                args=(self._args, self._namespace, number, ready, self._go, self._stop_all),
+                daemon=True,
+            )
+            process.start()
+            self._processes.append(process)
+            readies.append(ready)
+        for ready in readies:
+            if not await asyncio.to_thread(ready.wait, 60):
+                raise RuntimeError("a worker process was not ready within 60 s")
+
+    def start(self) -> None:
+        if self._args.workers == 1:
+            self._task = asyncio.create_task(self._container.worker().run(self._halt))
+        self._go.set()
+
+    async def stop(self) -> None:
+        self._halt.set()
+        self._stop_all.set()
+        if self._task is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._task), 10)
+            if not self._task.done():
+                self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for process in self._processes:
+            await asyncio.to_thread(process.join, 20)
+            if process.is_alive():
+                process.kill()
+                await asyncio.to_thread(process.join, 5)
+
+
 async def one_run(args: argparse.Namespace, profiler: cProfile.Profile | None = None) -> RunResult:
     namespace = f"plaita-bench-{uuid.uuid4().hex[:12]}"
     _, container = container_for(args, namespace)
-    # The poll, the CPU probe and the clean-up have their own client: not the worker's pool.
-    observer = redis.Redis.from_url(args.redis_url, decode_responses=True)
+    observer = observer_client(args)
     try:
         await observer.ping()
         flow = (await container.flows().register(chain(args.nodes), owner=SHARED)).flow
         queue = container.queue()
         await queue.ensure_group()
+        # Worker processes start (imports, connections) before the carriers go in, so that
+        # neither the wall time nor the enqueue → done latency counts their start-up.
+        workers = Workers(args, namespace, container)
+        await workers.prepare()
         new_id = container.ids().new_id
         ids: list[str] = []
         enqueued_ms: dict[str, int] = {}
@@ -194,16 +292,14 @@ async def one_run(args: argparse.Namespace, profiler: cProfile.Profile | None = 
             ids.append(execution_id)
             enqueued_ms[execution_id] = now_ms
 
-        worker = container.worker()
-        stop = asyncio.Event()
         deadline = time.monotonic() + args.timeout
         if profiler is not None:
             profiler.enable()
         redis_cpu = await redis_cpu_seconds(observer)
-        cpu = time.process_time()
+        cpu = process_cpu_seconds()
         started = time.monotonic()
         started_ms = time.time_ns() // 1_000_000
-        running = asyncio.create_task(worker.run(stop))
+        workers.start()
         try:
             await wait_completed(
                 observer,
@@ -213,18 +309,13 @@ async def one_run(args: argparse.Namespace, profiler: cProfile.Profile | None = 
                 deadline=deadline,
             )
             observed = time.monotonic() - started
-            cpu = time.process_time() - cpu
             redis_cpu = await redis_cpu_seconds(observer) - redis_cpu
         finally:
-            stop.set()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(running), 10)
-            if not running.done():
-                running.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await running
+            await workers.stop()
             if profiler is not None:
                 profiler.disable()
+        # Worker processes' CPU is known once they have exited (this process's included).
+        cpu = process_cpu_seconds() - cpu
 
         executions = container.executions()
         states = [await executions.load(execution_id) for execution_id in ids]
@@ -261,24 +352,47 @@ async def one_run(args: argparse.Namespace, profiler: cProfile.Profile | None = 
             await container.redis_client().aclose()
 
 
+def process_cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished children (the worker processes)."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def per_node(info: dict[str, Any]) -> list[dict[str, Any]]:
+    """INFO of one node, or of every primary of a cluster (a dict per node name)."""
+    if "redis_version" in info or "used_cpu_user" in info:
+        return [info]
+    return [node for node in info.values() if isinstance(node, dict)]
+
+
 async def redis_cpu_seconds(client: redis.Redis) -> float:
-    info = await client.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+    """CPU seconds of the Redis server, or of every primary of the cluster, summed."""
+    if isinstance(client, redis.RedisCluster):
+        info = await client.info("cpu", target_nodes=redis.RedisCluster.PRIMARIES)
+    else:
+        info = await client.info("cpu")
+    nodes = per_node(info)
+    return sum(float(node["used_cpu_user"]) + float(node["used_cpu_sys"]) for node in nodes)
 
 
-async def redis_version(url: str) -> str:
-    client = redis.Redis.from_url(url, decode_responses=True)
+async def redis_version(args: argparse.Namespace) -> str:
+    client = observer_client(args)
     try:
-        info = await client.info("server")
-        return str(info.get("redis_version", "?"))
+        nodes = per_node(await client.info("server"))
+        version = str(nodes[0].get("redis_version", "?")) if nodes else "?"
+        return f"{version} cluster of {len(nodes)} primaries" if args.redis_cluster else version
     finally:
         await client.aclose()
 
 
 def table(results: list[RunResult], args: argparse.Namespace) -> str:
     lines = [
-        f"| run ({args.executions} x {args.nodes} no-op tasks + end, concurrency "
-        f"{args.concurrency}) | completed | durable steps | wall s | steps/s "
+        f"| run ({args.executions} x {args.nodes} no-op tasks + end, {args.workers} "
+        f"worker{'s' if args.workers > 1 else ''} x concurrency {args.concurrency}) "
+        "| completed | durable steps | wall s | steps/s "
         "| enqueue→done p50 / p99 ms | in worker p50 / p99 ms | CPU worker / redis |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -305,7 +419,7 @@ def table(results: list[RunResult], args: argparse.Namespace) -> str:
 
 
 async def main_async(args: argparse.Namespace) -> tuple[str, list[RunResult], str | None]:
-    version = await redis_version(args.redis_url)
+    version = await redis_version(args)
     results = [await one_run(args) for _ in range(args.runs)]
     report = None
     if args.profile:
@@ -331,6 +445,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=64, help="worker concurrency")
     parser.add_argument("--read-block-ms", type=int, default=50)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--redis-cluster", action="store_true", help="--redis-url is a Redis Cluster seed node"
+    )
+    parser.add_argument("--workers", type=int, default=1, help="worker processes (1 = in here)")
     parser.add_argument("--timeout", type=float, default=20.0, help="seconds per run, at most")
     parser.add_argument("--poll-ms", type=int, default=50, help="completion poll interval")
     parser.add_argument("--profile", action="store_true", help="one more run under cProfile")
@@ -342,6 +460,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--nodes must be between 1 and 1000")
     if not 1 <= args.concurrency <= 10_000:
         parser.error("--concurrency must be between 1 and 10000")
+    if not 1 <= args.workers <= 16:
+        parser.error("--workers must be between 1 and 16")
+    if args.profile and args.workers > 1:
+        parser.error("--profile profiles the in-process worker: use it with --workers 1")
     if not 1 <= args.runs <= 20:
         parser.error("--runs must be between 1 and 20")
     if not 0 < args.timeout <= 300:
@@ -354,7 +476,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
-    version, results, profile = asyncio.run(main_async(args))
+    # The bench's own reads (the completion poll, the final loads) are the default tenant's;
+    # the worker opens each carrier's tenant scope itself (W24).
+    with tenant_scope(DEFAULT_TENANT):
+        version, results, profile = asyncio.run(main_async(args))
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     print(
         f"plaita worker throughput — python {platform.python_version()}, redis {version}, "
