@@ -116,7 +116,7 @@ def real_redis_client(topology: str, *, decode_responses: bool, **options: objec
         cluster = redis.RedisCluster.from_url(url, decode_responses=decode_responses, **options)
         if connection_class is not None:
             # RedisCluster takes no connection class of its own: give every node it builds,
-            # and the seed it starts from, the recording one (tests that count the wire).
+            # and the startup node it begins with, the recording one (tests that count the wire).
             cluster.nodes_manager.connection_kwargs["connection_class"] = connection_class
             for node in cluster.nodes_manager.startup_nodes.values():
                 node.connection_class = connection_class
