@@ -354,7 +354,7 @@ async def wired(
             topology, decode_responses=decode_responses, connection_class=recorded
         )
         if isinstance(client, redis.RedisCluster):
-            # RedisCluster.from_url drops connection_class: give it to the seed node and to
+            # RedisCluster.from_url drops connection_class: give it to the startup node and to
             # the nodes the client discovers, before it connects anywhere.
             client.connection_kwargs["connection_class"] = recorded
             for node in client.startup_nodes:
