@@ -3,7 +3,9 @@
 The index holds every execution id of a tenant, scored by its last update. Its members live
 in other hash slots than their states, so a page of them is read with a pipeline, not one
 snapshot, and an id whose state is gone (expired after the retention, deleted, a rejected
-save) is taken out of the index after the walk, by a script that checks the state again.
+save) is taken out of the index after the walk by the index pruner (``index_pruning``): a
+script on the index alone removes it, then the state is read again, and an id whose state
+was saved meanwhile is put back.
 """
 
 from __future__ import annotations
