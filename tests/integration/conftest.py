@@ -357,7 +357,7 @@ class ClusterPlaita(Plaita):
         return self._redis
 
     def close_redis(self) -> None:
-        """Drop the in-test client (after a failover, the next one starts from the seed)."""
+        """Drop the in-test client (after a failover, the next one starts from a seed node)."""
         if self._redis is not None:
             self._redis.close()
             self._redis = None

@@ -378,7 +378,7 @@ def test_kill_9_of_a_redis_master_mid_run_every_execution_still_ends(
     # The master of the task queue's slot (stream, delay queue), which also holds about a
     # third of the executions' checkpoints: the hardest one to lose.
     victim = cluster.master_for_key(plaita.stream)
-    # The runner's processes (and the reaper) start from the seed: it must survive the kill.
+    # The runner's processes (and the reaper) start from its seed node: it must outlive the kill.
     assert f":{victim.port}" not in plaita.redis_url, (victim, plaita.redis_url)
     poll(
         lambda: (
