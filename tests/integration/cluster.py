@@ -347,6 +347,93 @@ def _replication(node: ClusterNode) -> dict[str, object]:
     return info
 
 
+class MasterKill:
+    """The kill of one master, and the failover after it (see ``kill_master``).
+
+    Used as a context manager, it first cuts the master's replicas off (``cut=True``): each
+    replica is SIGSTOPped and the master drops their links (``CLIENT KILL TYPE replica``), so
+    every write the master acknowledges from then on is lost at the failover, as asynchronous
+    replication allows. :meth:`kill` then kills the master (``kill -9``, by its pid) and lets
+    the replicas go on; leaving the block does so too, whatever happened. Keep the cut shorter
+    than the cluster's node timeout, or the stopped replicas are flagged as failing.
+    """
+
+    def __init__(self, cluster: PrivateCluster, master_port: int, *, cut: bool) -> None:
+        self.cluster = cluster
+        topology = cluster.topology()
+        (self.master,) = [n for n in topology if n.port == master_port and n.is_master]
+        self.replicas = [
+            cluster.node(n.port) for n in topology if n.master_id == self.master.node_id
+        ]
+        assert self.replicas, f"the master on {master_port} has no replica to promote"
+        self.victim = cluster.node(master_port)
+        self._cut = cut
+        self._stopped: list[ClusterNode] = []
+        self._written = 0
+        self._killed_at: float | None = None
+        self.killed_pid = self.victim.pid
+
+    def __enter__(self) -> MasterKill:
+        if self._cut:
+            for replica in self.replicas:
+                os.kill(replica.pid, signal.SIGSTOP)
+                self._stopped.append(replica)
+            self.victim.ask("CLIENT", "KILL", "TYPE", "replica")
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._resume_replicas()
+
+    def _resume_replicas(self) -> None:
+        while self._stopped:
+            os.kill(self._stopped.pop().pid, signal.SIGCONT)
+
+    def kill(self) -> None:
+        """``kill -9`` the master; the replicas (if cut off) go on at once."""
+        try:
+            # Where the master's replication stream stood just before the kill (a lower bound).
+            self._written = int(str(_replication(self.victim)["master_repl_offset"]))
+            self.cluster.kill(self.victim.port)
+            self._killed_at = time.monotonic()
+        finally:
+            self._resume_replicas()
+
+    def wait_for_failover(self, timeout: float = 20) -> Failover:
+        """Wait until one of the replicas serves the old master's slots and the cluster is ok."""
+        assert self._killed_at is not None, "kill() first"
+        ports = {replica.port for replica in self.replicas}
+        slots = self.master.slots
+
+        def promoted() -> int | None:
+            try:
+                now = self.cluster.topology()
+            except AssertionError:
+                return None
+            for node in now:
+                if node.port in ports and node.is_master and node.slots == slots:
+                    return node.port if self.cluster.state_ok() else None
+            return None
+
+        port = int(
+            _wait(
+                promoted,
+                timeout=timeout,
+                what=f"a replica of {self.victim.port} to take over\n{self.cluster.logs()}",
+            )
+        )
+        seconds = time.monotonic() - self._killed_at
+        # A promoted replica's second_repl_offset is one past the last byte it had received.
+        received = int(str(_replication(self.cluster.node(port))["second_repl_offset"])) - 1
+        return Failover(
+            killed_port=self.victim.port,
+            killed_pid=self.killed_pid,
+            promoted_port=port,
+            seconds=seconds,
+            lost_bytes=max(0, self._written - received),
+            slots=slots,
+        )
+
+
 def kill_master_and_wait_for_failover(
     cluster: PrivateCluster,
     master_port: int,
@@ -358,59 +445,9 @@ def kill_master_and_wait_for_failover(
     slots and the cluster is ok again.
 
     With ``cut_replication_seconds``, its replicas stop receiving its writes that long before
-    the kill (each replica is SIGSTOPped, the master drops their links with ``CLIENT KILL
-    TYPE replica``, and the replicas are SIGCONTed right after the kill): every write the
-    master acknowledged in that window is lost at the failover, as asynchronous replication
-    allows. Keep it below the cluster's node timeout, or the stopped replicas are flagged.
+    the kill (:class:`MasterKill`): what the master acknowledged meanwhile is lost.
     """
-    topology = cluster.topology()
-    (master,) = [n for n in topology if n.port == master_port and n.is_master]
-    replicas = [cluster.node(n.port) for n in topology if n.master_id == master.node_id]
-    assert replicas, f"the master on {master_port} has no replica to promote"
-    victim = cluster.node(master_port)
-    stopped: list[ClusterNode] = []
-    try:
-        if cut_replication_seconds > 0:
-            for replica in replicas:
-                os.kill(replica.pid, signal.SIGSTOP)
-                stopped.append(replica)
-            victim.ask("CLIENT", "KILL", "TYPE", "replica")
-            time.sleep(cut_replication_seconds)
-        # Where the master's replication stream stood just before the kill (a lower bound).
-        written = int(str(_replication(victim)["master_repl_offset"]))
-        killed_pid = victim.pid
-        cluster.kill(master_port)
-    finally:
-        for replica in stopped:
-            os.kill(replica.pid, signal.SIGCONT)
-    killed_at = time.monotonic()
-    ports = {replica.port for replica in replicas}
-
-    def promoted() -> int | None:
-        try:
-            now = cluster.topology()
-        except AssertionError:
-            return None
-        for node in now:
-            if node.port in ports and node.is_master and node.slots == master.slots:
-                return node.port if cluster.state_ok() else None
-        return None
-
-    port = int(
-        _wait(
-            promoted,
-            timeout=timeout,
-            what=f"a replica of {master_port} to take over\n{cluster.logs()}",
-        )
-    )
-    seconds = time.monotonic() - killed_at
-    # A promoted replica's second_repl_offset is one past the last byte it had received.
-    received = int(str(_replication(cluster.node(port))["second_repl_offset"])) - 1
-    return Failover(
-        killed_port=master_port,
-        killed_pid=killed_pid,
-        promoted_port=port,
-        seconds=seconds,
-        lost_bytes=max(0, written - received),
-        slots=master.slots,
-    )
+    with MasterKill(cluster, master_port, cut=cut_replication_seconds > 0) as kill:
+        time.sleep(cut_replication_seconds)
+        kill.kill()
+    return kill.wait_for_failover(timeout)
