@@ -1,12 +1,13 @@
 """The event bus on Redis: the composed event ports plus a listener on the notification stream
 (V3, V6, V9; ADR 0006).
 
-Publishing writes the inbox, then the event record and its notification (``EventLog.append``),
-exactly like ``PublishEvent``. Every bus instance runs one listener that reads the
-notification stream with plain XREAD (no consumer group), so every process sees every event,
-whoever appended it: it wakes this process's ``wait_for_event`` calls and dispatches to this
-process's handlers. Handled marks (``SET NX`` with a TTL, written after a handler succeeded)
-keep a re-published event from running a handler that already succeeded for it.
+Publishing writes the inbox, then the event record and, once it is stored, its notification
+(``EventLog.append``), exactly like ``PublishEvent``. Every bus instance runs one listener
+that reads the notification stream with plain XREAD (no consumer group), so every process
+sees every event, whoever appended it: it wakes this process's ``wait_for_event`` calls and
+dispatches to this process's handlers. Handled marks (``SET NX`` with a TTL, written after a
+handler succeeded; ``handled_marks``) keep a re-published event from running a handler that
+already succeeded for it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ from collections.abc import Sequence
 import attrs
 import redis.asyncio as redis
 
+from plaita.adapters.redis.connections import (
+    TRANSIENT_ERRORS,
+    close_client,
+    drop_idle_connections,
+)
+from plaita.adapters.redis.handled_marks import RedisHandledMarks
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.streams import entries_of_read, text, text_fields, undecoded
 from plaita.application.event_bus import (
@@ -44,8 +51,6 @@ from plaita.domain.events import (
 
 log = logging.getLogger("plaita.events.bus")
 
-#: As long as the event record itself: a re-publish within it does not re-run a handler.
-HANDLED_MARK_TTL_SECONDS = 7 * 24 * 60 * 60
 #: How long one XREAD blocks; bounds how late the listener notices a cancelled read.
 LISTENER_BLOCK_MS = 1000
 LISTENER_STOP_TIMEOUT_S = 5.0
@@ -64,28 +69,6 @@ class NotificationError(Exception):
         self.event_id = event_id
 
 
-class RedisHandledMarks:
-    """HandledMarks as ``{ns}:evdone:{<event_id>}:<handler_id>`` keys with a TTL."""
-
-    def __init__(
-        self, client: redis.Redis, keys: RedisKeys, *, ttl_seconds: int = HANDLED_MARK_TTL_SECONDS
-    ) -> None:
-        if ttl_seconds <= 0:
-            raise ValueError(f"a handled mark ttl must be > 0 seconds, got {ttl_seconds}")
-        self._client = client
-        self._keys = keys
-        self._ttl_seconds = ttl_seconds
-
-    async def is_handled(self, event_id: str, handler_id: str) -> bool:
-        return bool(await self._client.exists(self._keys.event_handled(event_id, handler_id)))
-
-    async def mark_handled(self, event_id: str, handler_id: str) -> None:
-        # NX: a second success (two processes raced) keeps the first mark and its TTL.
-        await self._client.set(
-            self._keys.event_handled(event_id, handler_id), "1", nx=True, ex=self._ttl_seconds
-        )
-
-
 @attrs.define(eq=False)
 class _Wait:
     subscription: EventSubscription
@@ -96,9 +79,10 @@ class _Wait:
 class RedisEventBus(BusRegistrations):
     """EventBus on Redis, composed of the event ports it is given and its own listener.
 
-    ``client`` serves the listener and the handled marks; ``owns_client=True`` hands it to the
-    bus, which then closes it and its connection pool in ``close()`` (a client shared with
-    other adapters is left open). ``resources`` are further things the bus owns and releases
+    ``client`` (a ``Redis`` or a ``RedisCluster``) serves the listener and the handled marks;
+    ``owns_client=True`` hands it to the bus, which then closes it and its connection pool (a
+    cluster client's: every node's) in ``close()`` (a client shared with other adapters is
+    left open). ``resources`` are further things the bus owns and releases
     at close, before the client.
     """
 
@@ -338,8 +322,8 @@ class RedisEventBus(BusRegistrations):
             return
         try:
             event = await self._events.get(event_id)
-        except (redis.ConnectionError, redis.TimeoutError):
-            raise  # transient: the listener reads this notification again after its backoff
+        except TRANSIENT_ERRORS:
+            raise  # the listener reads this notification again after its backoff
         except Exception as exc:
             # One unreadable record must not stop the listener for every later event.
             raise NotificationError(message_id, event_id) from exc
@@ -387,12 +371,10 @@ class RedisEventBus(BusRegistrations):
                 )
 
     async def _close_client(self) -> None:
-        # Explicitly with the pool: a client built around an injected pool would otherwise
-        # leave its connections open (auto_close_connection_pool is False there).
-        await self._client.aclose(close_connection_pool=True)
+        await close_client(self._client)
 
     async def _drop_private_loop_connections(self) -> None:
-        await self._client.connection_pool.disconnect(inuse_connections=False)
+        await drop_idle_connections(self._client)
 
 
 def _retrieve(task: asyncio.Task[None]) -> None:

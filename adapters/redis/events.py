@@ -12,6 +12,23 @@ Keys (deployment-wide; a record carries its tenant, and listings filter by it):
 
 An index member outlives its record by up to 7 days; listings skip and prune the dead ones
 they meet, and ``prune_indexes`` walks the indexes a bounded budget at a time.
+
+These keys lie in different hash slots of a Redis Cluster (a record's hash tag is its event
+id), so no MULTI or MGET spans them. An append is two steps, in this order:
+
+1. one non-transactional pipeline: the record with its TTL, its two index entries, the
+   registry and the index TTLs — one round trip on a single node, which runs them in order,
+   record first; on a cluster one per node, side by side, landing in any order;
+2. once step 1 succeeded, and only then, the notification on the stream.
+
+A crash inside or between the steps loses nothing: the publisher got an error and may
+publish again with the same event id, which rewrites the same record and index members and
+notifies (a second notification of one event is harmless: filtering is idempotent in effect
+and handled marks keep a handler from running twice). Until then an index member without
+its record is skipped by listings and pruned; a record without index entries is listed by
+no one and expires with its TTL; a record indexed but not notified is found by the
+reconciler's re-scan of the time index (V5). No notification is ever written before its
+record, so an event filter never reads one naming an event not stored yet.
 """
 
 from __future__ import annotations
@@ -68,7 +85,8 @@ class RedisEventLog:
         by_type = self._keys.events_by_type(event.event_type)
         by_time = self._keys.events_by_time()
         registry = self._keys.event_indexes()
-        async with self._client.pipeline(transaction=True) as pipe:
+        # Step 1 (see the module's docstring): keys of four slots, so not one MULTI.
+        async with self._client.pipeline(transaction=False) as pipe:
             pipe.set(self._keys.event(event.event_id), record, px=self._ttl_ms)
             pipe.zadd(by_type, {event.event_id: event.timestamp_ms})
             pipe.zadd(by_time, {event.event_id: event.timestamp_ms})
@@ -78,19 +96,28 @@ class RedisEventLog:
                 # existing one and never shortens it (Redis >= 7.0).
                 pipe.pexpire(key, self._ttl_ms, nx=True)
                 pipe.pexpire(key, self._ttl_ms, gt=True)
-            pipe.xadd(self._stream.stream, {_EVENT_ID_FIELD: event.event_id})
+            # Raises the first failed command's error: then no notification is written.
             await pipe.execute()
+        # Step 2: the notification, after the record is stored.
+        await self._stream.add({_EVENT_ID_FIELD: event.event_id})
 
     async def get(self, event_id: str) -> Event | None:
         record = await self._client.get(self._keys.event(event_id))
         return None if record is None else Event.from_json(json.loads(record))
 
     async def _candidates(self, index: str, ids: Sequence[str]) -> tuple[list[Event], int]:
-        """The records of ``ids`` in one MGET, in index order, and how many dead ids (expired
-        records) were pruned from ``index``."""
+        """The records of ``ids`` in index order, and how many dead ids (expired records) were
+        pruned from ``index``.
+
+        One pipeline of GETs: one round trip on a single node, one per node on a cluster,
+        where the records lie in as many slots as there are ids and a MGET is refused.
+        """
         if not ids:
             return [], 0
-        records = await self._client.mget([self._keys.event(i) for i in ids])
+        async with self._client.pipeline(transaction=False) as pipe:
+            for event_id in ids:
+                pipe.get(self._keys.event(event_id))
+            records = await pipe.execute()
         dead = [i for i, record in zip(ids, records, strict=True) if record is None]
         pruned = await self._pruner.prune(index, dead) if dead else 0
         return [

@@ -18,10 +18,14 @@ _FIELDS = tuple(field.name for field in attrs.fields(WorkerInstance))
 class RedisWorkerRegistry:
     """WorkerRegistry on ``{ns}:worker:{<instance_id>}`` (JSON, PX ttl) and ``{ns}:workers``.
 
-    The two keys live in different hash slots, so ``put`` writes them in one pipelined round
-    trip, not atomically: the id is added to the set first, so a record is never written
-    without its id. ``list`` drops ids whose record expired; a worker whose id was pruned in
-    the instant between those two writes is listed again at its next heartbeat.
+    The two keys live in different hash slots, so ``put`` writes them in one non-transactional
+    pipeline, not atomically: one round trip on a single node, where the id is added to the
+    set first; on a Redis Cluster the two go to their nodes side by side and either may land
+    first. Every partial state heals by itself: ``list`` drops ids whose record is missing
+    (expired, or not written yet), a record whose id is missing or was dropped is listed again
+    at its worker's next heartbeat (every ``put`` adds the id again), and a record whose
+    worker died expires with its TTL. What decides (the W5 conflict table) reads the record
+    by ``get``; the id set only serves ``list``.
     """
 
     def __init__(self, client: redis.Redis, keys: RedisKeys) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -32,7 +31,8 @@ from plaita.domain.errors import (
 )
 from plaita.domain.events import Event, EventSubscription, RetryPolicy
 
-REDIS_URL_VARIABLE = "PLAITA_TEST_REDIS_URL"  # as tests/contract/conftest.py
+from .conftest import real_redis_client
+
 LOGGER = "plaita.events.bus"
 BOUND_S = 5.0
 
@@ -613,14 +613,24 @@ class TestRedisEventBus(RedisOnlyChecks, EventBusContract):
 
     @staticmethod
     async def connections_named(client: redis.Redis, name: str) -> int:
-        listed = await client.client_list()
+        """Connections of that name to the Redis (on a cluster: to any of its nodes)."""
+        if isinstance(client, redis.RedisCluster):
+            await client.initialize()  # a client that sent nothing yet knows no node
+            listed = [
+                connection
+                for node in client.get_nodes()
+                for connection in await client.client_list(target_nodes=node)
+            ]
+        else:
+            listed = await client.client_list()
         return sum(1 for connection in listed if connection.get("name") == name)
 
     async def test_close_closes_an_owned_client_and_its_pool(
-        self, real_redis: redis.Redis, keys: RedisKeys
+        self, real_redis: redis.Redis, keys: RedisKeys, redis_topology: str
     ) -> None:
+        """V9: the owned client's pool is closed (on a cluster: every node's)."""
         name = f"plaita-bus-{uuid.uuid4().hex[:12]}"
-        owned = redis.Redis.from_url(os.environ[REDIS_URL_VARIABLE], client_name=name)
+        owned = real_redis_client(redis_topology, decode_responses=False, client_name=name)
         bus = redis_bus(owned, keys, owns_client=True, sleep=no_sleep)
         await bus.start()
         await bus.publish(event())
@@ -631,10 +641,10 @@ class TestRedisEventBus(RedisOnlyChecks, EventBusContract):
         assert await self.connections_named(real_redis, name) == 0
 
     async def test_close_leaves_a_client_it_does_not_own_open(
-        self, real_redis: redis.Redis, keys: RedisKeys
+        self, real_redis: redis.Redis, keys: RedisKeys, redis_topology: str
     ) -> None:
         name = f"plaita-bus-{uuid.uuid4().hex[:12]}"
-        shared = redis.Redis.from_url(os.environ[REDIS_URL_VARIABLE], client_name=name)
+        shared = real_redis_client(redis_topology, decode_responses=False, client_name=name)
         try:
             bus = redis_bus(shared, keys, sleep=no_sleep)
             await bus.start()
@@ -647,14 +657,15 @@ class TestRedisEventBus(RedisOnlyChecks, EventBusContract):
             await shared.aclose()
 
 
-def test_redis_publish_sync_without_any_loop_leaves_the_client_usable_on_the_next_loop() -> None:
+@pytest.mark.redis
+def test_redis_publish_sync_without_any_loop_leaves_the_client_usable_on_the_next_loop(
+    redis_topology: str,
+) -> None:
     """A private loop's connections die with it; the bus drops them so the next loop's
-    commands open fresh ones instead of failing with "Event loop is closed"."""
-    url = os.environ.get(REDIS_URL_VARIABLE)
-    if not url:
-        pytest.skip(f"{REDIS_URL_VARIABLE} is unset; CI always sets it")
+    commands open fresh ones instead of failing with "Event loop is closed" (on a cluster:
+    every node's, and the client maps the slots again)."""
     keys = RedisKeys(f"plaita-test-{uuid.uuid4().hex}")
-    client = redis.Redis.from_url(url)
+    client = real_redis_client(redis_topology, decode_responses=False)
     bus = redis_bus(client, keys, owns_client=True)
 
     bus.publish_sync(event("ev-sync"))

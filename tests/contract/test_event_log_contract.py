@@ -13,7 +13,7 @@ from plaita.adapters.memory.events import MemoryEventLog
 from plaita.adapters.redis.events import RedisEventLog
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.application.ports import Clock, EventLog
-from plaita.domain.events import Event
+from plaita.domain.events import Event, EventQuery
 
 Elapse = Callable[[int], Awaitable[None]]
 Reopen = Callable[[EventLog], EventLog]
@@ -204,6 +204,45 @@ class RedisEventKeyChecks:
         for notification in reclaimed:
             await ready.ack_notification(notification.notification_id)
         assert await ready.reclaim_notifications("rescuer", min_idle_ms=0, count=10) == []
+
+    async def test_a_failed_record_step_writes_no_notification_and_a_retry_stores_once(
+        self, log: EventLog, redis_client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        """An append is two steps (one slot each on a cluster has no shared MULTI): record
+        and indexes, then the notification. When the first fails the publisher gets the
+        error and no event filter hears of the event; the same append again stores it and
+        notifies once."""
+        broken = keys.events_by_time()
+        await redis_client.set(broken, "not a sorted set")  # its ZADD fails: WRONGTYPE
+
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            await log.append(event())
+        assert await redis_client.exists(keys.event_notifications()) == 0
+
+        await redis_client.delete(broken)
+        await log.append(event())
+        await log.ensure_group()
+        assert event_ids(await log.read_notifications("filter-a", count=10, block_ms=0)) == ["ev:1"]
+        assert await log.get("ev:1") == event()
+        assert await redis_client.zscore(broken, "ev:1") == event().timestamp_ms
+
+    async def test_a_failed_notification_step_leaves_the_event_stored_and_indexed(
+        self, log: EventLog, redis_client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        """A crash after the first step loses nothing: the record and its time index entry
+        are there for the reconciler's re-scan (V5), and the retried append notifies."""
+        stream = keys.event_notifications()
+        await redis_client.set(stream, "not a stream")  # its XADD fails: WRONGTYPE
+
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            await log.append(event())
+        assert await log.get("ev:1") == event()
+        assert await log.list(EventQuery(limit=10)) == [event()]
+
+        await redis_client.delete(stream)
+        await log.append(event())
+        await log.ensure_group()
+        assert event_ids(await log.read_notifications("filter-a", count=10, block_ms=0)) == ["ev:1"]
 
     async def test_record_has_a_seven_day_ttl_and_a_type_index_entry(
         self, ready: EventLog, redis_client: redis.Redis, keys: RedisKeys

@@ -4,14 +4,12 @@ memory twin, fakeredis and real Redis."""
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
 import attrs
 import fakeredis
 import pytest
-import redis.asyncio as redis
 
 from plaita.adapters.memory.controls import MemoryExecutionControls
 from plaita.adapters.memory.counters import MemoryCounterStore
@@ -53,7 +51,7 @@ from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED
 
 from ..unit.application.conftest import SequentialIds, handler_registry
-from .conftest import REDIS_SKIP_REASON, REDIS_URL_VARIABLE, FakeClock
+from .conftest import FakeClock, real_redis_client
 
 #: Two waits for the same event type in a row: one event must never satisfy both.
 TWO_WAITS = {
@@ -152,16 +150,14 @@ def start(clock: FakeClock) -> TaskEnvelope:
 
 @contextlib.asynccontextmanager
 async def redis_client(kind: str, namespace: str) -> AsyncIterator[Any]:
-    """fakeredis answering bytes, or the real Redis answering str: both modes get covered."""
+    """fakeredis answering bytes, or a real Redis answering str (``redis-node``, the single
+    node; ``redis-cluster``, the cluster): both modes and both topologies get covered."""
     if kind == "fakeredis":
         fake = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer(), decode_responses=False)
         yield fake
         await fake.aclose()
         return
-    url = os.environ.get(REDIS_URL_VARIABLE)
-    if not url:
-        pytest.skip(REDIS_SKIP_REASON)
-    client = redis.Redis.from_url(url, decode_responses=True)
+    client = real_redis_client(kind.removeprefix("redis-"), decode_responses=True)
     try:
         yield client
     finally:
@@ -171,7 +167,7 @@ async def redis_client(kind: str, namespace: str) -> AsyncIterator[Any]:
         await client.aclose()
 
 
-@pytest.fixture(params=["memory", "fakeredis", "redis"])
+@pytest.fixture(params=["memory", "fakeredis", "redis-node", "redis-cluster"])
 async def world(
     request: pytest.FixtureRequest, clock: FakeClock, keys: RedisKeys, namespace: str
 ) -> AsyncIterator[World]:
