@@ -9,23 +9,46 @@ Keys (all deployment-wide; a record carries its tenant, and listings filter by i
   ``created_at_ms``, so a listing reads them oldest first a page at a time;
 - ``{ns}:subs:indexes`` the registry of index keys that exist, walked by the janitor.
 
-Subscriptions have no TTL, so neither have their indexes. ``add`` and ``remove`` change the
-record and every index entry in one script; an index member whose record vanished anyway
-(evicted, deleted by hand) is pruned when a read meets it and by ``prune_indexes``.
+Subscriptions have no TTL, so neither have their indexes. A record and its index entries live
+in different hash slots (Redis Cluster), so a write is two steps, the record first:
+
+1. ``add`` swaps the record in with ``SET … GET``, which answers the record it replaced;
+   ``remove`` takes it out with ``GETDEL``, which answers the record it deleted;
+2. one pipeline then changes the index entries: the id leaves the indexes of the replaced
+   or deleted record that the new one does not share, joins the new record's indexes, whose
+   keys join the registry; and the record is read back last.
+
+A crash between the steps loses nothing. After an ``add`` the record is stored, and the
+caller, who got an error, adds it again: the swap answers the same record and the entries
+are written (entries of the record before it that the new one does not share stay behind,
+stale: see below). After a ``remove`` the index entries name a record that is gone: every
+reader skips such a member, and the first listing or janitor pass that meets it prunes it
+(``index_pruning``), as it prunes a member whose record was evicted or deleted by hand. The
+entries a reader must never lack are the live record's, and step 2 writes them after the
+record exists, so a prune that races with it puts back what it took.
+
+Two writers of one id may interleave their steps, and one's removals undo the other's
+entries: step 2 reads the record back after its index changes, and when the record is not
+the one this write left, it writes the entries of the record as it is now (and removes
+nothing). On a single node the pipeline runs in order, so an entry can be stale (its record
+moved to other indexes) but never missing. On a cluster the read-back goes to the record's
+node while the removals go to the indexes' nodes at the same time: an entry goes missing
+only if the other writer's swap and its index entries both land between the two. Every
+reader checks a candidate against the index it came from, so a stale entry is skipped; it
+is pruned once its record is removed.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import redis.asyncio as redis
 
 from plaita.adapters.redis.index_pruning import IndexPruner, in_every_index
 from plaita.adapters.redis.keys import RedisKeys
-from plaita.adapters.redis.scripts import read_script
 from plaita.adapters.redis.streams import text
-from plaita.domain.errors import SubscriptionWriteConflictError
 from plaita.domain.events import (
     EventSubscription,
     SubscriptionIndex,
@@ -34,9 +57,6 @@ from plaita.domain.events import (
 )
 from plaita.domain.janitor import listing_page_size
 
-#: Attempts of an add or remove whose record keeps changing between its read and its write.
-_WRITE_ATTEMPTS = 16
-
 
 class RedisSubscriptionStore:
     """SubscriptionStore and IndexJanitor on the keys above."""
@@ -44,8 +64,6 @@ class RedisSubscriptionStore:
     def __init__(self, client: redis.Redis, keys: RedisKeys) -> None:
         self._client = client
         self._keys = keys
-        self._add = client.register_script(read_script("subscription_add"))
-        self._remove = client.register_script(read_script("subscription_remove"))
         self._pruner = IndexPruner(
             client,
             registry=keys.subscription_indexes(),
@@ -78,54 +96,67 @@ class RedisSubscriptionStore:
         return build(value)
 
     async def add(self, subscription: EventSubscription) -> None:
+        """Two round trips on a single node: the record, then its index entries."""
+        subscription_id = subscription.subscription_id
+        key = self._keys.subscription(subscription_id)
         record = _record(subscription)
+        previous = await self._client.set(key, record, get=True)
         new_keys = self._index_keys(subscription)
-        # Most adds are of a new id: expect no record, and learn the current one otherwise.
-        expected = ""
-        for _ in range(_WRITE_ATTEMPTS):
-            old_keys = [] if not expected else self._index_keys(_parse(expected))
-            written, current = await self._add(
-                keys=[
-                    self._keys.subscription(subscription.subscription_id),
-                    self._keys.subscription_indexes(),
-                    *new_keys,
-                    *old_keys,
-                ],
-                args=[
-                    expected,
-                    record,
-                    subscription.subscription_id,
-                    subscription.created_at_ms,
-                    len(new_keys),
-                ],
-            )
-            if int(written) == 1:
-                return
-            expected = text(current)
-        raise SubscriptionWriteConflictError(
-            f"subscription {subscription.subscription_id!r} changed under {_WRITE_ATTEMPTS} "
-            "attempts to store it; another process keeps rewriting it. Nothing was written: "
-            "retry the step"
+        old_keys = [] if previous is None else self._index_keys(_parse(text(previous)))
+        await self._reindex(
+            subscription_id,
+            leave=[index for index in old_keys if index not in new_keys],
+            join=subscription,
+            written=record,
         )
 
     async def remove(self, subscription_id: str) -> bool:
-        key = self._keys.subscription(subscription_id)
-        current = await self._client.get(key)
-        for _ in range(_WRITE_ATTEMPTS):
-            if current is None:
-                return False
-            record = text(current)
-            outcome, changed = await self._remove(
-                keys=[key, self._keys.subscription_indexes(), *self._index_keys(_parse(record))],
-                args=[record, subscription_id],
-            )
-            if int(outcome) >= 0:
-                return int(outcome) == 1
-            current = changed
-        raise SubscriptionWriteConflictError(
-            f"subscription {subscription_id!r} changed under {_WRITE_ATTEMPTS} attempts to "
-            "remove it; another process keeps rewriting it. Nothing was removed: retry"
+        """Two round trips on a single node: the record, then its index entries."""
+        previous = await self._client.getdel(self._keys.subscription(subscription_id))
+        if previous is None:
+            return False
+        await self._reindex(
+            subscription_id,
+            leave=self._index_keys(_parse(text(previous))),
+            join=None,
+            written=None,
         )
+        return True
+
+    async def _reindex(
+        self,
+        subscription_id: str,
+        *,
+        leave: Sequence[str],
+        join: EventSubscription | None,
+        written: str | None,
+    ) -> None:
+        """Step 2 of a write: the id leaves ``leave`` and joins ``join``'s indexes, in one
+        pipeline that reads the record back last (``written``: the record step 1 left)."""
+        key = self._keys.subscription(subscription_id)
+        async with self._client.pipeline(transaction=False) as pipe:
+            for index in leave:
+                pipe.zrem(index, subscription_id)
+            if join is not None:
+                self._queue_entries(pipe, join)
+            pipe.get(key)
+            replies = await pipe.execute()
+        current = replies[-1]
+        if current is not None and text(current) != written:
+            # Another add of this id ran between this write's two steps, and one's index
+            # changes may have undone the other's: give the record as it is now its entries.
+            # Nothing is removed here, so no entry it needs can go missing.
+            async with self._client.pipeline(transaction=False) as pipe:
+                self._queue_entries(pipe, _parse(text(current)))
+                await pipe.execute()
+
+    def _queue_entries(self, pipe: Any, subscription: EventSubscription) -> None:
+        """The subscription's index entries, then its index keys into the registry (the
+        janitor takes a vanished index off it, and looks again: index_pruning)."""
+        keys = self._index_keys(subscription)
+        for index in keys:
+            pipe.zadd(index, {subscription.subscription_id: subscription.created_at_ms})
+        pipe.sadd(self._keys.subscription_indexes(), *keys)
 
     async def get(self, subscription_id: str) -> EventSubscription | None:
         record = await self._client.get(self._keys.subscription(subscription_id))
@@ -141,8 +172,9 @@ class RedisSubscriptionStore:
     async def find_for_event(
         self, event_type: str, correlation_id: str | None
     ) -> Sequence[EventSubscription]:
-        """The correlation's subscriptions and the type's uncorrelated ones: 2 round trips,
-        however many subscriptions the type has (an index read, one MGET)."""
+        """The correlation's subscriptions and the type's uncorrelated ones: 2 round trips on
+        a single node, however many subscriptions the type has (the index reads, then the
+        candidates' records, each in one pipeline)."""
         indexes = [self._keys.subscriptions_uncorrelated(event_type)]
         if correlation_id is not None:
             indexes.append(self._keys.subscriptions_by_correlation(correlation_id))
@@ -150,11 +182,20 @@ class RedisSubscriptionStore:
             for index in indexes:
                 pipe.zrange(index, 0, -1)
             replies = await pipe.execute()
+        members = [[text(member) for member in reply] for reply in replies]
+        records = await self._records([i for group in members for i in group])
         found: list[EventSubscription] = []
-        for index, members in zip(indexes, replies, strict=True):
-            candidates, _ = await self._candidates(index, [text(m) for m in members])
-            found.extend(candidates)
-        matching = [s for s in found if s.event_type == event_type]
+        at = 0
+        for index, group in zip(indexes, members, strict=True):
+            alive, _ = await self._alive(index, group, records[at : at + len(group)])
+            found.extend(alive)
+            at += len(group)
+        # A stale entry (its record moved on, see the module's docstring) is skipped.
+        matching = [
+            s
+            for s in found
+            if s.event_type == event_type and s.correlation_id in (None, correlation_id)
+        ]
         return _oldest_first(matching)
 
     async def _choose(self, query: SubscriptionQuery) -> SubscriptionIndex | None:
@@ -173,11 +214,26 @@ class RedisSubscriptionStore:
     async def _candidates(
         self, index: str, ids: Sequence[str]
     ) -> tuple[list[EventSubscription], int]:
-        """The records of ``ids`` in one MGET, in index order, and how many dead ids were
-        pruned from ``index``."""
+        """The records of ``ids`` in index order, and how many dead ids were pruned from
+        ``index``."""
+        return await self._alive(index, ids, await self._records(ids))
+
+    async def _records(self, ids: Sequence[str]) -> list[Any]:
+        """The records of ``ids`` in order, None where gone: one pipeline of GETs (one round
+        trip on a single node, one per node on a cluster, where an MGET across hash slots is
+        refused)."""
         if not ids:
-            return [], 0
-        records = await self._client.mget([self._keys.subscription(i) for i in ids])
+            return []
+        async with self._client.pipeline(transaction=False) as pipe:
+            for subscription_id in ids:
+                pipe.get(self._keys.subscription(subscription_id))
+            return list(await pipe.execute())
+
+    async def _alive(
+        self, index: str, ids: Sequence[str], records: Sequence[Any]
+    ) -> tuple[list[EventSubscription], int]:
+        """The subscriptions of ``records`` (read for ``ids`` of ``index``); the ids without
+        a record are pruned from ``index``, and how many were is the second value."""
         dead = [i for i, record in zip(ids, records, strict=True) if record is None]
         pruned = await self._pruner.prune(index, dead) if dead else 0
         return [_parse(text(record)) for record in records if record is not None], pruned

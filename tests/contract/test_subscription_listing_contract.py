@@ -2,16 +2,18 @@
 
 Every backend answers every query alike: candidates from the most selective index the query
 names, then **every** filter applied (AND), oldest first, at most ``limit``. Redis-only
-checks count what a listing sends (candidates in one MGET) and make dead index members the
-only way Redis can: by deleting records behind the store's back (an eviction, a hand-made
-``DEL``), then watch listings and the janitor prune them, at most 500 per script call.
+checks, on fakeredis, the single node and the cluster, count what a listing sends
+(candidates in one pipeline of GETs: one round trip on a single node, one per node on the
+cluster) and make dead index members the only way Redis can: by deleting records behind the
+store's back (an eviction, a hand-made ``DEL``), then watch listings and the janitor prune
+them, at most 500 per script call.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
-import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 
@@ -23,13 +25,16 @@ from hypothesis import strategies as st
 from redis.asyncio.connection import Connection
 
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.redis.index_pruning import IndexPruner, in_every_index
 from plaita.adapters.redis.keys import RedisKeys
+from plaita.adapters.redis.scripts import read_script
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
 from plaita.domain.events import EventSubscription, SubscriptionQuery
 from plaita.domain.janitor import PRUNE_BATCH
 
-from .conftest import REDIS_SKIP_REASON, REDIS_URL_VARIABLE
+from .conftest import real_redis_client
 from .test_checkpoint_costs import Wire, parse_resp, recording
+from .test_subscription_store_contract import Between
 
 Store = MemorySubscriptionStore | RedisSubscriptionStore
 MakeStore = Callable[[], Store]
@@ -332,9 +337,10 @@ class TestMemorySubscriptionListing(SubscriptionListingContract):
 
 @contextlib.asynccontextmanager
 async def wired(
-    kind: str, wire: Wire, decode_responses: bool, namespace: str
+    kind: str, wire: Wire, decode_responses: bool, namespace: str, topology: str = "node"
 ) -> AsyncIterator[redis.Redis]:
-    """A fakeredis or real Redis client whose every socket write is recorded in ``wire``."""
+    """A fakeredis or real Redis client (``topology``: the single node or the cluster) whose
+    every socket write is recorded in ``wire``."""
     client: redis.Redis
     if kind == "fake":
         client = fakeredis.FakeAsyncRedis(
@@ -343,12 +349,16 @@ async def wired(
             connection_class=recording(fakeredis.FakeAsyncRedisConnection, wire),
         )
     else:
-        url = os.environ.get(REDIS_URL_VARIABLE)
-        if not url:
-            pytest.skip(REDIS_SKIP_REASON)
-        client = redis.Redis.from_url(
-            url, decode_responses=decode_responses, connection_class=recording(Connection, wire)
+        recorded = recording(Connection, wire)
+        client = real_redis_client(
+            topology, decode_responses=decode_responses, connection_class=recorded
         )
+        if isinstance(client, redis.RedisCluster):
+            # RedisCluster.from_url drops connection_class: give it to the seed node and to
+            # the nodes the client discovers, before it connects anywhere.
+            client.connection_kwargs["connection_class"] = recorded
+            for node in client.startup_nodes:
+                node.connection_class = recorded
     try:
         yield client
     finally:
@@ -366,9 +376,53 @@ def named(wire: Wire, name: str) -> list[list[bytes]]:
     return [command for command in sent(wire) if command[0].upper() == name.encode()]
 
 
+def names(wire: Wire) -> list[bytes]:
+    """The commands sent, by name, sorted: a cluster client sends a pipeline's commands to
+    each node concurrently, so their order on the wire is not the pipeline's."""
+    return sorted(command[0].upper() for command in sent(wire))
+
+
+#: The prune script, and the SHA1 it is sent by (EVALSHA).
+PRUNE_SCRIPT = read_script("index_prune")
+PRUNE_SHA = hashlib.sha1(PRUNE_SCRIPT.encode()).hexdigest().encode()
+
+
 def prune_candidates(wire: Wire) -> list[int]:
-    """Candidates of each prune script call: EVALSHA sha numkeys index registry records…"""
-    return [int(command[2]) - 2 for command in named(wire, "EVALSHA") if int(command[2]) >= 2]
+    """Candidates of each prune script call that ran: EVALSHA <sha> 1 <index> <id>…
+
+    A server that had not seen the script answers NOSCRIPT, and the store loads it and sends
+    those calls again: the calls sent before the script was loaded are not counted.
+    """
+    calls: list[int] = []
+    for command in sent(wire):
+        name = command[0].upper()
+        if (
+            name == b"SCRIPT"
+            and command[1].upper() == b"LOAD"
+            and command[2] == PRUNE_SCRIPT.encode()
+        ):
+            calls.clear()
+        elif name == b"EVALSHA" and command[1] == PRUNE_SHA:
+            calls.append(len(command) - 4)
+    return calls
+
+
+async def registered(client: redis.Redis, keys: RedisKeys) -> set[str]:
+    """The index keys on the subscription registry."""
+    return {_text(member) for member in await client.smembers(keys.subscription_indexes())}
+
+
+def _text(value: bytes | str) -> str:
+    return value if isinstance(value, str) else value.decode()
+
+
+def round_trips(client: redis.Redis, *steps: Sequence[str]) -> int:
+    """What ``steps`` cost, each a pipeline of commands on the keys given, one after the
+    other: one round trip each on a single node; on a cluster, one per node a step's keys
+    live on (the nodes are sent to at the same time)."""
+    if not isinstance(client, redis.RedisCluster):
+        return len(steps)
+    return sum(len({client.get_node_from_key(key).name for key in step}) for step in steps)
 
 
 class RedisSubscriptionChecks:
@@ -391,10 +445,16 @@ class RedisSubscriptionChecks:
     def redis_store(self, client: redis.Redis, keys: RedisKeys) -> RedisSubscriptionStore:
         return RedisSubscriptionStore(client, keys)
 
-    async def test_candidates_come_from_the_smallest_index_in_one_mget(
-        self, redis_store: RedisSubscriptionStore, wire: Wire, request: pytest.FixtureRequest
+    async def test_candidates_come_from_the_smallest_index_in_one_pipeline(
+        self,
+        redis_store: RedisSubscriptionStore,
+        client: redis.Redis,
+        keys: RedisKeys,
+        wire: Wire,
+        request: pytest.FixtureRequest,
     ) -> None:
-        """V7: sizes in one round trip, one index read, candidates in one MGET, no GET."""
+        """V7: sizes in one round trip, one index read, candidates in one pipeline of GETs
+        (an MGET is refused across the cluster's hash slots)."""
         for n in range(300):
             await redis_store.add(
                 sub(f"s:{n}", flow_id=f"f{n % 3}", correlation_id=f"c:{n}", created_at_ms=n)
@@ -405,33 +465,43 @@ class RedisSubscriptionChecks:
             SubscriptionQuery(event_type="payment.received", correlation_id="c:7")
         )
         assert ids(found) == ["s:7"]
-        assert [c[0].upper() for c in sent(wire)] == [b"ZCARD", b"ZCARD", b"ZRANGE", b"MGET"]
-        assert wire.round_trips == 3
-        assert len(named(wire, "MGET")[0]) - 1 == 1
+        assert names(wire) == sorted([b"ZCARD", b"ZCARD", b"ZRANGE", b"GET"])
+        by_type = keys.subscriptions_by_type("payment.received")
+        by_correlation = keys.subscriptions_by_correlation("c:7")
+        assert wire.round_trips == round_trips(
+            client, [by_type, by_correlation], [by_correlation], [keys.subscription("s:7")]
+        )
         correlation_round_trips = wire.round_trips
 
         wire.clear()
         found = await redis_store.list(SubscriptionQuery(event_type="payment.received", limit=10))
         assert ids(found) == [f"s:{n}" for n in range(10)]
-        assert wire.round_trips == 2 and named(wire, "GET") == []
-        [mget] = named(wire, "MGET")
-        assert len(mget) - 1 == 10  # the type index decides the query: limit candidates
+        assert named(wire, "MGET") == []
+        # The type index decides the query: limit candidates.
+        assert len(named(wire, "GET")) == 10
+        assert wire.round_trips == round_trips(
+            client, [by_type], [keys.subscription(f"s:{n}") for n in range(10)]
+        )
 
         wire.clear()
         found = await redis_store.list(
             SubscriptionQuery(event_type="payment.received", flow_id="f1", limit=5)
         )
         assert ids(found) == [f"s:{n}" for n in (1, 4, 7, 10, 13)]
-        [mget] = named(wire, "MGET")
-        assert len(mget) - 1 == 100  # the flow index (100) beats the type index (300)
+        assert len(named(wire, "GET")) == 100  # the flow index (100) beats the type index (300)
         request.node.user_properties.append(
             ("round_trips_list_two_fields", correlation_round_trips)
         )
 
     async def test_an_events_lookup_does_not_grow_with_the_types_other_waits(
-        self, redis_store: RedisSubscriptionStore, wire: Wire
+        self,
+        redis_store: RedisSubscriptionStore,
+        client: redis.Redis,
+        keys: RedisKeys,
+        wire: Wire,
     ) -> None:
-        """V4 + P4: 300 waits of the type, the event's lookup reads 1 candidate."""
+        """V4 + P4: 300 waits of the type, the event's lookup reads 1 candidate: 2 round
+        trips on a single node (the two index reads, then the candidate)."""
         for n in range(300):
             await redis_store.add(sub(f"s:{n}", correlation_id=f"c:{n}", created_at_ms=n))
 
@@ -439,20 +509,66 @@ class RedisSubscriptionChecks:
         found = await redis_store.find_for_event("payment.received", "c:7")
 
         assert ids(found) == ["s:7"]
-        assert wire.round_trips == 2
-        [mget] = named(wire, "MGET")
-        assert len(mget) - 1 == 1
+        indexes = [
+            keys.subscriptions_uncorrelated("payment.received"),
+            keys.subscriptions_by_correlation("c:7"),
+        ]
+        assert wire.round_trips == round_trips(client, indexes, [keys.subscription("s:7")])
+        assert len(named(wire, "GET")) == 1
 
-    async def test_adding_a_new_subscription_is_one_round_trip(
-        self, redis_store: RedisSubscriptionStore, wire: Wire
+    async def test_adding_writes_the_record_then_its_index_entries(
+        self,
+        redis_store: RedisSubscriptionStore,
+        client: redis.Redis,
+        keys: RedisKeys,
+        wire: Wire,
     ) -> None:
-        await redis_store.add(sub("warm"))  # loads the script
+        """Two round trips on a single node: the record swapped in (SET … GET), then its
+        index entries and registry in one pipeline that reads the record back last."""
+        await redis_store.add(sub("warm"))
         wire.clear()
 
         await redis_store.add(sub("s:new", created_at_ms=2))
 
-        assert wire.round_trips == 1
-        assert [c[0].upper() for c in sent(wire)] == [b"EVALSHA"]
+        assert names(wire) == sorted([b"SET", *[b"ZADD"] * 5, b"SADD", b"GET"])
+        record = keys.subscription("s:new")
+        indexes = [
+            keys.subscriptions_all(),
+            keys.subscriptions_by_type("payment.received"),
+            keys.subscriptions_by_flow("orders"),
+            keys.subscriptions_by_node("wait"),
+            keys.subscriptions_by_correlation("order-7"),
+        ]
+        step_two = [*indexes, keys.subscription_indexes(), record]
+        assert wire.round_trips == round_trips(client, [record], step_two)
+        assert sent(wire)[0][0].upper() == b"SET"  # the record first
+
+    async def test_removing_deletes_the_record_then_its_index_entries(
+        self,
+        redis_store: RedisSubscriptionStore,
+        client: redis.Redis,
+        keys: RedisKeys,
+        wire: Wire,
+    ) -> None:
+        """Two round trips on a single node: GETDEL, then the index entries (and the record
+        read back, in case an add of the same id came in between)."""
+        await redis_store.add(sub("s:1", correlation_id=None))
+        wire.clear()
+
+        assert await redis_store.remove("s:1") is True
+
+        assert names(wire) == sorted([b"GETDEL", *[b"ZREM"] * 5, b"GET"])
+        record = keys.subscription("s:1")
+        indexes = [
+            keys.subscriptions_all(),
+            keys.subscriptions_by_type("payment.received"),
+            keys.subscriptions_by_flow("orders"),
+            keys.subscriptions_by_node("wait"),
+            keys.subscriptions_uncorrelated("payment.received"),
+        ]
+        assert wire.round_trips == round_trips(client, [record], [*indexes, record])
+        for index in indexes:
+            assert await client.exists(index) == 0
 
     async def test_indexes_are_sorted_sets_without_ttl(
         self, redis_store: RedisSubscriptionStore, client: redis.Redis, keys: RedisKeys
@@ -487,7 +603,7 @@ class RedisSubscriptionChecks:
         them and prunes them from the index it read, at most 500 per script call."""
         for n in range(601):
             await redis_store.add(sub(f"s:{n}", created_at_ms=n))
-        await redis_store.prune_indexes(budget=1)  # loads the prune script: no retry below
+        await client.script_load(PRUNE_SCRIPT)  # no NOSCRIPT retry below
         await client.delete(*(keys.subscription(f"s:{n}") for n in range(600)))
         wire.clear()
 
@@ -500,6 +616,28 @@ class RedisSubscriptionChecks:
         # The other indexes still hold them until the janitor or a listing passes.
         assert await client.zcard(keys.subscriptions_by_flow("orders")) == 601
 
+    async def test_a_prune_puts_back_an_entry_whose_record_was_written_again(
+        self, redis_store: RedisSubscriptionStore, client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        """The record of a member a listing found dead is written again (an add of the same
+        id) before the prune script runs: the script removes the entry, the prune reads the
+        record again and puts the entry back, with its score and its index registered."""
+        await redis_store.add(sub("s:1", created_at_ms=42))
+        index = keys.subscriptions_by_node("wait")
+        await client.srem(keys.subscription_indexes(), index)
+        pruner = IndexPruner(
+            client,
+            registry=keys.subscription_indexes(),
+            record_key=in_every_index(keys.subscription),
+        )
+
+        # As if the listing had read s:1 while its record was gone.
+        assert await pruner.prune(index, ["s:1"]) == 0
+
+        assert await client.zscore(index, "s:1") == 42
+        assert await client.sismember(keys.subscription_indexes(), index)
+        assert ids(await redis_store.list(SubscriptionQuery(node_id="wait"))) == ["s:1"]
+
     async def test_the_janitor_keeps_to_its_budget_and_empties_the_registry(
         self,
         redis_store: RedisSubscriptionStore,
@@ -511,7 +649,7 @@ class RedisSubscriptionChecks:
         most its budget, in script calls of at most 500, until nothing is left."""
         for n in range(600):
             await redis_store.add(sub(f"s:{n}", created_at_ms=n))
-        await redis_store.prune_indexes(budget=1)  # loads the prune script: no retry below
+        await client.script_load(PRUNE_SCRIPT)  # no NOSCRIPT retry below
         await client.delete(*(keys.subscription(f"s:{n}") for n in range(600)))
         wire.clear()
 
@@ -525,6 +663,56 @@ class RedisSubscriptionChecks:
         assert max(prune_candidates(wire)) <= PRUNE_BATCH
         assert await client.exists(keys.subscription_indexes()) == 0
         assert list(await redis_store.list(SubscriptionQuery())) == []
+
+    async def test_the_janitor_forgets_the_indexes_that_are_gone(
+        self, redis_store: RedisSubscriptionStore, client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        """An index the janitor finds gone leaves the registry; the live ones stay."""
+        await redis_store.add(sub("s:1", node_id="n1"))
+        await client.sadd(keys.subscription_indexes(), keys.subscriptions_by_node("gone"))
+
+        assert await redis_store.prune_indexes(budget=100) == 0
+
+        assert await registered(client, keys) == {
+            keys.subscriptions_all(),
+            keys.subscriptions_by_type("payment.received"),
+            keys.subscriptions_by_flow("orders"),
+            keys.subscriptions_by_node("n1"),
+            keys.subscriptions_by_correlation("order-7"),
+        }
+
+    async def test_the_janitor_keeps_an_index_made_again_while_it_forgets_it(
+        self, client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        """The janitor takes a gone index off the registry, then looks again: a writer that
+        registered the index earlier and added its entry just after the janitor's SREM
+        (their order on a cluster, where the two go to different nodes) keeps it registered."""
+        index = keys.subscriptions_by_node("n1")
+        await client.sadd(keys.subscription_indexes(), index)
+
+        async def entry_lands() -> None:
+            await client.zadd(index, {"s:1": 1})
+
+        janitor = RedisSubscriptionStore(Between(client, "srem", entry_lands), keys)
+        assert await janitor.prune_indexes(budget=100) == 0
+
+        assert await registered(client, keys) == {index}
+
+    async def test_a_prune_after_the_server_lost_its_scripts_loads_it_again(
+        self, redis_store: RedisSubscriptionStore, client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        """A restart or failover empties the script cache: the prune's EVALSHA meets NOSCRIPT,
+        the script is loaded and the batches are sent again."""
+        for n in range(3):
+            await redis_store.add(sub(f"s:{n}", created_at_ms=n))
+        await client.delete(keys.subscription("s:0"), keys.subscription("s:1"))
+        await client.script_flush()
+
+        found = await redis_store.list(SubscriptionQuery(event_type="payment.received"))
+
+        assert ids(found) == ["s:2"]
+        by_type = keys.subscriptions_by_type("payment.received")
+        assert [_text(m) for m in await client.zrange(by_type, 0, -1)] == ["s:2"]
 
     async def test_the_janitor_walks_past_live_members_across_ticks(
         self, redis_store: RedisSubscriptionStore, client: redis.Redis, keys: RedisKeys
@@ -554,7 +742,16 @@ class TestFakeRedisSubscriptionListing(SubscriptionListingContract, RedisSubscri
 
 @pytest.mark.redis
 class TestRedisSubscriptionListing(SubscriptionListingContract, RedisSubscriptionChecks):
+    """The same checks on the single node and on the cluster (``redis_topology``)."""
+
     kind = "real"
+
+    @pytest.fixture
+    async def client(
+        self, wire: Wire, decode_responses: bool, namespace: str, redis_topology: str
+    ) -> AsyncIterator[redis.Redis]:
+        async with wired(self.kind, wire, decode_responses, namespace, redis_topology) as client:
+            yield client
 
     @pytest.fixture
     def make_store(self, client: redis.Redis, namespace: str) -> MakeStore:

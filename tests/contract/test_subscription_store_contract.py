@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import redis.asyncio as redis
 
@@ -104,6 +106,74 @@ class RedisIndexChecks:
         await redis_client.zadd(keys.subscriptions_by_type("payment.received"), {"sub:gone": 0})
 
         assert ids(await subscriptions.find("payment.received")) == ["sub:kept"]
+
+    async def test_an_add_between_anothers_two_steps_keeps_its_entries(
+        self, redis_client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        """A record and its index entries live in different hash slots, so an add is two
+        steps: the record, then the index entries. Another add of the same id lands between
+        them (the record moves refunded → received meanwhile): the first add's step 2 drops
+        the id from the index of the record it replaced — the one the other add just wrote —
+        and, finding a record it did not write, indexes that one again."""
+        plain = RedisSubscriptionStore(redis_client, keys)
+        await plain.add(subscription("sub:1", event_type="payment.received"))
+        other = subscription("sub:1", event_type="payment.received", created_at_ms=7)
+
+        async def other_add_in_between() -> None:
+            await plain.add(other)
+
+        interleaved = RedisSubscriptionStore(
+            Between(redis_client, "set", other_add_in_between), keys
+        )
+        await interleaved.add(subscription("sub:1", event_type="payment.refunded"))
+
+        assert await plain.get("sub:1") == other
+        assert ids(await plain.find("payment.received")) == ["sub:1"]
+        # The entry the first add made is stale (its record moved on): skipped.
+        assert list(await plain.find("payment.refunded")) == []
+
+    async def test_an_add_between_a_removes_two_steps_keeps_its_entries(
+        self, redis_client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        """A remove deletes the record, then the index entries; an add of the same id lands
+        between the two: the remove's step 2 drops the entries the add just made, then finds
+        the add's record and indexes it again."""
+        plain = RedisSubscriptionStore(redis_client, keys)
+        await plain.add(subscription("sub:1"))
+        again = subscription("sub:1", created_at_ms=9)
+
+        async def add_in_between() -> None:
+            await plain.add(again)
+
+        interleaved = RedisSubscriptionStore(Between(redis_client, "getdel", add_in_between), keys)
+        assert await interleaved.remove("sub:1") is True
+
+        assert await plain.get("sub:1") == again
+        assert ids(await plain.find("payment.received")) == ["sub:1"]
+        assert ids(await plain.find_for_event("payment.received", "order-7")) == ["sub:1"]
+
+
+class Between:
+    """A client that runs ``meanwhile`` right after its first ``command`` call: another
+    writer's whole operation between the two steps of the store's own."""
+
+    def __init__(self, client: redis.Redis, command: str, meanwhile: Any) -> None:
+        self._client = client
+        self._command = command
+        self._meanwhile = meanwhile
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if name != self._command or self._meanwhile is None:
+            return attribute
+
+        async def then_meanwhile(*args: Any, **kwargs: Any) -> Any:
+            reply = await attribute(*args, **kwargs)
+            meanwhile, self._meanwhile = self._meanwhile, None
+            await meanwhile()
+            return reply
+
+        return then_meanwhile
 
 
 class TestFakeRedisSubscriptionStore(SubscriptionStoreContract, RedisIndexChecks):

@@ -1,20 +1,19 @@
--- Remove dead members from one index: ids whose record is gone or expired (V7).
--- KEYS[1] the index (sorted set), KEYS[2] the registry of index keys (set),
--- KEYS[3 ..] the record key of each candidate; ARGV[i] the id whose record is KEYS[i + 2].
--- A candidate whose record exists again (re-added since it was read) stays. At most 500
--- candidates per call: the script blocks Redis while it runs. An index that is gone
--- (emptied, or expired with its TTL) leaves the registry, so the janitor stops visiting it.
--- Returns how many members were removed.
-if #KEYS - 2 > 500 then
-  return redis.error_reply('index_prune takes at most 500 candidates per call, got ' .. (#KEYS - 2))
+-- Remove members whose record is gone from one index (V7, S1): one key, one hash slot.
+-- KEYS[1] the index (sorted set); ARGV the ids the caller found without a record.
+-- The records live in other hash slots, so the caller reads them itself, before this
+-- script and again after it, and puts back an id whose record exists again
+-- (index_pruning.py). At most 500 ids per call: the script blocks Redis while it runs.
+-- Returns each id it removed followed by the score it had: {id1, score1, id2, score2, ...}.
+if #ARGV > 500 then
+  return redis.error_reply('index_prune takes at most 500 candidates per call, got ' .. #ARGV)
 end
-local removed = 0
-for i = 3, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 0 then
-    removed = removed + redis.call('ZREM', KEYS[1], ARGV[i - 2])
+local removed = {}
+for i = 1, #ARGV do
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if score then
+    redis.call('ZREM', KEYS[1], ARGV[i])
+    removed[#removed + 1] = ARGV[i]
+    removed[#removed + 1] = score
   end
-end
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('SREM', KEYS[2], KEYS[1])
 end
 return removed
