@@ -310,10 +310,15 @@ def plaita(tmp_path: Path) -> Iterator[Plaita]:
 
 
 @contextlib.contextmanager
-def isolated_plaita(tmp_path: Path) -> Iterator[Plaita]:
-    """A runner in a namespace of its own; its processes stopped and its keys deleted after."""
-    assert REDIS_URL is not None
-    runner = Plaita(REDIS_URL, f"plaita-it-{uuid.uuid4().hex[:12]}", tmp_path)
+def isolated_plaita(tmp_path: Path, runner: Plaita | None = None) -> Iterator[Plaita]:
+    """A runner in a namespace of its own; its processes stopped and its keys deleted after.
+
+    ``runner`` (for example a :class:`ClusterPlaita`): that one instead of a runner on the
+    shared test Redis.
+    """
+    if runner is None:
+        assert REDIS_URL is not None
+        runner = Plaita(REDIS_URL, f"plaita-it-{uuid.uuid4().hex[:12]}", tmp_path)
     try:
         yield runner
     finally:
@@ -324,6 +329,69 @@ def isolated_plaita(tmp_path: Path) -> Iterator[Plaita]:
                 client.delete(key)
         finally:
             client.close()
+
+
+# --- Redis Cluster ---------------------------------------------------------------------
+
+REDIS_CLUSTER_URL_VARIABLE = "PLAITA_TEST_REDIS_CLUSTER_URL"
+DEFAULT_REDIS_CLUSTER_URL = "redis://127.0.0.1:7000"
+
+
+class ClusterPlaita(Plaita):
+    """A runner whose URL is a Redis Cluster seed, for its processes and its own clients.
+
+    Every process it starts, every ``plaita`` command it runs and every in-test container it
+    builds gets ``PLAITA_REDIS_CLUSTER=1``; :meth:`redis` is a ``RedisCluster``.
+    """
+
+    def __init__(self, redis_url: str, namespace: str, log_dir: Path) -> None:
+        super().__init__(redis_url, namespace, log_dir)
+        self.env["PLAITA_REDIS_CLUSTER"] = "1"
+
+    def redis(self) -> redis.Redis:
+        if self._redis is None:
+            self._redis = redis.RedisCluster.from_url(  # type: ignore[assignment]
+                self.redis_url, decode_responses=True
+            )
+        assert self._redis is not None
+        return self._redis
+
+    def close_redis(self) -> None:
+        """Drop the in-test client (after a failover, the next one starts from a seed node)."""
+        if self._redis is not None:
+            self._redis.close()
+            self._redis = None
+
+
+def shared_cluster_url() -> str:
+    """The shared test cluster's seed; a clear failure (never a skip) when none answers."""
+    url = os.environ.get(REDIS_CLUSTER_URL_VARIABLE) or DEFAULT_REDIS_CLUSTER_URL
+    where = (
+        f"{REDIS_CLUSTER_URL_VARIABLE}={url}"
+        if os.environ.get(REDIS_CLUSTER_URL_VARIABLE)
+        else f"{REDIS_CLUSTER_URL_VARIABLE} is unset, and its default {url}"
+    )
+    client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=2)
+    try:
+        info = client.execute_command("CLUSTER", "INFO")
+    except redis.RedisError as error:
+        pytest.fail(
+            f"no Redis Cluster answers at {url} ({where}; {error}): run the suite through "
+            "scripts/test, which starts one, or point the variable at a cluster seed"
+        )
+    finally:
+        client.close()
+    if "cluster_state:ok" not in str(info):
+        pytest.fail(f"the Redis Cluster at {url} is not serving every slot ({where}): {info}")
+    return url
+
+
+@pytest.fixture
+def cluster_plaita(tmp_path: Path) -> Iterator[Plaita]:
+    """A runner on the shared test cluster, in a namespace of its own (keys deleted after)."""
+    runner = ClusterPlaita(shared_cluster_url(), f"plaita-it-{uuid.uuid4().hex[:12]}", tmp_path)
+    with isolated_plaita(tmp_path, runner) as started:
+        yield started
 
 
 # --- the fault and poison suites' shared set-up --------------------------------------------
