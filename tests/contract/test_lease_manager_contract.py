@@ -40,8 +40,9 @@ class LeaseContract:
             generations.append(lease.generation)
             assert await leases.release(lease)
 
-        assert generations == [1, 2, 3]
-        assert await leases.current_generation("x:1") == 3
+        # Strictly increasing; the Redis families may skip ahead (a clock floor, ADR 0019).
+        assert generations == sorted(set(generations)) and generations[0] >= 1
+        assert await leases.current_generation("x:1") == generations[-1]
         assert await leases.holder("x:1") is None
 
     async def test_generations_are_counted_per_execution(self, leases: LeaseManager) -> None:
@@ -49,7 +50,10 @@ class LeaseContract:
         other = await leases.acquire("x:2", "w1", ttl_ms=10_000)
 
         assert first is not None and other is not None
-        assert (first.generation, other.generation) == (1, 1)
+        assert await leases.release(first)
+        again = await leases.acquire("x:1", "w1", ttl_ms=10_000)
+        assert again is not None and again.generation > first.generation
+        assert await leases.current_generation("x:2") == other.generation
 
     async def test_no_generation_before_the_first_acquire(self, leases: LeaseManager) -> None:
         assert await leases.current_generation("never") is None
@@ -61,14 +65,14 @@ class LeaseContract:
 
         assert await leases.acquire("x:1", "w2", ttl_ms=10_000) is None
         assert await leases.acquire("x:1", "w1", ttl_ms=10_000) is None
-        assert await leases.holder("x:1") == held
-        assert await leases.current_generation("x:1") == 1
+        assert held is not None and await leases.holder("x:1") == held
+        assert await leases.current_generation("x:1") == held.generation
 
     async def test_holder_id_may_contain_the_separator(self, leases: LeaseManager) -> None:
         held = await leases.acquire("x:1", "host|pid:42", ttl_ms=10_000)
 
         assert held is not None
-        assert await leases.holder("x:1") == Lease("x:1", "host|pid:42", 1)
+        assert await leases.holder("x:1") == Lease("x:1", "host|pid:42", held.generation)
 
     async def test_renew_by_the_holder_extends_the_lease(
         self, leases: LeaseManager, elapse: Elapse
@@ -111,13 +115,16 @@ class LeaseContract:
         assert not await leases.renew(lapsed, ttl_ms=10_000)
         assert not await leases.release(lapsed)
         taken = await leases.acquire("x:1", "w2", ttl_ms=10_000)
-        assert taken == Lease("x:1", "w2", 2)
+        assert taken is not None and taken.holder_id == "w2"
+        assert taken.generation > lapsed.generation
 
     async def test_release_lets_another_holder_acquire(self, leases: LeaseManager) -> None:
         first = await leases.acquire("x:1", "w1", ttl_ms=10_000)
         assert first is not None and await leases.release(first)
 
-        assert await leases.acquire("x:1", "w2", ttl_ms=10_000) == Lease("x:1", "w2", 2)
+        second = await leases.acquire("x:1", "w2", ttl_ms=10_000)
+        assert second is not None and second.holder_id == "w2"
+        assert second.generation > first.generation
 
     @pytest.mark.parametrize("ttl_ms", [0, -5])
     async def test_a_ttl_must_be_positive(self, leases: LeaseManager, ttl_ms: int) -> None:
@@ -162,7 +169,7 @@ class TestRedisLeaseManager(LeaseContract):
         await leases.release(held)
 
         assert await real_redis.get(keys.lease("x:1")) is None
-        assert await real_redis.get(keys.fence_generation("x:1")) in (b"1", "1")
+        assert int(await real_redis.get(keys.fence_generation("x:1"))) == held.generation
         assert await real_redis.pttl(keys.fence_generation("x:1")) == -1
 
 
@@ -197,7 +204,8 @@ class SqlLeases(SqlStores, LeaseContract):
         )
 
         winners = [lease for lease in won if lease is not None]
-        assert len(winners) == 1 and winners[0].generation == 1
+        assert len(winners) == 1 and winners[0].generation >= 1
+        assert await leases.current_generation("x:1") == winners[0].generation
         assert await leases.holder("x:1") == winners[0]
 
 

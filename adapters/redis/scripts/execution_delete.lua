@@ -13,12 +13,13 @@
 --   {'fenced', generation, updated_at}: ARGV[1] is not the current generation: nothing
 --     changed; updated_at is the stored header field (or nil) so the caller can restore the
 --     index entry its pipeline removed.
+-- #include fence_next
 local current = redis.call('GET', KEYS[1])
 if ARGV[1] ~= '' and current ~= ARGV[1] then
   return {'fenced', current, redis.call('HGET', KEYS[2], 'updated_at_ms')}
 end
 if ARGV[1] == '' and current then
-  current = redis.call('INCR', KEYS[1])
+  current = next_fence(KEYS[1])
 end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[8], KEYS[9], KEYS[10])
 local stored = redis.call('GET', KEYS[7])
