@@ -1,0 +1,157 @@
+"""The partitions of a task queue on Redis: reading them all at once, and whether a layout
+still holds carriers (``--partitions``).
+
+Reading P partitions keeps one blocking XREADGROUP per partition open, across calls: a
+carrier on any partition is taken at once, and an idle worker sends one read per partition
+per block time, never a polling loop. What such a read returns while the worker is busy
+waits in a buffer for the next call (pending on this consumer, as any carrier being
+dispatched), so a call never returns more than it asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+from collections.abc import Sequence
+
+import attrs
+import redis.asyncio as redis
+from redis.exceptions import ResponseError
+
+from plaita.adapters.redis.streams import RawStreamEntry, RedisGroupStream, text, undecoded
+
+#: One entry read from partition ``k``: (k, entry).
+PartitionEntry = tuple[int, RawStreamEntry]
+
+#: How many entries after a group's last delivery are counted when Redis cannot say (its
+#: ``lag`` is unknown once entries were deleted); the refusal says "at least" that many.
+_UNREAD_SCAN = 1000
+
+
+@attrs.define
+class _ConsumerReads:
+    reads: dict[int, asyncio.Task[list[RawStreamEntry]]] = attrs.field(factory=dict)
+    buffer: collections.deque[PartitionEntry] = attrs.field(factory=collections.deque)
+    next_sweep: int = 0
+
+    def take(self, count: int) -> list[PartitionEntry]:
+        return [self.buffer.popleft() for _ in range(min(count, len(self.buffer)))]
+
+
+class PartitionedReads:
+    """New entries of every partition for a consumer; see the module docstring."""
+
+    def __init__(self, streams: Sequence[RedisGroupStream]) -> None:
+        self._streams = list(streams)
+        self._consumers: dict[str, _ConsumerReads] = {}
+
+    async def read(self, consumer: str, *, count: int, block_ms: int) -> list[PartitionEntry]:
+        state = self._consumers.setdefault(consumer, _ConsumerReads())
+        self._collect(state)
+        if not state.buffer:
+            if block_ms <= 0:
+                await self._sweep(state, consumer, count)
+            else:
+                for partition, stream in enumerate(self._streams):
+                    if partition not in state.reads:
+                        state.reads[partition] = asyncio.ensure_future(
+                            stream.read(consumer, start=">", count=count, block_ms=block_ms)
+                        )
+                await asyncio.wait(
+                    state.reads.values(),
+                    timeout=block_ms / 1000,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                self._collect(state)
+        return state.take(count)
+
+    def in_flight(self, consumer: str) -> int:
+        """How many blocking reads ``consumer`` has open (at most one per partition)."""
+        state = self._consumers.get(consumer)
+        return 0 if state is None else sum(not task.done() for task in state.reads.values())
+
+    def forget(self, entries: Sequence[tuple[int, str]]) -> None:
+        """Drop buffered entries a reclaim just took (so no carrier is dispatched twice)."""
+        taken = set(entries)
+        for state in self._consumers.values():
+            if state.buffer:
+                state.buffer = collections.deque(
+                    (partition, entry)
+                    for partition, entry in state.buffer
+                    if (partition, entry[0]) not in taken
+                )
+
+    async def close(self) -> None:
+        """Cancel the open reads (what they had read stays pending, for reclaim)."""
+        tasks = [task for state in self._consumers.values() for task in state.reads.values()]
+        self._consumers.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _sweep(self, state: _ConsumerReads, consumer: str, count: int) -> None:
+        """Non-blocking: the partitions one after the other until ``count`` entries, starting
+        one further each call so no partition always waits for the others."""
+        start = state.next_sweep
+        state.next_sweep = (start + 1) % len(self._streams)
+        for offset in range(len(self._streams)):
+            wanted = count - len(state.buffer)
+            if wanted <= 0:
+                break
+            partition = (start + offset) % len(self._streams)
+            if partition in state.reads:
+                continue  # its blocking read delivers what arrives there
+            entries = await self._streams[partition].read(
+                consumer, start=">", count=wanted, block_ms=0
+            )
+            state.buffer.extend((partition, entry) for entry in entries)
+
+    @staticmethod
+    def _collect(state: _ConsumerReads) -> None:
+        failure: BaseException | None = None
+        for partition, task in list(state.reads.items()):
+            if not task.done():
+                continue
+            del state.reads[partition]
+            if task.cancelled():
+                continue
+            error = task.exception()
+            if error is not None:
+                failure = failure or error
+                continue
+            state.buffer.extend((partition, entry) for entry in task.result())
+        if failure is not None:
+            raise failure
+
+
+async def waiting_carriers(
+    client: redis.Redis, streams: Sequence[RedisGroupStream], delayed: Sequence[str]
+) -> int:
+    """Carriers a layout still holds: pending or unread in its streams, waiting in its delay
+    sets (the group's own view; acked entries not yet trimmed do not count)."""
+    total = 0
+    for stream in streams:
+        try:
+            groups = await client.xinfo_groups(stream.stream)
+        except ResponseError:
+            continue  # no stream: nothing waits there
+        mine = next((g for g in groups if text(g.get("name", "")) == stream.group), None)
+        if mine is None:
+            total += int(await client.xlen(stream.stream))
+            continue
+        total += int(mine.get("pending") or 0)
+        lag = mine.get("lag")
+        if lag is not None:
+            total += int(lag)
+            continue
+        last = text(mine.get("last-delivered-id", "0-0"))
+        entries = await undecoded(
+            client, "XRANGE", stream.stream, f"({last}", "+", "COUNT", _UNREAD_SCAN
+        )
+        total += len(entries or [])
+    for key in delayed:
+        total += int(await client.zcard(key))
+    return total
