@@ -24,6 +24,9 @@ from plaita.adapters.redis.streams import RawStreamEntry, RedisGroupStream, text
 #: One entry read from partition ``k``: (k, entry).
 PartitionEntry = tuple[int, RawStreamEntry]
 
+#: How long past its BLOCK a read's reply may take before a call gives up waiting for it
+#: (the read stays open and is collected by the next call).
+_REPLY_GRACE_S = 1.0
 #: How many entries after a group's last delivery are counted when Redis cannot say (its
 #: ``lag`` is unknown once entries were deleted); the refusal says "at least" that many.
 _UNREAD_SCAN = 1000
@@ -58,13 +61,23 @@ class PartitionedReads:
                         state.reads[partition] = asyncio.ensure_future(
                             stream.read(consumer, start=">", count=count, block_ms=block_ms)
                         )
-                await asyncio.wait(
-                    state.reads.values(),
-                    timeout=block_ms / 1000,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                self._collect(state)
+                await self._wait(state, block_ms)
         return state.take(count)
+
+    async def _wait(self, state: _ConsumerReads, block_ms: int) -> None:
+        """Until an open read brings entries, or every one ended empty, or the block time is
+        over. Each read ends by itself within its BLOCK (plus a round trip), so the deadline
+        has a grace: entries already there are never cut off by a client-side timer. No read
+        is reopened here: an empty partition costs one read per call."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + block_ms / 1000 + _REPLY_GRACE_S
+        while not state.buffer:
+            waiting = [task for task in state.reads.values() if not task.done()]
+            remaining = deadline - loop.time()
+            if not waiting or remaining <= 0:
+                break
+            await asyncio.wait(waiting, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            self._collect(state)
 
     def in_flight(self, consumer: str) -> int:
         """How many blocking reads ``consumer`` has open (at most one per partition)."""
