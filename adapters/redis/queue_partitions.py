@@ -88,6 +88,8 @@ class PartitionedReads:
         """Drop buffered entries a reclaim just took (so no carrier is dispatched twice)."""
         taken = set(entries)
         for state in self._consumers.values():
+            # A read that has ended holds entries as good as buffered: take them in first.
+            self._collect(state, raise_errors=False)
             if state.buffer:
                 state.buffer = collections.deque(
                     (partition, entry)
@@ -123,15 +125,19 @@ class PartitionedReads:
             state.buffer.extend((partition, entry) for entry in entries)
 
     @staticmethod
-    def _collect(state: _ConsumerReads) -> None:
+    def _collect(state: _ConsumerReads, *, raise_errors: bool = True) -> None:
+        """Move what the ended reads brought into the buffer; raise the first failure (or,
+        without ``raise_errors``, leave the failed reads for the next call to raise)."""
         failure: BaseException | None = None
         for partition, task in list(state.reads.items()):
             if not task.done():
                 continue
+            error = None if task.cancelled() else task.exception()
+            if error is not None and not raise_errors:
+                continue
             del state.reads[partition]
             if task.cancelled():
                 continue
-            error = task.exception()
             if error is not None:
                 failure = failure or error
                 continue

@@ -172,6 +172,20 @@ class PartitionsContract:
         ids = [d.envelope.execution_id for batch in batches for d in batch if d.envelope]
         assert sorted(ids) == sorted(on_partition(k, n) for k in range(P) for n in range(2))
 
+    async def test_a_buffered_carrier_a_reclaim_takes_is_not_handed_out_again(
+        self, queue: RedisTaskQueue
+    ) -> None:
+        for k in range(P):
+            await queue.enqueue(envelope(on_partition(k)))
+        [first] = await queue.read("worker-a", count=1, block_ms=50)  # the others wait
+        await asyncio.sleep(0.06)
+
+        reclaimed = await queue.reclaim("worker-a", min_idle_ms=50, count=10)
+
+        assert first.message_id in {d.message_id for d in reclaimed}
+        assert len(reclaimed) == P
+        assert await queue.read("worker-a", count=10, block_ms=50) == []
+
     async def test_ack_dead_letter_touch_and_reclaim_hit_the_carriers_partition(
         self, queue: RedisTaskQueue, client: redis.Redis, keys: RedisKeys
     ) -> None:
