@@ -69,15 +69,30 @@ class RedisDelayQueue:
 
     async def move_due(self, *, now_ms: int, limit: int = 500) -> int:
         """Up to ``limit`` due carriers, one script per partition (each atomic on its own: a
-        carrier is never in both places nor in neither); with P > 1 each call starts one
-        partition further, so no partition's timers always wait for the others'."""
+        carrier is never in both places nor in neither).
+
+        With P > 1 one pipelined peek first finds the partitions with a due carrier, so an
+        idle tick costs one round trip (one per node on a cluster), not P scripts; each call
+        starts one partition further, so no partition's timers always wait for the others'.
+        """
         if limit <= 0:
             return 0
+        if self._partitions == 1:
+            delayed, stream = self._pairs[0]
+            return int(await self._move(keys=[delayed, stream], args=[now_ms, limit]))
+        # Not transactional: split per node on a cluster, one round trip on a single node.
+        async with self._client.pipeline(transaction=False) as pipe:
+            for delayed, _stream in self._pairs:
+                pipe.zrangebyscore(delayed, "-inf", now_ms, start=0, num=1)
+            peeked = await pipe.execute()
         start = self._next_start
-        self._next_start = (start + 1) % len(self._pairs)
+        self._next_start = (start + 1) % self._partitions
         moved = 0
-        for offset in range(len(self._pairs)):
-            delayed, stream = self._pairs[(start + offset) % len(self._pairs)]
+        for offset in range(self._partitions):
+            partition = (start + offset) % self._partitions
+            if not peeked[partition]:
+                continue
+            delayed, stream = self._pairs[partition]
             moved += int(await self._move(keys=[delayed, stream], args=[now_ms, limit - moved]))
             if moved >= limit:
                 break

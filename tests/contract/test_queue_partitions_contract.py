@@ -274,6 +274,20 @@ class PartitionsContract:
             assert _execution_of(fields) == on_partition(k)
         assert await client.exists(keys.queue_delayed("default")) == 0
 
+    async def test_an_idle_timer_tick_runs_no_script(
+        self, client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        delay = RedisDelayQueue(client, keys, partitions=P)
+        await delay.schedule(envelope(on_partition(2)), due_ms=NOW + 1_000)
+        spy = CommandSpy(client)
+
+        assert await delay.move_due(now_ms=NOW) == 0
+        assert spy.sent == Counter(), "one pipelined peek, no script per partition"
+
+        assert await delay.move_due(now_ms=NOW + 1_000) == 1
+        # The one partition with a due carrier: EVALSHA (again after loading the script).
+        assert set(spy.sent) <= {"EVALSHA", "SCRIPT LOAD"} and spy.sent["EVALSHA"] in (1, 2)
+
     # --- a change of the partition count (W12) -------------------------------------------
 
     async def test_the_first_start_records_the_partition_count(
