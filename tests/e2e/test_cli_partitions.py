@@ -114,3 +114,28 @@ def test_dlq_list_covers_every_partition(namespace: str, how: str) -> None:
     assert code == 0, out
     listed = json.loads(out)["dead_letters"]
     assert sorted(entry["execution_id"] for entry in listed) == sorted(executions)
+
+
+@requires_redis
+def test_dlq_show_and_replay_find_a_dead_letter_of_any_partition(namespace: str) -> None:
+    execution_id = next(f"x-{n}" for n in range(100) if partition_of(f"x-{n}", 3) == 2)
+
+    async def dead_letter(client: redis.Redis, keys: RedisKeys) -> str:
+        queue = RedisTaskQueue(client, keys, partitions=3)
+        await queue.ensure_group()
+        await queue.enqueue(start(execution_id))
+        [delivery] = await queue.read("test", count=10, block_ms=0)
+        return await queue.dead_letter(delivery, "unknown_flow: no such flow")
+
+    dlq_id = seed(namespace, dead_letter)
+
+    code, out = invoke(namespace, "dlq", "show", dlq_id, "--json", "--partitions", "3")
+    assert code == 0, out
+    assert json.loads(out)["execution_id"] == execution_id
+    code, out = invoke(namespace, "dlq", "replay", dlq_id, "--json", "--partitions", "3")
+    assert code == 0 and json.loads(out)["outcome"] == "replayed", out
+
+    async def partition_lengths(client: redis.Redis, keys: RedisKeys) -> list[int]:
+        return [int(await client.xlen(keys.queue_stream("default", k))) for k in range(3)]
+
+    assert seed(namespace, partition_lengths) == [0, 0, 2], "the carrier and its replay"
