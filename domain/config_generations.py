@@ -2,8 +2,8 @@
 
 Three hashes, each answering a different question about a mixed pool (A2R31):
 
-- ``config_family`` (``cf1-…``): queue, group, DLQ, schema and namespace — the hard
-  compatibility key. Workers of two families read carriers that mean different things.
+- ``config_family`` (``cf1-…``): queue, group, DLQ, schema, namespace and partition count —
+  the hard compatibility key. Workers of two families read carriers that mean different things.
 - ``config_generation`` (``cfg1-…``): every semantic setting. Observability only: the
   console compares it across instances; it never gates a carrier.
 - ``budget_generation`` (``bg1-…``): max deliveries, lease TTL, carrier max age, DLQ cap —
@@ -75,16 +75,24 @@ class RuntimeConfig:
     lease_ttl_ms: int = DEFAULT_LEASE_TTL_MS
     max_carrier_age_ms: int = DEFAULT_MAX_CARRIER_AGE_MS
     dlq_max_len: int = DEFAULT_DLQ_MAX_LEN
+    #: The queue's partition count (``--partitions``): another count lays carriers out in
+    #: other streams, so it is part of the family.
+    partitions: int = 1
     other: Mapping[str, JSON] = attrs.field(factory=dict, converter=dict)
 
     def family_settings(self) -> dict[str, JSON]:
-        return {
+        family: dict[str, JSON] = {
             "namespace": self.namespace,
             "queue_name": self.queue_name,
             "consumer_group": self.consumer_group,
             "dlq_key": self.dlq_key,
             "schema_version": self.schema_version,
         }
+        # One partition is the layout every deployment had before partitions existed: left
+        # out, so its family (and every carrier stamped with it) stays what it was.
+        if self.partitions != 1:
+            family["partitions"] = self.partitions
+        return family
 
     def budget_settings(self) -> dict[str, JSON]:
         return {
@@ -209,7 +217,7 @@ def decide_consume(carrier: CarrierGenerations, worker: CarrierGenerations) -> C
             FAMILY_MISMATCH_EVENT,
             f"carrier config_family {carrier.config_family} is not this worker's "
             f"{worker.config_family}; left pending for a worker of its own family "
-            "(check queue, group, dlq, schema and namespace settings of the pool)",
+            "(check queue, group, dlq, schema, namespace and partitions settings of the pool)",
         )
     if _differ(carrier.budget_generation, worker.budget_generation):
         return ConsumeDecision(

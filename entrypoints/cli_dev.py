@@ -11,6 +11,7 @@ from plaita.entrypoints.cli_support import (
     cluster_flag,
     named_errors,
     redis_cluster_option,
+    redis_partitions_option,
     stop_on_signals,
 )
 
@@ -22,6 +23,7 @@ from plaita.entrypoints.cli_support import (
     help="Use this Redis instead of the in-memory twin (state then survives restarts).",
 )
 @redis_cluster_option
+@redis_partitions_option
 @click.option(
     "--flows",
     "flows_dir",
@@ -62,7 +64,8 @@ def dev(
         redis_url=redis_url,
         handler_modules=modules,
         database_url=database_url,
-        redis_cluster=bool(cluster_flag()),
+        redis_cluster=bool(cluster_flag().get("redis_cluster")),
+        partitions=cluster_flag().get("partitions"),
     )
 
     async def go() -> None:

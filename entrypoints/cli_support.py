@@ -166,8 +166,33 @@ redis_cluster_option = click.option(
 )
 
 
+_PARTITIONS_META = "plaita.partitions"
+
+
+def _remember_partitions(ctx: click.Context, _param: click.Parameter, value: int | None) -> None:
+    if value is not None:
+        ctx.meta[_PARTITIONS_META] = value
+
+
+#: ``--partitions`` (env PLAITA_PARTITIONS): the task queue's partition count. Beside
+#: ``--redis-url``, since every command that enqueues must lay carriers out as the workers
+#: read them; read from the click context as ``--redis-cluster`` is (``cluster_flag``).
+redis_partitions_option = click.option(
+    "--partitions",
+    type=click.IntRange(1, 1024),
+    default=None,
+    expose_value=False,
+    callback=_remember_partitions,
+    help="The task queue's partitions, 1-1024 (env PLAITA_PARTITIONS; default 1). Every "
+    "process of a deployment uses the same count; a worker refuses another one while "
+    "carriers wait in the layout of the recorded count.",
+)
+
+
 def redis_url_option(command: F) -> F:
-    """``--redis-url`` (env PLAITA_REDIS_URL), and ``--redis-cluster`` beside it."""
+    """``--redis-url`` (env PLAITA_REDIS_URL), with ``--redis-cluster`` and ``--partitions``
+    beside it."""
+    command = redis_partitions_option(command)
     command = redis_cluster_option(command)
     return click.option(
         "--redis-url",
@@ -177,13 +202,21 @@ def redis_url_option(command: F) -> F:
     )(command)
 
 
-def cluster_flag() -> dict[str, bool]:
-    """``{"redis_cluster": True}`` when this command was given ``--redis-cluster``, else ``{}``
-    (so PLAITA_REDIS_CLUSTER, read by ``Settings``, decides)."""
+def cluster_flag() -> dict[str, Any]:
+    """The settings of the flags beside ``--redis-url`` that this command was given:
+    ``{"redis_cluster": True}`` for ``--redis-cluster``, ``{"partitions": P}`` for
+    ``--partitions P``; ``{}`` without them (so PLAITA_REDIS_CLUSTER and PLAITA_PARTITIONS,
+    read by ``Settings``, decide)."""
     ctx = click.get_current_context(silent=True)
-    if ctx is not None and ctx.find_root().meta.get(_REDIS_CLUSTER_META):
-        return {"redis_cluster": True}
-    return {}
+    if ctx is None:
+        return {}
+    meta = ctx.find_root().meta
+    flags: dict[str, Any] = {}
+    if meta.get(_REDIS_CLUSTER_META):
+        flags["redis_cluster"] = True
+    if meta.get(_PARTITIONS_META) is not None:
+        flags["partitions"] = meta[_PARTITIONS_META]
+    return flags
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")

@@ -195,6 +195,7 @@ def worker(
 ) -> None:
     """Advance executions from the task stream until SIGTERM/SIGINT."""
     from plaita.domain.errors import InvalidConfigurationError
+    from plaita.domain.partitions import PartitionCountChangedError
     from plaita.entrypoints.settings import worker_settings
 
     log = logging.getLogger("plaita.worker")
@@ -237,6 +238,12 @@ def worker(
 
     async def body(container: Container) -> None:
         import_handler_modules(settings.handler_modules)
+        try:
+            # Before anything runs: another --partitions than the deployment's, while its
+            # layout still holds carriers, is refused (exit 2); a drained one is recorded.
+            await container.queue().ensure_group()
+        except PartitionCountChangedError as exc:
+            raise click.UsageError(f"{type(exc).__name__}: {exc}") from None
         container.listeners.override(lambda: [LogListener()])
         log_generations(log, "worker", container.generations())
         for flow in flows:
@@ -266,5 +273,7 @@ def worker(
                 await sender
                 await alerts.close()
             exporter.close()
+            # The blocking reads still open on the partitions end with the worker.
+            await container.queue().close()
 
     run_with_container(settings, body)

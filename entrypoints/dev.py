@@ -210,6 +210,7 @@ def dev_settings(
     handler_modules: Sequence[str],
     database_url: str | None = None,
     redis_cluster: bool = False,
+    partitions: int | None = None,
 ) -> Settings:
     """The settings of a dev process: memory unless a Redis URL is given; fast reads; state
     and definitions in a database with ``database_url`` (S4)."""
@@ -223,6 +224,8 @@ def dev_settings(
         values["redis_url"] = redis_url
     if redis_cluster:
         values["redis_cluster"] = True
+    if partitions is not None:
+        values["partitions"] = partitions
     if database_url:
         values["storage"] = "sql"
         values["database_url"] = database_url

@@ -74,3 +74,6 @@ class MemoryTaskQueue:
 
     async def trim_acknowledged(self) -> int:
         return self._stream.trim_acknowledged(min_age_ms=0)
+
+    async def close(self) -> None:
+        """Nothing to release: the twin has no open reads (the Redis queue's partitions do)."""

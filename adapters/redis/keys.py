@@ -86,15 +86,37 @@ class RedisKeys:
 
     # --- task queues ----------------------------------------------------------------
 
-    def queue_stream(self, queue_name: str) -> str:
-        return f"{self.namespace}:q:{{{queue_name}}}:stream"
+    # One partition's stream, DLQ and delay set share the hash tag ``{<queue>:p<k>}`` (one
+    # slot: the dead letter + ack MULTI and the delay move stay single-slot); ``partition``
+    # None is the unpartitioned layout (``--partitions 1``), ``{<queue>}``, as it always was.
 
-    def queue_dead_letters(self, queue_name: str) -> str:
-        return f"{self.namespace}:q:{{{queue_name}}}:dlq"
+    @staticmethod
+    def queue_tag(queue_name: str, partition: int | None = None) -> str:
+        if partition is None:
+            return f"{{{queue_name}}}"
+        return f"{{{queue_name}:p{partition}}}"
 
-    def queue_delayed(self, queue_name: str) -> str:
+    def queue_stream(self, queue_name: str, partition: int | None = None) -> str:
+        return f"{self.namespace}:q:{self.queue_tag(queue_name, partition)}:stream"
+
+    def queue_dead_letters(self, queue_name: str, partition: int | None = None) -> str:
+        return f"{self.namespace}:q:{self.queue_tag(queue_name, partition)}:dlq"
+
+    def queue_delayed(self, queue_name: str, partition: int | None = None) -> str:
         """Sorted set of carriers by due time, moved into the stream by one script (W8, V8)."""
-        return f"{self.namespace}:q:{{{queue_name}}}:delayed"
+        return f"{self.namespace}:q:{self.queue_tag(queue_name, partition)}:delayed"
+
+    @classmethod
+    def partition_key(cls, key: str, queue_name: str, partition: int | None) -> str:
+        """``key`` (an operator's ``--dlq-key``, which carries ``{<queue>}``) for one
+        partition: its queue hash tag becomes the partition's."""
+        if partition is None:
+            return key
+        return key.replace(cls.queue_tag(queue_name), cls.queue_tag(queue_name, partition), 1)
+
+    def queue_partitions(self, queue_name: str) -> str:
+        """The partition count the queue's workers last started with (``--partitions``)."""
+        return f"{self.namespace}:q:{{{queue_name}}}:partitions"
 
     def dlq_replayed(self, dlq_key: str, dlq_id: str) -> str:
         """One-time replay marker of a dead letter (W10)."""

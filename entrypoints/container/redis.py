@@ -31,7 +31,9 @@ from plaita.domain.startup import ConfigProblem
 from plaita.entrypoints.settings import Settings
 
 
-def redis_client(url: str, concurrency: int, cluster: bool = False) -> redis.Redis:
+def redis_client(
+    url: str, concurrency: int, cluster: bool = False, partitions: int = 1
+) -> redis.Redis:
     """The one client every Redis store shares: a single node, or a Redis Cluster.
 
     With ``cluster`` (``--redis-cluster``, ``PLAITA_REDIS_CLUSTER=1``) ``url`` is a seed node:
@@ -39,7 +41,11 @@ def redis_client(url: str, concurrency: int, cluster: bool = False) -> redis.Red
     MOVED/ASK and failovers. The stores run the same code on both: every script and MULTI
     touches the keys of one hash tag (ADR 0019), so the cluster client serves the command
     surface the stores use, and it is handed to them as the ``redis.Redis`` they are typed with.
+
+    With P > 1 partitions the worker holds one blocking read per partition open: P more
+    connections (per node on a cluster) than one partition needs.
     """
+    reads = 0 if partitions == 1 else partitions
     if cluster:
         return cast(
             "redis.Redis",
@@ -48,7 +54,7 @@ def redis_client(url: str, concurrency: int, cluster: bool = False) -> redis.Red
                 decode_responses=True,
                 health_check_interval=30,
                 # Per node: every in-flight dispatch holds at most one connection to a node.
-                max_connections=concurrency + 16,
+                max_connections=concurrency + 16 + reads,
             ),
         )
     # A pool that waits for a free connection instead of failing: every in-flight dispatch
@@ -57,7 +63,7 @@ def redis_client(url: str, concurrency: int, cluster: bool = False) -> redis.Red
         url,
         decode_responses=True,
         health_check_interval=30,
-        max_connections=concurrency + 16,
+        max_connections=concurrency + 16 + reads,
         timeout=30,
         # After Redis restarts, every pooled connection is dead: without one immediate retry
         # on a fresh connection, the first command on each fails after the store is back
@@ -119,13 +125,20 @@ class RedisStores(containers.DeclarativeContainer):
         group=config.consumer_group,
         dead_letter_key=config.dlq_key,
         dead_letter_max_len=config.dlq_max_len,
+        partitions=config.partitions,
     )
     flows = providers.Singleton(RedisFlowRepository, client, keys)
     subscriptions = providers.Singleton(RedisSubscriptionStore, client, keys)
     events = providers.Singleton(RedisEventLog, client, keys)
     dedup = providers.Singleton(RedisDedupStore, client, keys)
     inbox = providers.Singleton(RedisInbox, client, keys)
-    delay_queue = providers.Singleton(RedisDelayQueue, client, keys, queue_name=config.queue_name)
+    delay_queue = providers.Singleton(
+        RedisDelayQueue,
+        client,
+        keys,
+        queue_name=config.queue_name,
+        partitions=config.partitions,
+    )
     registry = providers.Singleton(RedisWorkerRegistry, client, keys)
     reconciler_cursor = providers.Singleton(RedisReconcilerCursor, client, keys)
     replay_markers = providers.Singleton(RedisReplayMarkerStore, client, keys)

@@ -27,6 +27,7 @@ def _runtime_config(
     queue_name: str,
     consumer_group: str,
     dlq_key: str,
+    partitions: int,
     dlq_max_len: int,
     max_deliveries: int,
     lease_ttl_ms: int,
@@ -64,6 +65,7 @@ def _runtime_config(
         lease_ttl_ms=lease_ttl_ms,
         max_carrier_age_ms=max_carrier_age_ms,
         dlq_max_len=dlq_max_len,
+        partitions=partitions,
         other=other,
     )
 
@@ -78,7 +80,11 @@ class Stores(containers.DeclarativeContainer):
     outages = providers.Singleton(store_outages, config.backend)
 
     redis_client = providers.Singleton(
-        redis_family.redis_client, config.redis_url, config.concurrency, config.redis_cluster
+        redis_family.redis_client,
+        config.redis_url,
+        config.concurrency,
+        config.redis_cluster,
+        config.partitions,
     )
     redis_keys = providers.Singleton(redis_family.redis_keys, config.namespace)
     sql_engine = providers.Singleton(sql_family.sql_engine, config.database_url, config.concurrency)
@@ -161,6 +167,7 @@ class Stores(containers.DeclarativeContainer):
         queue_name=config.queue_name,
         consumer_group=config.consumer_group,
         dlq_key=dlq_key,
+        partitions=config.partitions,
         dlq_max_len=config.dlq_max_len,
         max_deliveries=config.max_deliveries,
         lease_ttl_ms=config.lease_ttl_ms,

@@ -3,6 +3,10 @@
 A carrier scheduled for later is invisible to readers until ``move_due`` passes its due time;
 then it is read from the task queue exactly like an enqueued carrier. A carrier is never lost
 and never duplicated, whatever the interleaving of schedules and moves.
+
+The Redis families run it with one partition and with three (``--partitions``): each
+partition's delay set moves into its own stream. Order is a promise within a partition, so
+the tests that check an order use executions of one partition (``ONE_PARTITION``).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import asyncio
 import json
 import random
 from collections import Counter as Multiset
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol, cast
 
 import pytest
@@ -25,10 +29,13 @@ from plaita.adapters.redis.queue import RedisTaskQueue
 from plaita.application.codec import encode_envelope
 from plaita.application.ports import DelayQueue, Delivery, TaskQueue
 from plaita.domain.envelope import LEGACY_GENERATIONS, CarrierKind, ResumeType, TaskEnvelope
+from plaita.domain.partitions import partition_of
 
 from .conftest import FakeClock
 
 NOW = 1_760_000_000_000
+#: Executions whose carriers all land on partition 0 of 3 (and of 1), as raw fields do.
+ONE_PARTITION = [f"x-{n}" for n in range(200) if partition_of(f"x-{n}", 3) == 0][:8]
 
 
 class RawDelayQueue(DelayQueue, Protocol):
@@ -145,16 +152,16 @@ class DelayQueueContract:
     async def test_move_due_moves_at_most_limit(
         self, delay: RawDelayQueue, ready: TaskQueue
     ) -> None:
-        for n in range(5):
-            await delay.schedule(envelope(f"x-{n}"), due_ms=NOW + n)
+        for n, execution_id in enumerate(ONE_PARTITION[:5]):
+            await delay.schedule(envelope(execution_id), due_ms=NOW + n)
 
         assert await delay.move_due(now_ms=NOW + 10, limit=2) == 2
         assert await delay.pending() == 3
-        assert execution_ids(await read_all(ready)) == ["x-0", "x-1"]
+        assert execution_ids(await read_all(ready)) == ONE_PARTITION[:2]
         assert await delay.move_due(now_ms=NOW + 10, limit=2) == 2
         assert await delay.move_due(now_ms=NOW + 10, limit=2) == 1
         assert await delay.move_due(now_ms=NOW + 10, limit=2) == 0
-        assert execution_ids(await read_all(ready)) == ["x-2", "x-3", "x-4"]
+        assert execution_ids(await read_all(ready)) == ONE_PARTITION[2:5]
 
     @pytest.mark.parametrize("limit", [0, -1])
     async def test_a_limit_below_one_moves_nothing(
@@ -169,22 +176,24 @@ class DelayQueueContract:
     async def test_carriers_move_in_due_order_whatever_the_schedule_order(
         self, delay: RawDelayQueue, ready: TaskQueue
     ) -> None:
-        for due in (300, 100, 200, 50):
-            await delay.schedule(envelope(f"x-{due}"), due_ms=NOW + due)
+        named = dict(zip((300, 100, 200, 50), ONE_PARTITION, strict=False))
+        for due, execution_id in named.items():
+            await delay.schedule(envelope(execution_id), due_ms=NOW + due)
 
         assert await delay.move_due(now_ms=NOW + 100, limit=1) == 1
         assert await delay.move_due(now_ms=NOW + 1_000) == 3
 
-        assert execution_ids(await read_all(ready)) == ["x-50", "x-100", "x-200", "x-300"]
+        assert execution_ids(await read_all(ready)) == [named[due] for due in (50, 100, 200, 300)]
 
     async def test_only_due_carriers_move(self, delay: RawDelayQueue, ready: TaskQueue) -> None:
-        await delay.schedule(envelope("early"), due_ms=NOW - 5_000)
-        await delay.schedule(envelope("now"), due_ms=NOW)
-        await delay.schedule(envelope("later"), due_ms=NOW + 1)
+        early, now, later = ONE_PARTITION[:3]
+        await delay.schedule(envelope(early), due_ms=NOW - 5_000)
+        await delay.schedule(envelope(now), due_ms=NOW)
+        await delay.schedule(envelope(later), due_ms=NOW + 1)
 
         assert await delay.move_due(now_ms=NOW) == 2
 
-        assert execution_ids(await read_all(ready)) == ["early", "now"]
+        assert execution_ids(await read_all(ready)) == [early, now]
         assert await delay.pending() == 1
 
     async def test_two_identical_envelopes_are_two_carriers(
@@ -246,7 +255,8 @@ class DelayQueueContract:
         scheduled: Multiset[str] = Multiset()
         for _ in range(50):
             if rng.random() < 0.6:
-                execution_id = f"x-{rng.randrange(6)}"
+                # One partition: the model's order holds within one (see the docstring).
+                execution_id = ONE_PARTITION[rng.randrange(6)]
                 due = now + rng.randrange(-20, 60)
                 await delay.schedule(envelope(execution_id), due_ms=due)
                 held.append((due, execution_id))
@@ -294,21 +304,36 @@ class RedisDelayQueueContract(DelayQueueContract):
     def client(self) -> redis.Redis:
         raise NotImplementedError
 
-    @pytest.fixture
-    def queue(self, client: redis.Redis, keys: RedisKeys) -> TaskQueue:
-        return RedisTaskQueue(client, keys)
+    @pytest.fixture(params=[1, 3], ids=["p1", "p3"])
+    def partitions(self, request: pytest.FixtureRequest) -> int:
+        return int(request.param)
 
     @pytest.fixture
-    def delay(self, client: redis.Redis, keys: RedisKeys) -> RawDelayQueue:
-        return RedisDelayQueue(client, keys)
+    async def queue(
+        self, client: redis.Redis, keys: RedisKeys, partitions: int
+    ) -> AsyncIterator[TaskQueue]:
+        queue = RedisTaskQueue(client, keys, partitions=partitions)
+        yield queue
+        await queue.close()
+
+    @pytest.fixture
+    def delay(self, client: redis.Redis, keys: RedisKeys, partitions: int) -> RawDelayQueue:
+        return RedisDelayQueue(client, keys, partitions=partitions)
+
+    @staticmethod
+    def delayed_key(keys: RedisKeys, partitions: int, execution_id: str, queue: str) -> str:
+        """The delay set ``execution_id``'s carriers wait in."""
+        partition = None if partitions == 1 else partition_of(execution_id, partitions)
+        return keys.queue_delayed(queue, partition)
 
     async def test_a_member_holds_a_timer_id_and_the_stream_fields(
-        self, delay: RawDelayQueue, client: redis.Redis, keys: RedisKeys
+        self, delay: RawDelayQueue, client: redis.Redis, keys: RedisKeys, partitions: int
     ) -> None:
         sent = timeout_carrier()
         timer_id = await delay.schedule(sent, due_ms=NOW + 5)
 
-        rows = await client.zrange(keys.queue_delayed("default"), 0, -1, withscores=True)
+        key = self.delayed_key(keys, partitions, sent.execution_id, "default")
+        rows = await client.zrange(key, 0, -1, withscores=True)
 
         [(member, score)] = cast(list[tuple[Any, float]], rows)
 
@@ -319,32 +344,43 @@ class RedisDelayQueueContract(DelayQueueContract):
         assert dict(zip(fields[::2], fields[1::2], strict=True)) == encode_envelope(sent)
 
     async def test_a_named_queue_uses_its_own_keys(
-        self, client: redis.Redis, keys: RedisKeys
+        self, client: redis.Redis, keys: RedisKeys, partitions: int
     ) -> None:
-        delay = RedisDelayQueue(client, keys, queue_name="slow")
-        queue = RedisTaskQueue(client, keys, queue_name="slow")
+        delay = RedisDelayQueue(client, keys, queue_name="slow", partitions=partitions)
+        queue = RedisTaskQueue(client, keys, queue_name="slow", partitions=partitions)
         await queue.ensure_group()
         await delay.schedule(envelope(), due_ms=NOW)
 
-        assert await client.zcard(keys.queue_delayed("slow")) == 1
+        assert await client.zcard(self.delayed_key(keys, partitions, "x-1", "slow")) == 1
         assert await delay.move_due(now_ms=NOW) == 1
 
         assert execution_ids(await read_all(queue)) == ["x-1"]
-        assert await client.exists(keys.queue_stream("default"), keys.queue_delayed("default")) == 0
+        default = [None] if partitions == 1 else list(range(partitions))
+        for k in default:
+            assert await client.exists(keys.queue_stream("default", k)) == 0
+            assert await client.exists(keys.queue_delayed("default", k)) == 0
 
     async def test_a_foreign_member_is_moved_as_evidence_not_lost(
-        self, delay: RawDelayQueue, ready: TaskQueue, client: redis.Redis, keys: RedisKeys
+        self,
+        delay: RawDelayQueue,
+        ready: TaskQueue,
+        client: redis.Redis,
+        keys: RedisKeys,
+        partitions: int,
     ) -> None:
         """R4: a member this adapter did not write must neither block the set nor vanish."""
         junk = ["not json", '{"fields": ["odd"]}', '{"fields": [1, 2]}', '{"id": "t"}', "[]"]
-        await client.zadd(keys.queue_delayed("default"), dict.fromkeys(junk, NOW))
+        for k in [None] if partitions == 1 else range(partitions):
+            # Partition k of a foreign writer's choosing: every one is moved, as evidence.
+            await client.zadd(keys.queue_delayed("default", k), dict.fromkeys(junk, NOW))
+        junk_moved = junk * partitions
         await delay.schedule(envelope(), due_ms=NOW + 1)
 
-        assert await delay.move_due(now_ms=NOW + 1) == len(junk) + 1
+        assert await delay.move_due(now_ms=NOW + 1) == len(junk_moved) + 1
 
         deliveries = await read_all(ready)
         assert sorted(d.raw["delayed_raw"] for d in deliveries if d.envelope is None) == sorted(
-            junk
+            junk_moved
         )
         assert all(d.problem for d in deliveries if d.envelope is None)
         assert [d.envelope.execution_id for d in deliveries if d.envelope] == ["x-1"]
@@ -360,14 +396,15 @@ class TestFakeRedisDelayQueue(RedisDelayQueueContract):
         self, delay: RawDelayQueue, ready: TaskQueue, client: redis.Redis
     ) -> None:
         """EVALSHA first; a server that lost its scripts (restart, failover) gets it again."""
-        await delay.schedule(envelope("x-1"), due_ms=NOW)
+        first, second = ONE_PARTITION[:2]
+        await delay.schedule(envelope(first), due_ms=NOW)
         assert await delay.move_due(now_ms=NOW) == 1
         await client.script_flush()
-        await delay.schedule(envelope("x-2"), due_ms=NOW)
+        await delay.schedule(envelope(second), due_ms=NOW)
 
         assert await delay.move_due(now_ms=NOW) == 1
 
-        assert execution_ids(await read_all(ready)) == ["x-1", "x-2"]
+        assert execution_ids(await read_all(ready)) == [first, second]
 
 
 @pytest.mark.redis

@@ -1,11 +1,17 @@
-"""TaskQueue contract (W1, W2, W11, R4), run against every adapter family."""
+"""TaskQueue contract (W1, W2, W11, R4), run against every adapter family.
+
+The Redis families run it with one partition and with three (``--partitions``). Order is a
+promise within a partition only, so the tests that check an order use executions that all
+land on one partition (``ONE_PARTITION``); ``test_task_queue_partitions.py`` checks what
+only partitions have.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Protocol
 
 import pytest
@@ -17,6 +23,7 @@ from plaita.adapters.redis.queue import RedisTaskQueue
 from plaita.application.codec import encode_envelope
 from plaita.application.ports import Clock, DeadLetter, TaskQueue
 from plaita.domain.envelope import CURRENT_SCHEMA_VERSION, LEGACY_GENERATIONS, TaskEnvelope
+from plaita.domain.partitions import partition_of
 
 Elapse = Callable[[int], Awaitable[None]]
 
@@ -30,6 +37,9 @@ NOT_UTF8 = {"envelope": b"\xff\xfe", "schema_version": "1"}
 NOT_UTF8_BASE64 = (("ZW52ZWxvcGU=", "//4="), ("c2NoZW1hX3ZlcnNpb24=", "MQ=="))
 #: `json.loads` of this raises RecursionError.
 TEN_THOUSAND_DEEP = {"envelope": "[" * 10_000 + "]" * 10_000, "schema_version": "1"}
+#: Executions whose carriers all land on partition 0 of 3 (and of 1), where a carrier that
+#: names no execution goes too: their carriers keep the order they were enqueued in.
+ONE_PARTITION = [f"x-{n}" for n in range(100) if partition_of(f"x-{n}", 3) == 0][:5]
 
 
 def envelope(execution_id: str = "x-1") -> TaskEnvelope:
@@ -73,17 +83,13 @@ class QueueContract:
         assert await ready.read("worker-a", count=10, block_ms=0) == []
 
     async def test_reads_in_enqueue_order_and_respect_count(self, ready: RawTaskQueue) -> None:
-        ids = [await ready.enqueue(envelope(f"x-{n}")) for n in range(3)]
+        ids = [await ready.enqueue(envelope(x)) for x in ONE_PARTITION[:3]]
 
         first = await ready.read("worker-a", count=2, block_ms=0)
         second = await ready.read("worker-b", count=2, block_ms=0)
 
         assert [d.message_id for d in first + second] == ids
-        assert [d.envelope.execution_id for d in first + second if d.envelope] == [
-            "x-0",
-            "x-1",
-            "x-2",
-        ]
+        assert [d.envelope.execution_id for d in first + second if d.envelope] == ONE_PARTITION[:3]
 
     async def test_unacked_entry_stays_pending_and_is_counted(self, ready: RawTaskQueue) -> None:
         """W1: a carrier is acked only after its dispatch returned; until then it is pending."""
@@ -104,7 +110,7 @@ class QueueContract:
         self, ready: RawTaskQueue
     ) -> None:
         """C1 queue lag: the id time of the first carrier after the group's last delivery."""
-        ids = [await ready.enqueue(envelope(f"x-{n}")) for n in range(3)]
+        ids = [await ready.enqueue(envelope(x)) for x in ONE_PARTITION[:3]]
         assert (await ready.stats()).oldest_unread_ms == int(ids[0].split("-")[0])
 
         await ready.read("worker-a", count=2, block_ms=0)
@@ -253,16 +259,16 @@ class QueueContract:
     async def test_a_bad_entry_does_not_hide_the_good_ones_around_it(
         self, ready: RawTaskQueue
     ) -> None:
-        await ready.enqueue(envelope("x-1"))
+        await ready.enqueue(envelope(ONE_PARTITION[0]))
         await ready.enqueue_raw({"envelope": "not json"})
-        await ready.enqueue(envelope("x-3"))
+        await ready.enqueue(envelope(ONE_PARTITION[1]))
 
         deliveries = await ready.read("worker-a", count=10, block_ms=0)
 
         assert [d.envelope.execution_id if d.envelope else None for d in deliveries] == [
-            "x-1",
+            ONE_PARTITION[0],
             None,
-            "x-3",
+            ONE_PARTITION[1],
         ]
 
     async def test_reclaimed_malformed_entry_is_reported_too(
@@ -281,16 +287,17 @@ class QueueContract:
         self, ready: RawTaskQueue
     ) -> None:
         """R4: one non-UTF-8 byte used to fail every read of the batch, for ever."""
-        first = await ready.enqueue(envelope("x-1"))
+        first = await ready.enqueue(envelope(ONE_PARTITION[0]))
         garbage = await ready.enqueue_raw(NOT_UTF8)
-        last = await ready.enqueue(envelope("x-3"))
+        last = await ready.enqueue(envelope(ONE_PARTITION[1]))
         assert (await ready.stats()).oldest_unread_ms is not None
 
         deliveries = await ready.read("worker-a", count=10, block_ms=0)
 
         assert [d.message_id for d in deliveries] == [first, garbage, last]
         good_1, bad, good_3 = deliveries
-        assert good_1.envelope == envelope("x-1") and good_3.envelope == envelope("x-3")
+        assert good_1.envelope == envelope(ONE_PARTITION[0])
+        assert good_3.envelope == envelope(ONE_PARTITION[1])
         assert bad.envelope is None
         assert bad.problem and "not UTF-8" in bad.problem and "'envelope'" in bad.problem
         assert bad.raw == {"envelope": "\\xff\\xfe", "schema_version": "1"}
@@ -302,7 +309,7 @@ class QueueContract:
     ) -> None:
         """R4, W2: a killed worker's carriers are reclaimed even with garbage pending."""
         await ready.enqueue_raw(NOT_UTF8)
-        held = await ready.enqueue(envelope("x-2"))
+        held = await ready.enqueue(envelope(ONE_PARTITION[0]))
         await ready.read("killed", count=10, block_ms=0)
         await elapse(60)
 
@@ -359,16 +366,16 @@ class QueueContract:
     async def test_dead_letters_are_listed_newest_first_up_to_count(
         self, ready: RawTaskQueue
     ) -> None:
-        for n in range(3):
-            await ready.enqueue(envelope(f"x-{n}"))
+        for execution_id in ONE_PARTITION[:3]:
+            await ready.enqueue(envelope(execution_id))
         for delivery in await ready.read("worker-a", count=10, block_ms=0):
             await ready.dead_letter(delivery, f"budget spent: {delivery.message_id}")
 
         letters = await ready.dead_letters(count=2)
 
         assert [json.loads(letter.raw["envelope"])["execution_id"] for letter in letters] == [
-            "x-2",
-            "x-1",
+            ONE_PARTITION[2],
+            ONE_PARTITION[1],
         ]
         assert all(letter.reason == f"budget spent: {letter.message_id}" for letter in letters)
 
@@ -401,17 +408,33 @@ class TestMemoryQueue(QueueContract):
         return advance_clock
 
 
-class TestFakeRedisQueue(QueueContract):
+class RedisQueueContract(QueueContract):
+    """The contract with one partition and with three."""
+
+    @pytest.fixture(params=[1, 3], ids=["p1", "p3"])
+    def partitions(self, request: pytest.FixtureRequest) -> int:
+        return int(request.param)
+
     @pytest.fixture
-    def queue(self, fake_redis: redis.Redis, keys: RedisKeys) -> RawTaskQueue:
-        return RedisTaskQueue(fake_redis, keys)
+    async def queue(
+        self, client: redis.Redis, keys: RedisKeys, partitions: int
+    ) -> AsyncIterator[RawTaskQueue]:
+        queue = RedisTaskQueue(client, keys, partitions=partitions)
+        yield queue
+        await queue.close()
+
+
+class TestFakeRedisQueue(RedisQueueContract):
+    @pytest.fixture
+    def client(self, fake_redis: redis.Redis) -> redis.Redis:
+        return fake_redis
 
 
 @pytest.mark.redis
-class TestRedisQueue(QueueContract):
+class TestRedisQueue(RedisQueueContract):
     @pytest.fixture
-    def queue(self, real_redis: redis.Redis, keys: RedisKeys) -> RawTaskQueue:
-        return RedisTaskQueue(real_redis, keys)
+    def client(self, real_redis: redis.Redis) -> redis.Redis:
+        return real_redis
 
 
 @pytest.mark.redis

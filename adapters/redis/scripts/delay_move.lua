@@ -1,6 +1,6 @@
 -- Move due carriers from the delay set into the task stream, atomically (W8, V8).
 -- KEYS[1] delay set (score = due ms, member = {"id": timer id, "fields": [k1, v1, k2, v2, ...]})
--- KEYS[2] task stream (same {<queue>} hash tag)
+-- KEYS[2] task stream (the same hash tag: the queue's {<queue>}, or its partition's {<queue>:p<k>})
 -- ARGV[1] now in ms (members with score <= now are due)   ARGV[2] limit (> 0)
 -- Returns how many members were moved. Each member is added to the stream and removed from
 -- the set in the same script, so a carrier is never in both places nor in neither. A member

@@ -14,6 +14,8 @@ Consume decision table (``decide_consume``), first read and reclaim alike:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from typing import Any
 
@@ -43,7 +45,14 @@ BASE = RuntimeConfig(
 )
 WORKER = generations_of(BASE)
 
-FAMILY_FIELDS = ("namespace", "queue_name", "consumer_group", "dlq_key", "schema_version")
+FAMILY_FIELDS = (
+    "namespace",
+    "queue_name",
+    "consumer_group",
+    "dlq_key",
+    "schema_version",
+    "partitions",
+)
 BUDGET_FIELDS = ("max_deliveries", "lease_ttl_ms", "max_carrier_age_ms", "dlq_max_len")
 
 
@@ -76,6 +85,7 @@ def test_a_semantic_setting_named_like_a_fixed_field_does_not_alias_it() -> None
 _new_values: dict[str, st.SearchStrategy[Any]] = {
     **{name: st.text(min_size=1, max_size=12) for name in FAMILY_FIELDS[:4]},
     "schema_version": st.integers(1, 9),
+    "partitions": st.integers(1, 1024),
     **{name: st.integers(0, 10**9) for name in BUDGET_FIELDS},
     "other": st.dictionaries(st.text(max_size=6), st.integers() | st.text(max_size=6), max_size=4),
 }
@@ -107,6 +117,28 @@ def test_generations_are_stable_under_key_order(other: dict[str, Any]) -> None:
     assert generations_of(attrs.evolve(BASE, other=other)) == generations_of(
         attrs.evolve(BASE, other=reversed_other)
     )
+
+
+def test_one_partition_leaves_the_family_of_a_deployment_without_partitions() -> None:
+    """W12: --partitions 1 is the layout of old; its carriers keep running on new workers."""
+    assert (
+        config_family(attrs.evolve(BASE, partitions=1))
+        == "cf1-"
+        + hashlib.sha256(
+            json.dumps(
+                {
+                    "consumer_group": "workers",
+                    "dlq_key": "tasks:dlq",
+                    "namespace": "plaita",
+                    "queue_name": "tasks",
+                    "schema_version": BASE.schema_version,
+                },
+                sort_keys=True,
+                separators=(",", ":"),
+            ).encode()
+        ).hexdigest()[:16]
+    )
+    assert config_family(attrs.evolve(BASE, partitions=3)) != config_family(BASE)
 
 
 def test_generations_are_computed_alike_from_equal_settings() -> None:

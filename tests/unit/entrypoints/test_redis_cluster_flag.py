@@ -1,4 +1,5 @@
-"""``--redis-cluster`` and ``PLAITA_REDIS_CLUSTER``: the Redis URL becomes a cluster seed node.
+"""``--redis-cluster`` and ``PLAITA_REDIS_CLUSTER``: the Redis URL becomes a cluster seed node;
+``--partitions`` (``PLAITA_PARTITIONS``), the task queue's partition count, sits beside them.
 
 Every command that takes ``--redis-url`` takes ``--redis-cluster`` beside it (the convention is
 fixed: scripts and docs rely on it), and every way a command builds its settings sees it.
@@ -70,6 +71,40 @@ def test_every_command_with_a_redis_url_takes_the_flag() -> None:
     }
     assert len(with_url) >= 20, sorted(with_url)
     assert {name for name, options in with_url.items() if "--redis-cluster" not in options} == set()
+    assert {name for name, options in with_url.items() if "--partitions" not in options} == set()
+
+
+@click.command()
+@redis_url_option
+def partitions_probe(redis_url: str) -> None:
+    click.echo(settings_from(backend="redis", redis_url=redis_url).partitions)
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        ([], {}, "1"),
+        (["--partitions", "3"], {}, "3"),
+        ([], {"PLAITA_PARTITIONS": "8"}, "8"),
+        (["--partitions", "2"], {"PLAITA_PARTITIONS": "8"}, "2"),
+    ],
+)
+def test_partitions_beside_the_url_flag_then_environment_then_1(
+    args: list[str], env: dict[str, str], expected: str
+) -> None:
+    result = CliRunner().invoke(
+        partitions_probe, ["--redis-url", "redis://x:1", *args], env=env, catch_exceptions=False
+    )
+    assert (result.exit_code, result.output.strip()) == (0, expected)
+
+
+@pytest.mark.parametrize(
+    ("args", "env"), [(["--partitions", "0"], {}), ([], {"PLAITA_PARTITIONS": "1025"})]
+)
+def test_a_partition_count_outside_1_to_1024_exits_2(args: list[str], env: dict[str, str]) -> None:
+    result = CliRunner().invoke(partitions_probe, ["--redis-url", "redis://x:1", *args], env=env)
+    assert result.exit_code == 2
+    assert "partitions" in result.output
 
 
 def test_plaita_dev_passes_it_on() -> None:

@@ -99,6 +99,21 @@ async def redis_keys_written(settings: Settings) -> object:
     return sorted(await container.redis_client().keys("*"))
 
 
+async def partition_keys_written(settings: Settings) -> object:
+    """The keys a carrier, its dead letter and a delayed copy land on, and the family's
+    partition count (a fake Redis)."""
+    container = container_of(settings)
+    queue = container.queue()
+    await queue.ensure_group()
+    await queue.enqueue(carrier())
+    [delivery] = await queue.read("w", count=1, block_ms=1)
+    await queue.dead_letter(delivery, "audit")
+    await container.delay_queue().schedule(carrier(), due_ms=1)
+    await queue.close()
+    family = container.runtime_config().family_settings().get("partitions")
+    return sorted(await container.redis_client().keys("*")), family
+
+
 async def consumer_groups(settings: Settings) -> object:
     container = container_of(settings)
     await container.queue().ensure_group()
@@ -271,6 +286,22 @@ PROBES: dict[str, Probe] = {
     ),
     "consumer_group": Probe(
         "order-workers", consumer_groups, ["order-workers"], extra={"backend": "redis"}
+    ),
+    "partitions": Probe(
+        3,
+        partition_keys_written,
+        (
+            [
+                "plaita:q:{default:p0}:stream",
+                "plaita:q:{default:p1}:delayed",
+                "plaita:q:{default:p1}:dlq",
+                "plaita:q:{default:p1}:stream",
+                "plaita:q:{default:p2}:stream",
+                "plaita:q:{default}:partitions",
+            ],
+            3,
+        ),
+        extra={"backend": "redis"},
     ),
     "consumer_name": Probe(
         "w-7",
