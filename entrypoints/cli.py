@@ -30,7 +30,7 @@ from plaita.entrypoints.cli_executions import (
     executions_start,
     executions_unpause,
 )
-from plaita.entrypoints.cli_ops import delete_execution, dlq, reap
+from plaita.entrypoints.cli_ops import delete_execution, dlq, reap, recover
 from plaita.entrypoints.cli_run import demo, run_command
 from plaita.entrypoints.cli_worker import worker
 
@@ -67,7 +67,7 @@ def events() -> None:
     """Publish events."""
 
 
-for _command in (demo, run_command, worker, event_filter, dlq, reap, workers):
+for _command in (demo, run_command, worker, event_filter, dlq, reap, recover, workers):
     main.add_command(_command)
 main.add_command(dev)  # `plaita dev`
 main.add_command(db)  # `plaita db upgrade|current`

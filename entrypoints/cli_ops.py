@@ -22,6 +22,7 @@ from plaita.application.use_cases.dlq import (
     ShowDeadLetter,
 )
 from plaita.application.use_cases.reap import DEFAULT_LIMIT, ReapReport, ReapZombies
+from plaita.application.use_cases.recover import RecoveryReport
 from plaita.domain.dead_letter import ReplayOutcome
 from plaita.entrypoints.cli_support import (
     EXECUTION_ID,
@@ -250,3 +251,37 @@ def reap(
     counts = ", ".join(f"{n} {action}" for action, n in report.counts().items() if n)
     looked = len(report.items)
     click.echo(f"{looked} execution{'' if looked == 1 else 's'} looked at: {counts or 'none'}")
+
+
+# --- recover ----------------------------------------------------------------------------
+
+
+@click.command("recover")
+@queue_option
+@tenant_option
+@redis_url_option
+@json_option
+def recover(queue_name: str | None, tenant_id: str, redis_url: str, as_json: bool) -> None:
+    """Give every live execution of one tenant its way forward again, from its checkpoint.
+
+    For after a Redis failover or restart that lost acknowledged writes: a carrier, a timer or
+    an event subscription may be gone while the checkpoint stayed. Every running execution
+    gets a continue carrier; every suspended one its timer again (due at once when its time
+    passed) and its event wait's subscription under its own id. What still exists is
+    unharmed: a second carrier or timer meets the checkpoint and changes nothing.
+    """
+    settings = _settings(redis_url=redis_url, queue_name=queue_name)
+
+    async def body(container: Container) -> RecoveryReport:
+        report: RecoveryReport = await container.recover_after_restart()()
+        return report
+
+    report = _run(settings, body, tenant_id=tenant_id)
+    if as_json:
+        echo_json(report.to_json())
+        return
+    click.echo(
+        f"{report.reindexed} executions put back into the listing index, "
+        f"{report.continued} running executions continued, {report.timers} timers and "
+        f"{report.subscriptions} event waits restored, {report.skipped} skipped"
+    )

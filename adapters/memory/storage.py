@@ -254,6 +254,11 @@ class MemoryExecutionRepository:
         matching.sort(key=lambda state: (state.updated_at_ms, state.execution_id), reverse=True)
         return matching[: max(limit, 0)]
 
+    async def reindex(self) -> int:
+        """ExecutionRepository.reindex: the twin's listing reads the states themselves, so
+        nothing is ever missing from it."""
+        return 0
+
     async def page(
         self,
         *,

@@ -25,6 +25,13 @@ from plaita.domain.operator_controls import PageCursor, check_page_limit
 
 #: A filtered listing reads the index at least this many ids at a time.
 LIST_PAGE = 100
+#: State keys read per round of a reindex.
+REINDEX_BATCH = 500
+
+
+def _id_of(state_key: str) -> str:
+    """The execution id in ``…:x:{<execution_id>}:state``."""
+    return state_key[state_key.index("{") + 1 : state_key.rindex("}")]
 
 
 def queue_reads(pipe: Any, keys: RedisKeys, execution_id: str) -> None:
@@ -51,6 +58,38 @@ class ExecutionIndexReads:
         self._pruner = IndexPruner(
             client, registry=keys.execution_indexes(), record_key=keys.execution_state_in
         )
+
+    async def reindex(self) -> int:
+        """ExecutionRepository.reindex: SCAN the tenant's state keys (on every node of a
+        cluster), ``ZADD NX`` each id with its stored ``updated_at_ms``; a batch of 500 keys
+        is one pipelined read and one write. Entries that exist keep their score."""
+        index = self._keys.executions()
+        pattern = self._keys.execution_state("*")
+        added = 0
+        batch: list[str] = []
+        async for key in self._client.scan_iter(match=pattern, count=REINDEX_BATCH):
+            batch.append(text(key))
+            if len(batch) >= REINDEX_BATCH:
+                added += await self._reindex(index, batch)
+                batch = []
+        if batch:
+            added += await self._reindex(index, batch)
+        return added
+
+    async def _reindex(self, index: str, state_keys: list[str]) -> int:
+        async with self._client.pipeline(transaction=False) as pipe:
+            for key in state_keys:
+                pipe.hget(key, "updated_at_ms")
+            stamps = await pipe.execute()
+        scores = {
+            _id_of(key): int(text(stamp))
+            for key, stamp in zip(state_keys, stamps, strict=True)
+            if stamp is not None
+        }
+        if not scores:
+            return 0
+        added = await self._client.zadd(index, scores, nx=True)
+        return int(added or 0)
 
     async def list(
         self,

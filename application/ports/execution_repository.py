@@ -103,6 +103,11 @@ class ExecutionRepository(Protocol):
         """Executions, newest first, filtered by flow and status."""
         ...
 
+    async def reindex(self) -> int:
+        """Put every stored execution of the current tenant back into its index, after a
+        store lost index writes its states kept (a Redis failover); how many were missing."""
+        ...
+
     async def page(
         self,
         *,

@@ -40,6 +40,8 @@ PAGE_SIZE = 200
 
 @attrs.frozen
 class RecoveryReport:
+    #: Executions whose state was stored but missing from the listing index, put back first.
+    reindexed: int = 0
     continued: int = 0
     timers: int = 0
     subscriptions: int = 0
@@ -72,14 +74,15 @@ class RecoverAfterRestart:
 
     async def __call__(self) -> RecoveryReport:
         """Restore the carriers, timers and subscriptions of the current tenant's executions."""
-        report = RecoveryReport()
+        report = RecoveryReport(reindexed=await self._executions.reindex())
         async for state in self._states(ExecutionStatus.RUNNING):
             await self._queue.enqueue(self._carrier(state, ResumeType.CONTINUE, None))
             report = attrs.evolve(report, continued=report.continued + 1)
         async for state in self._states(ExecutionStatus.SUSPENDED):
             report = await self._restore_wait(state, report)
         log.info(
-            "event=recover.done continued=%d timers=%d subscriptions=%d skipped=%d",
+            "event=recover.done reindexed=%d continued=%d timers=%d subscriptions=%d skipped=%d",
+            report.reindexed,
             report.continued,
             report.timers,
             report.subscriptions,

@@ -228,6 +228,16 @@ class ExecutionRepositoryContract:
 
         assert await repository.load("x:1") == kept
 
+    async def test_reindex_finds_nothing_missing_when_the_index_is_whole(
+        self, repository: ExecutionRepository, store: Store
+    ) -> None:
+        """K4: reindex puts back only what the index lost; a whole index is left as it is."""
+        await store(state("x:1"))
+        await store(state("x:2", updated_at_ms=NOW_MS + 1))
+
+        assert await repository.reindex() == 0
+        assert [s.execution_id for s in await repository.list()] == ["x:2", "x:1"]
+
     async def test_save_with_a_fence_never_handed_out_raises(
         self, leases: LeaseManager, repository: ExecutionRepository
     ) -> None:
@@ -853,6 +863,25 @@ class RedisProbes:
             return None if left == -2 else left
 
         return ttl
+
+    async def test_reindex_puts_back_what_the_index_lost(
+        self,
+        repository: ExecutionRepository,
+        store: Store,
+        redis_client: redis.Redis,
+        keys: RedisKeys,
+    ) -> None:
+        """K4: after a failover lost the index writes but kept the states, reindex scans the
+        state keys (every node of a cluster) and lists them again with their own scores."""
+        for n in range(3):
+            await store(state(f"x:{n}", updated_at_ms=NOW_MS + n))
+        await redis_client.zrem(keys.executions(), "x:0", "x:2")
+
+        assert [s.execution_id for s in await repository.list()] == ["x:1"]
+        assert await repository.reindex() == 2
+        assert [s.execution_id for s in await repository.list()] == ["x:2", "x:1", "x:0"]
+        assert await redis_client.zscore(keys.executions(), "x:2") == NOW_MS + 2
+        assert await repository.reindex() == 0
 
     async def test_the_stored_layout_is_three_hashes_and_a_json_tombstone(
         self,
