@@ -1,4 +1,4 @@
-"""Queue partitions: which of P partitions a carrier goes to, and the ids that name it.
+"""Queue partitions (K3): which of P partitions a carrier goes to, and the ids that name it.
 
 The task stream, its dead-letter queue and its delay queue are split into ``partitions``
 (P) partitions; every carrier of one execution lands on the same one, so one execution's

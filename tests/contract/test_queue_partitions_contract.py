@@ -1,4 +1,4 @@
-"""Queue partitions (``--partitions``): what only a partitioned task queue has, on fakeredis,
+"""Queue partitions (K3, ``--partitions``): what only a partitioned task queue has, on fakeredis,
 the single Redis and the Redis Cluster.
 
 An execution's carriers land on one partition; a worker holds one blocking read per
