@@ -125,6 +125,7 @@ def container_for(
         backend="redis",
         redis_url=args.redis_url,
         redis_cluster=args.redis_cluster,
+        partitions=args.partitions,
         namespace=namespace,
         handler_modules=(HANDLER_MODULE,),
         concurrency=args.concurrency,
@@ -390,7 +391,8 @@ async def redis_version(args: argparse.Namespace) -> str:
 
 def table(results: list[RunResult], args: argparse.Namespace) -> str:
     lines = [
-        f"| run ({args.executions} x {args.nodes} no-op tasks + end, {args.workers} "
+        f"| run ({args.executions} x {args.nodes} no-op tasks + end, P={args.partitions}, "
+        f"{args.workers} "
         f"worker{'s' if args.workers > 1 else ''} x concurrency {args.concurrency}) "
         "| completed | durable steps | wall s | steps/s "
         "| enqueue→done p50 / p99 ms | in worker p50 / p99 ms | CPU worker / redis |",
@@ -449,6 +451,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--redis-cluster", action="store_true", help="--redis-url is a Redis Cluster seed node"
     )
     parser.add_argument("--workers", type=int, default=1, help="worker processes (1 = in here)")
+    parser.add_argument("--partitions", type=int, default=1, help="queue partitions (P)")
     parser.add_argument("--timeout", type=float, default=20.0, help="seconds per run, at most")
     parser.add_argument("--poll-ms", type=int, default=50, help="completion poll interval")
     parser.add_argument("--profile", action="store_true", help="one more run under cProfile")
@@ -460,6 +463,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--nodes must be between 1 and 1000")
     if not 1 <= args.concurrency <= 10_000:
         parser.error("--concurrency must be between 1 and 10000")
+    if not 1 <= args.partitions <= 64:
+        parser.error("--partitions must be between 1 and 64")
     if not 1 <= args.workers <= 16:
         parser.error("--workers must be between 1 and 16")
     if args.profile and args.workers > 1:
