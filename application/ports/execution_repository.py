@@ -104,8 +104,7 @@ class ExecutionRepository(Protocol):
         ...
 
     async def reindex(self) -> int:
-        """Put every stored execution of the current tenant back into its index, after a
-        store lost index writes its states kept (a Redis failover); how many were missing."""
+        """List every stored execution of the tenant again; how many the index had lost."""
         ...
 
     async def page(

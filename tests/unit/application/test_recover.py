@@ -191,4 +191,10 @@ async def test_every_live_execution_gets_its_way_forward_back(first: Process) ->
 
 async def test_nothing_to_recover_is_an_empty_report(first: Process) -> None:
     report: Any = await first.recover()()
-    assert report.to_json() == {"continued": 0, "timers": 0, "subscriptions": 0, "skipped": 0}
+    assert report.to_json() == {
+        "reindexed": 0,
+        "continued": 0,
+        "timers": 0,
+        "subscriptions": 0,
+        "skipped": 0,
+    }
