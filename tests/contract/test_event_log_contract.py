@@ -1,10 +1,15 @@
-"""EventLog contract (V1, V3), run against every adapter family."""
+"""EventLog contract (V1, V3), run against every adapter family.
+
+The Redis families run it with one notification partition and with three (``--partitions``);
+the events whose notifications are compared in order (``ev:1``, ``ev:2``, ``ev:4``) land on
+one partition of three, as one execution's carriers do in the task queue's suite.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 import redis.asyncio as redis
@@ -14,9 +19,11 @@ from plaita.adapters.redis.events import RedisEventLog
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.application.ports import Clock, EventLog
 from plaita.domain.events import Event, EventQuery
+from plaita.domain.partitions import partition_of
 
 Elapse = Callable[[int], Awaitable[None]]
 Reopen = Callable[[EventLog], EventLog]
+StreamOf = Callable[[str], str]
 SEVEN_DAYS_MS = 7 * 24 * 60 * 60 * 1000
 
 
@@ -184,12 +191,19 @@ class RedisEventKeyChecks:
     """Redis only: record TTL and type index follow the key schema; foreign entries on the
     notification stream are survived."""
 
+    @pytest.fixture
+    def stream_of(self, keys: RedisKeys, partitions: int) -> StreamOf:
+        """The notification stream (partition) an event's notification goes to."""
+        return lambda event_id: keys.event_notifications(
+            None if partitions == 1 else partition_of(event_id, partitions)
+        )
+
     async def test_foreign_notifications_never_fail_a_read_or_a_reclaim(
-        self, ready: EventLog, redis_client: redis.Redis, keys: RedisKeys, elapse: Elapse
+        self, ready: EventLog, redis_client: redis.Redis, stream_of: StreamOf, elapse: Elapse
     ) -> None:
         """R4, V4: a non-UTF-8 entry (or one naming no event) is handed on like any other,
         so its lookup finds nothing and it is acked; the events around it still arrive."""
-        stream = keys.event_notifications()
+        stream = stream_of("ev:1")  # the partition of ev:4 too
         await ready.append(event("ev:1"))
         await redis_client.xadd(stream, {"event_id": b"\xff\xfe"})
         await redis_client.xadd(stream, {"something": "else"})
@@ -206,7 +220,7 @@ class RedisEventKeyChecks:
         assert await ready.reclaim_notifications("rescuer", min_idle_ms=0, count=10) == []
 
     async def test_a_failed_record_step_writes_no_notification_and_a_retry_stores_once(
-        self, log: EventLog, redis_client: redis.Redis, keys: RedisKeys
+        self, log: EventLog, redis_client: redis.Redis, keys: RedisKeys, stream_of: StreamOf
     ) -> None:
         """An append is two steps (one slot each on a cluster has no shared MULTI): record
         and indexes, then the notification. When the first fails the publisher gets the
@@ -217,7 +231,7 @@ class RedisEventKeyChecks:
 
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
             await log.append(event())
-        assert await redis_client.exists(keys.event_notifications()) == 0
+        assert await redis_client.exists(stream_of("ev:1")) == 0
 
         await redis_client.delete(broken)
         await log.append(event())
@@ -227,11 +241,11 @@ class RedisEventKeyChecks:
         assert await redis_client.zscore(broken, "ev:1") == event().timestamp_ms
 
     async def test_a_failed_notification_step_leaves_the_event_stored_and_indexed(
-        self, log: EventLog, redis_client: redis.Redis, keys: RedisKeys
+        self, log: EventLog, redis_client: redis.Redis, stream_of: StreamOf
     ) -> None:
         """A crash after the first step loses nothing: the record and its time index entry
         are there for the reconciler's re-scan (V5), and the retried append notifies."""
-        stream = keys.event_notifications()
+        stream = stream_of("ev:1")
         await redis_client.set(stream, "not a stream")  # its XADD fails: WRONGTYPE
 
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
@@ -255,30 +269,55 @@ class RedisEventKeyChecks:
         assert score == event().timestamp_ms
 
 
-class TestFakeRedisEventLog(EventLogContract, RedisEventKeyChecks):
+class RedisEventLogFamily(EventLogContract, RedisEventKeyChecks):
+    """The contract and the key checks with one notification partition and with three."""
+
+    @pytest.fixture(params=[1, 3], ids=["p1", "p3"])
+    def partitions(self, request: pytest.FixtureRequest) -> int:
+        return int(request.param)
+
+    @pytest.fixture
+    async def opened(self) -> AsyncIterator[list[RedisEventLog]]:
+        """Every log a test opens, closed after it (their open reads cancelled)."""
+        logs: list[RedisEventLog] = []
+        yield logs
+        for log in logs:
+            await log.close()
+
+    @pytest.fixture
+    def log(
+        self,
+        redis_client: redis.Redis,
+        keys: RedisKeys,
+        partitions: int,
+        opened: list[RedisEventLog],
+    ) -> EventLog:
+        opened.append(RedisEventLog(redis_client, keys, partitions=partitions))
+        return opened[-1]
+
+    @pytest.fixture
+    def reopen(
+        self,
+        redis_client: redis.Redis,
+        keys: RedisKeys,
+        partitions: int,
+        opened: list[RedisEventLog],
+    ) -> Reopen:
+        def reopen(_log: EventLog) -> EventLog:
+            opened.append(RedisEventLog(redis_client, keys, partitions=partitions))
+            return opened[-1]
+
+        return reopen
+
+
+class TestFakeRedisEventLog(RedisEventLogFamily):
     @pytest.fixture
     def redis_client(self, fake_redis: redis.Redis) -> redis.Redis:
         return fake_redis
 
-    @pytest.fixture
-    def log(self, fake_redis: redis.Redis, keys: RedisKeys) -> EventLog:
-        return RedisEventLog(fake_redis, keys)
-
-    @pytest.fixture
-    def reopen(self, fake_redis: redis.Redis, keys: RedisKeys) -> Reopen:
-        return lambda _log: RedisEventLog(fake_redis, keys)
-
 
 @pytest.mark.redis
-class TestRedisEventLog(EventLogContract, RedisEventKeyChecks):
+class TestRedisEventLog(RedisEventLogFamily):
     @pytest.fixture
     def redis_client(self, real_redis: redis.Redis) -> redis.Redis:
         return real_redis
-
-    @pytest.fixture
-    def log(self, real_redis: redis.Redis, keys: RedisKeys) -> EventLog:
-        return RedisEventLog(real_redis, keys)
-
-    @pytest.fixture
-    def reopen(self, real_redis: redis.Redis, keys: RedisKeys) -> Reopen:
-        return lambda _log: RedisEventLog(real_redis, keys)
