@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
 import redis.asyncio as redis
@@ -17,6 +18,7 @@ import redis.asyncio as redis
 from plaita.adapters.memory.events import MemoryEventLog
 from plaita.adapters.redis.events import RedisEventLog
 from plaita.adapters.redis.keys import RedisKeys
+from plaita.adapters.redis.streams import text_fields
 from plaita.application.ports import Clock, EventLog
 from plaita.domain.events import Event, EventQuery
 from plaita.domain.partitions import partition_of
@@ -310,6 +312,111 @@ class RedisEventLogFamily(EventLogContract, RedisEventKeyChecks):
         return reopen
 
 
+class NotificationPartitionChecks:
+    """K3, three partitions only: where a notification goes and how a filter reads them."""
+
+    P = 3
+
+    @pytest.fixture
+    async def partitioned(
+        self, redis_client: redis.Redis, keys: RedisKeys
+    ) -> AsyncIterator[RedisEventLog]:
+        log = RedisEventLog(redis_client, keys, partitions=self.P)
+        await log.ensure_group()
+        yield log
+        await log.close()
+
+    async def test_a_notification_lands_on_its_events_partition_only(
+        self, partitioned: RedisEventLog, redis_client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        for n in range(12):
+            await partitioned.append(event(f"ev:{n}"))
+
+        for k in range(self.P):
+            entries = await redis_client.xrange(keys.event_notifications(k))
+            named = [text_fields(fields)["event_id"] for _id, fields in entries]
+            expected = [f"ev:{n}" for n in range(12) if partition_of(f"ev:{n}", self.P) == k]
+            assert named == expected
+        assert await redis_client.exists(keys.event_notifications()) == 0
+
+    async def test_ack_and_reclaim_find_the_partition_from_the_notification_id(
+        self, partitioned: RedisEventLog, redis_client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        ids = [f"ev:{n}" for n in range(12)]
+        for event_id in ids:
+            await partitioned.append(event(event_id))
+        read = await partitioned.read_notifications("crashed", count=20, block_ms=0)
+        assert sorted(event_ids(read)) == sorted(ids)
+        assert len({n.notification_id for n in read}) == len(ids)
+
+        reclaimed = await partitioned.reclaim_notifications("rescuer", min_idle_ms=0, count=20)
+        assert sorted(event_ids(reclaimed)) == sorted(ids)
+        for notification in reclaimed:
+            await partitioned.ack_notification(notification.notification_id)
+        for k in range(self.P):
+            summary = await redis_client.xpending(
+                keys.event_notifications(k), "plaita-event-filter"
+            )
+            assert summary["pending"] == 0
+
+    async def test_a_filter_holds_one_blocking_read_per_partition(
+        self, partitioned: RedisEventLog, redis_client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        """A notification on any partition is read at once; an idle filter keeps one
+        blocking XREADGROUP open per partition, never more, never a polling loop."""
+        reads = GroupReadSpy(redis_client)
+        try:
+            await partitioned.read_notifications("filter-a", count=10, block_ms=0)  # backlog
+            reading = asyncio.create_task(
+                partitioned.read_notifications("filter-a", count=10, block_ms=5_000)
+            )
+            streams = {keys.event_notifications(k) for k in range(self.P)}
+            for _ in range(200):
+                if set(reads.open) == streams:
+                    break
+                await asyncio.sleep(0.01)
+            assert set(reads.open) == streams
+            late = next(f"ev:{n}" for n in range(50) if partition_of(f"ev:{n}", self.P) == 1)
+            await partitioned.append(event(late))
+
+            assert event_ids(await asyncio.wait_for(reading, timeout=2)) == [late]
+        finally:
+            reads.stop()
+        assert reads.most_open == dict.fromkeys(streams, 1)
+        assert reads.blocking <= self.P
+
+
+class GroupReadSpy:
+    """Counts the blocking XREADGROUPs open on a client, per stream."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.open: dict[str, int] = {}
+        self.most_open: dict[str, int] = {}
+        self.blocking = 0
+        self._client = client
+        original = client.execute_command
+
+        async def spy(*args: Any, **options: Any) -> Any:
+            words = [str(arg) for arg in args]
+            if words[0].upper() != "XREADGROUP" or "BLOCK" not in words:
+                return await original(*args, **options)
+            self.blocking += 1
+            stream = words[words.index("STREAMS") + 1]
+            self.open[stream] = self.open.get(stream, 0) + 1
+            self.most_open[stream] = max(self.most_open.get(stream, 0), self.open[stream])
+            try:
+                return await original(*args, **options)
+            finally:
+                self.open[stream] -= 1
+                if not self.open[stream]:
+                    del self.open[stream]
+
+        client.execute_command = spy  # type: ignore[method-assign]
+
+    def stop(self) -> None:
+        del self._client.execute_command  # the class's own again
+
+
 class TestFakeRedisEventLog(RedisEventLogFamily):
     @pytest.fixture
     def redis_client(self, fake_redis: redis.Redis) -> redis.Redis:
@@ -318,6 +425,19 @@ class TestFakeRedisEventLog(RedisEventLogFamily):
 
 @pytest.mark.redis
 class TestRedisEventLog(RedisEventLogFamily):
+    @pytest.fixture
+    def redis_client(self, real_redis: redis.Redis) -> redis.Redis:
+        return real_redis
+
+
+class TestFakeRedisNotificationPartitions(NotificationPartitionChecks):
+    @pytest.fixture
+    def redis_client(self, fake_redis: redis.Redis) -> redis.Redis:
+        return fake_redis
+
+
+@pytest.mark.redis
+class TestRedisNotificationPartitions(NotificationPartitionChecks):
     @pytest.fixture
     def redis_client(self, real_redis: redis.Redis) -> redis.Redis:
         return real_redis
