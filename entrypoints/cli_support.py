@@ -183,9 +183,9 @@ redis_partitions_option = click.option(
     default=None,
     expose_value=False,
     callback=_remember_partitions,
-    help="The task queue's partitions, 1-1024 (env PLAITA_PARTITIONS; default 1). Every "
-    "process of a deployment uses the same count; a worker refuses another one while "
-    "carriers wait in the layout of the recorded count.",
+    help="The partitions of the task queue and the event notification stream, 1-1024 (env "
+    "PLAITA_PARTITIONS; default 1). Every process of a deployment uses the same count; a "
+    "worker refuses another one while carriers wait in the layout of the recorded count.",
 )
 
 

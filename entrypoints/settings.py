@@ -45,8 +45,9 @@ class Settings(BaseSettings):
     handler_modules: Annotated[tuple[str, ...], NoDecode] = ()
     queue_name: str = Field(default="default", min_length=1)
     #: The task queue's partitions (``--partitions``): its stream, DLQ and delay queue split
-    #: in P, an execution always on one. Part of the config family (W12); a worker refuses
-    #: to start with another count while the recorded one's layout still holds carriers.
+    #: in P, an execution always on one; the event notification stream too, an event on its
+    #: id's. Part of the config family (W12); a worker refuses to start with another count
+    #: while the recorded one's layout still holds carriers.
     partitions: int = Field(default=1, ge=1, le=1024)
     consumer_group: str = Field(default="plaita-workers", min_length=1)
     consumer_name: str = Field(default_factory=default_consumer_name, min_length=1)

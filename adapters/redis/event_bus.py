@@ -8,6 +8,11 @@ sees every event, whoever appended it: it wakes this process's ``wait_for_event`
 dispatches to this process's handlers. Handled marks (``SET NX`` with a TTL, written after a
 handler succeeded; ``handled_marks``) keep a re-published event from running a handler that
 already succeeded for it.
+
+With P > 1 partitions (``--partitions``) the notification stream is P streams, each its own
+hash tag (``RedisEventLog``); a multi-stream XREAD must stay in one slot on a cluster, so the
+listener is P reads side by side, one blocking XREAD per partition, each with its own
+position.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from plaita.domain.events import (
     pick_inbox_event,
     subscription_matches,
 )
+from plaita.domain.partitions import DEFAULT_PARTITIONS, check_partitions
 
 log = logging.getLogger("plaita.events.bus")
 
@@ -101,11 +107,14 @@ class RedisEventBus(BusRegistrations):
         listener_block_ms: int = LISTENER_BLOCK_MS,
         listener_stop_timeout_s: float = LISTENER_STOP_TIMEOUT_S,
         resources: Sequence[OwnedResource] = (),
+        partitions: int = DEFAULT_PARTITIONS,
     ) -> None:
+        """``partitions`` must be the event log's (the deployment's ``--partitions``)."""
         if listener_block_ms <= 0:
             raise ValueError(f"listener_block_ms must be > 0, got {listener_block_ms}")
         self._client = client
-        self._stream = keys.event_notifications()
+        layout = [None] if check_partitions(partitions) == 1 else list(range(partitions))
+        self._streams = [keys.event_notifications(k) for k in layout]
         self._events = events
         self._subscriptions = subscriptions
         self._inbox = inbox
@@ -119,7 +128,7 @@ class RedisEventBus(BusRegistrations):
         self._waits: set[_Wait] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._starting: asyncio.Task[None] | None = None
-        self._listener: asyncio.Task[None] | None = None
+        self._listeners: list[asyncio.Task[None]] = []
         self._stopping = False
         steps = [
             TeardownStep("waits", self._end_waits),
@@ -139,11 +148,11 @@ class RedisEventBus(BusRegistrations):
 
     @property
     def listening(self) -> bool:
-        """True while the notification listener runs."""
-        return self._listener is not None and not self._listener.done()
+        """True while the notification listener runs (its read of every partition)."""
+        return bool(self._listeners) and not any(task.done() for task in self._listeners)
 
     async def start(self) -> None:
-        """Start the listener at the stream's current end (idempotent, concurrency-safe)."""
+        """Start the listener at each partition's current end (idempotent, concurrency-safe)."""
         self._shutdown.check_open("start")
         starting = self._starting
         if starting is None or (
@@ -155,14 +164,17 @@ class RedisEventBus(BusRegistrations):
         await asyncio.shield(starting)
 
     async def _start(self) -> None:
-        # The listener starts after the stream's last entry, read here: an XREAD from `$`
+        # The listener starts after each stream's last entry, read here: an XREAD from `$`
         # issued later by the task would miss what is published in between.
-        newest = await undecoded(self._client, "XREVRANGE", self._stream, "+", "-", "COUNT", 1)
-        after = text(newest[0][0]) if newest else "0-0"
+        starts = []
+        for stream in self._streams:
+            newest = await undecoded(self._client, "XREVRANGE", stream, "+", "-", "COUNT", 1)
+            starts.append(text(newest[0][0]) if newest else "0-0")
         self._loop = asyncio.get_running_loop()
-        self._listener = self._loop.create_task(
-            self._listen(after), name="plaita-event-bus-listener"
-        )
+        self._listeners = [
+            self._loop.create_task(self._listen(stream, after), name=f"plaita-bus-listener-{k}")
+            for k, (stream, after) in enumerate(zip(self._streams, starts, strict=True))
+        ]
 
     async def publish(self, event: Event) -> None:
         self._shutdown.check_open(f"publish of event {event.event_id!r}")
@@ -269,7 +281,8 @@ class RedisEventBus(BusRegistrations):
 
     # the listener
 
-    async def _listen(self, after: str) -> None:
+    async def _listen(self, stream: str, after: str) -> None:
+        """Read one partition's stream from ``after`` on, until cancelled."""
         backoff = _LISTENER_BACKOFF_S[0]
         this = asyncio.current_task()
         while True:
@@ -286,7 +299,7 @@ class RedisEventBus(BusRegistrations):
                     "BLOCK",
                     self._block_ms,
                     "STREAMS",
-                    self._stream,
+                    stream,
                     after,
                 )
                 for message_id, fields in entries_of_read(reply):
@@ -306,8 +319,9 @@ class RedisEventBus(BusRegistrations):
                 )
             except Exception as exc:
                 log.warning(
-                    "event=event_bus.listener_error after=%s error=%r retry_in_s=%s — it "
-                    "reads again from the first notification it has not handled",
+                    "event=event_bus.listener_error stream=%s after=%s error=%r retry_in_s=%s — "
+                    "it reads again from the first notification it has not handled",
+                    stream,
                     after,
                     exc,
                     backoff,
@@ -360,7 +374,7 @@ class RedisEventBus(BusRegistrations):
 
     async def _stop_listener(self) -> None:
         self._stopping = True
-        tasks = [task for task in (self._starting, self._listener) if task is not None]
+        tasks = [task for task in (self._starting, *self._listeners) if task is not None]
         for task in tasks:
             task.cancel()
         if tasks:

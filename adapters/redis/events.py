@@ -8,7 +8,13 @@ Keys (deployment-wide; a record carries its tenant, and listings filter by it):
   ``ttl_seconds`` from now and never shortens it, so an index outlives every record in it;
 - ``{ns}:evidx:keys`` the registry of index keys that exist, walked by the janitor;
 - ``{ns}:events:stream`` the notification stream the event filters read (ADR 0002),
-  trimmed below what every group still needs (``trim_notifications``, S5).
+  trimmed below what every group still needs (``trim_notifications``, S5). With P > 1
+  partitions (``--partitions``, as the task queue) it is P streams
+  ``{ns}:events:{events:p<k>}:stream``, each its own hash tag; an event's notification goes to
+  partition ``partition_of(event_id, P)``. A notification id names its partition as a task
+  queue's message id does (``plaita.domain.partitions.qualified_id``), so ack and reclaim
+  find the stream from the id alone; a filter holds one blocking XREADGROUP per partition
+  (``PartitionedReads``, the task queue's reader).
 
 An index member outlives its record by up to 7 days; listings skip and prune the dead ones
 they meet, and ``prune_indexes`` walks the indexes a bounded budget at a time.
@@ -40,11 +46,19 @@ import redis.asyncio as redis
 
 from plaita.adapters.redis.index_pruning import IndexPruner, in_every_index
 from plaita.adapters.redis.keys import RedisKeys
+from plaita.adapters.redis.queue_partitions import PartitionedReads
 from plaita.adapters.redis.stream_trim import StreamTrimmer
 from plaita.adapters.redis.streams import RawStreamEntry, RedisGroupStream, text, text_fields
 from plaita.application.ports import EventNotification
 from plaita.domain.events import Event, EventQuery
 from plaita.domain.janitor import listing_page_size
+from plaita.domain.partitions import (
+    DEFAULT_PARTITIONS,
+    check_partitions,
+    partition_of,
+    qualified_id,
+    split_id,
+)
 
 EVENT_FILTER_GROUP = "plaita-event-filter"
 EVENT_TTL_SECONDS = 7 * 24 * 60 * 60
@@ -64,6 +78,7 @@ class RedisEventLog:
         *,
         group: str = EVENT_FILTER_GROUP,
         ttl_seconds: float = EVENT_TTL_SECONDS,
+        partitions: int = DEFAULT_PARTITIONS,
     ) -> None:
         ttl_ms = int(ttl_seconds * 1000)
         if ttl_ms < 1:
@@ -71,14 +86,24 @@ class RedisEventLog:
         self._client = client
         self._keys = keys
         self._ttl_ms = ttl_ms
-        self._stream = RedisGroupStream(client, keys.event_notifications(), group)
-        self._trimmer = StreamTrimmer(client, keys.event_notifications())
+        self._partitions = check_partitions(partitions)
+        layout: list[int | None] = [None] if partitions == 1 else list(range(partitions))
+        self._streams = [
+            RedisGroupStream(client, keys.event_notifications(k), group) for k in layout
+        ]
+        self._trimmers = [StreamTrimmer(client, stream.stream) for stream in self._streams]
+        self._reads = PartitionedReads(self._streams)
         self._pruner = IndexPruner(
             client, registry=keys.event_indexes(), record_key=in_every_index(keys.event)
         )
-        # Per consumer: the last pending id handed out, until its backlog is drained.
-        self._backlog: dict[str, str] = {}
-        self._caught_up: set[str] = set()
+        # Per consumer and partition: the last pending id handed out, until its backlog is
+        # drained.
+        self._backlog: dict[tuple[str, int], str] = {}
+        self._caught_up: set[tuple[str, int]] = set()
+
+    @property
+    def partitions(self) -> int:
+        return self._partitions
 
     async def append(self, event: Event) -> None:
         record = json.dumps(event.to_json(), separators=(",", ":"))
@@ -98,8 +123,9 @@ class RedisEventLog:
                 pipe.pexpire(key, self._ttl_ms, gt=True)
             # Raises the first failed command's error: then no notification is written.
             await pipe.execute()
-        # Step 2: the notification, after the record is stored.
-        await self._stream.add({_EVENT_ID_FIELD: event.event_id})
+        # Step 2: the notification, after the record is stored, on the event's partition.
+        partition = partition_of(event.event_id, self._partitions)
+        await self._streams[partition].add({_EVENT_ID_FIELD: event.event_id})
 
     async def get(self, event_id: str) -> Event | None:
         record = await self._client.get(self._keys.event(event_id))
@@ -125,35 +151,83 @@ class RedisEventLog:
         ], pruned
 
     async def ensure_group(self) -> None:
-        await self._stream.ensure_group()
+        for stream in self._streams:
+            await stream.ensure_group()
 
     async def read_notifications(
         self, consumer: str, *, count: int, block_ms: int
     ) -> list[EventNotification]:
-        while consumer not in self._caught_up:
-            start = self._backlog.get(consumer, "0")
-            entries = await self._stream.read(consumer, start=start, count=count, block_ms=0)
-            if not entries:
-                self._caught_up.add(consumer)
-                break
-            self._backlog[consumer] = entries[-1][0]
-            backlog = _notifications(entries)
-            if backlog:
-                return backlog
-        entries = await self._stream.read(consumer, start=">", count=count, block_ms=block_ms)
-        return _notifications(entries)
+        """The consumer's own pending notifications first (a restarted filter's backlog),
+        partition after partition, then new ones of every partition."""
+        for partition, stream in enumerate(self._streams):
+            where = (consumer, partition)
+            if where in self._caught_up:
+                continue
+            start = self._backlog.get(where, "0")
+            entries = await stream.read(consumer, start=start, count=count, block_ms=0)
+            if entries:
+                self._backlog[where] = entries[-1][0]
+                return self._notifications(partition, entries)
+            self._caught_up.add(where)
+        if self._partitions == 1:
+            entries = await self._streams[0].read(
+                consumer, start=">", count=count, block_ms=block_ms
+            )
+            return self._notifications(0, entries)
+        read = await self._reads.read(consumer, count=count, block_ms=block_ms)
+        return [
+            notification
+            for partition, entry in read
+            for notification in self._notifications(partition, [entry])
+        ]
 
     async def ack_notification(self, notification_id: str) -> None:
-        await self._stream.ack(notification_id)
+        where = split_id(notification_id, self._partitions)
+        if where is not None:  # not one of this stream's ids: nothing of it is pending
+            await self._streams[where[0]].ack(where[1])
 
     async def reclaim_notifications(
         self, consumer: str, *, min_idle_ms: int, count: int
     ) -> list[EventNotification]:
-        entries = await self._stream.claim_idle(consumer, min_idle_ms=min_idle_ms, count=count)
-        return _notifications(entries)
+        reclaimed: list[EventNotification] = []
+        taken: list[tuple[int, str]] = []
+        for partition, stream in enumerate(self._streams):
+            if len(reclaimed) >= count:
+                break
+            entries = await stream.claim_idle(
+                consumer, min_idle_ms=min_idle_ms, count=count - len(reclaimed)
+            )
+            taken.extend((partition, message_id) for message_id, _ in entries)
+            reclaimed.extend(self._notifications(partition, entries))
+        if taken and self._partitions > 1:
+            self._reads.forget(taken)  # a buffered copy must not be handed out again
+        return reclaimed
 
     async def trim_notifications(self, *, min_age_ms: int) -> int:
-        return await self._trimmer.trim(min_age_ms=min_age_ms)
+        """Trim every partition (each below what its groups still need, S5)."""
+        trimmed = 0
+        for trimmer in self._trimmers:
+            trimmed += await trimmer.trim(min_age_ms=min_age_ms)
+        return trimmed
+
+    async def close(self) -> None:
+        """Cancel the blocking reads still open on the partitions (P > 1); what they had
+        read stays pending on the consumer, for reclaim."""
+        await self._reads.close()
+
+    def _notifications(
+        self, partition: int, entries: list[RawStreamEntry]
+    ) -> list[EventNotification]:
+        # Each entry decoded on its own. One that names no readable event (deleted from the
+        # stream, or written by someone else) is handed on all the same: its lookup finds no
+        # event and it is acked, instead of staying pending for ever.
+        return [
+            EventNotification(
+                notification_id=qualified_id(message_id, partition, self._partitions),
+                event_id=text_fields(fields).get(_EVENT_ID_FIELD, ""),
+            )
+            for message_id, fields in entries
+        ]
 
     # `list` and what follows come last: below it, `list` in an annotation names this method.
     async def list(self, query: EventQuery) -> Sequence[Event]:
@@ -188,15 +262,3 @@ class RedisEventLog:
 
     async def prune_indexes(self, *, budget: int) -> int:
         return await self._pruner.sweep(budget=budget)
-
-
-def _notifications(entries: list[RawStreamEntry]) -> list[EventNotification]:
-    # Each entry decoded on its own. One that names no readable event (deleted from the
-    # stream, or written by someone else) is handed on all the same: its lookup finds no
-    # event and it is acked, instead of staying pending for ever.
-    return [
-        EventNotification(
-            notification_id=message_id, event_id=text_fields(fields).get(_EVENT_ID_FIELD, "")
-        )
-        for message_id, fields in entries
-    ]

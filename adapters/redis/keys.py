@@ -211,8 +211,15 @@ class RedisKeys:
         """Hash ``<execution_id>\x1f<event_id>`` → the subscription that took the event."""
         return f"{self.tenant_namespace(tenant_id)}:inbox:{{{correlation_id}}}:taken"
 
-    def event_notifications(self) -> str:
-        return f"{self.namespace}:events:stream"
+    def event_notifications(self, partition: int | None = None) -> str:
+        """The notification stream (ADR 0002); with P > 1 partitions (``--partitions``),
+        partition k is ``{ns}:events:{events:p<k>}:stream``, each under its own hash tag, and
+        ``partition`` None is the one-partition stream ``{ns}:events:stream``. (The tag
+        ``{events:p<k>}`` puts partitions 0, 1, 2 on three masters of the usual 3-way split.)
+        """
+        if partition is None:
+            return f"{self.namespace}:events:stream"
+        return f"{self.namespace}:events:{{events:p{partition}}}:stream"
 
     def reconciler_cursor(self) -> str:
         """Sorted set whose one member's score is the event reconciler's cursor (V5)."""

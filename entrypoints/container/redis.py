@@ -42,10 +42,11 @@ def redis_client(
     touches the keys of one hash tag (ADR 0019), so the cluster client serves the command
     surface the stores use, and it is handed to them as the ``redis.Redis`` they are typed with.
 
-    With P > 1 partitions the worker holds one blocking read per partition open: P more
-    connections (per node on a cluster) than one partition needs.
+    With P > 1 partitions a worker holds one blocking read per task-queue partition open and
+    an event filter one per notification partition: up to 2P more connections (per node on a
+    cluster) than one partition needs, for a process that does both.
     """
-    reads = 0 if partitions == 1 else partitions
+    reads = 0 if partitions == 1 else 2 * partitions
     if cluster:
         return cast(
             "redis.Redis",
@@ -129,7 +130,8 @@ class RedisStores(containers.DeclarativeContainer):
     )
     flows = providers.Singleton(RedisFlowRepository, client, keys)
     subscriptions = providers.Singleton(RedisSubscriptionStore, client, keys)
-    events = providers.Singleton(RedisEventLog, client, keys)
+    #: The notification stream is split into the task queue's partitions too.
+    events = providers.Singleton(RedisEventLog, client, keys, partitions=config.partitions)
     dedup = providers.Singleton(RedisDedupStore, client, keys)
     inbox = providers.Singleton(RedisInbox, client, keys)
     delay_queue = providers.Singleton(

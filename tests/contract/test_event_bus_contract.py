@@ -2,6 +2,7 @@
 
 Every wait is bounded: ``eventually`` polls for at most ``BOUND_S`` seconds, and the close
 tests use drain timeouts of a fraction of a second. Retries never sleep (``no_sleep``).
+The Redis buses run it with one notification partition and with three (``--partitions``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from plaita.domain.errors import (
     PublishSyncInLoopError,
 )
 from plaita.domain.events import Event, EventSubscription, RetryPolicy
+from plaita.domain.partitions import partition_of
 
 from .conftest import real_redis_client
 
@@ -487,16 +489,51 @@ class TestMemoryEventBus(EventBusContract):
         assert seen == ["ev-sync"]
 
 
-def redis_bus(client: redis.Redis, keys: RedisKeys, **options: Any) -> RedisEventBus:
+def redis_bus(
+    client: redis.Redis, keys: RedisKeys, partitions: int = 1, **options: Any
+) -> RedisEventBus:
     options.setdefault("listener_block_ms", 200)
-    options.setdefault("events", RedisEventLog(client, keys))
+    options.setdefault("events", RedisEventLog(client, keys, partitions=partitions))
     return RedisEventBus(
         client,
         keys,
         subscriptions=RedisSubscriptionStore(client, keys),
         inbox=RedisInbox(client, keys),
+        partitions=partitions,
         **options,
     )
+
+
+class XreadSpy:
+    """Counts the XREADs open on a client, per stream, and how many streams each names."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.open: dict[str, int] = {}
+        self.most_open: dict[str, int] = {}
+        self.streams_per_read: set[int] = set()
+        self._client = client
+        original = client.execute_command
+
+        async def spy(*args: Any, **options: Any) -> Any:
+            if str(args[0]).upper() != "XREAD":
+                return await original(*args, **options)
+            words = [str(arg) for arg in args]
+            named = words[words.index("STREAMS") + 1 :]
+            self.streams_per_read.add(len(named) // 2)
+            stream = named[0]
+            self.open[stream] = self.open.get(stream, 0) + 1
+            self.most_open[stream] = max(self.most_open.get(stream, 0), self.open[stream])
+            try:
+                return await original(*args, **options)
+            finally:
+                self.open[stream] -= 1
+                if not self.open[stream]:
+                    del self.open[stream]
+
+        client.execute_command = spy  # type: ignore[method-assign]
+
+    def stop(self) -> None:
+        del self._client.execute_command  # the class's own again
 
 
 class OneUnreadableRecord(RedisEventLog):
@@ -511,6 +548,10 @@ class OneUnreadableRecord(RedisEventLog):
 
 
 class RedisOnlyChecks:
+    @pytest.fixture(params=[1, 3], ids=["p1", "p3"])
+    def partitions(self, request: pytest.FixtureRequest) -> int:
+        return int(request.param)
+
     async def test_the_listener_runs_once_started(self, bus: InspectableBus) -> None:
         assert bus.listening is True
 
@@ -531,9 +572,10 @@ class RedisOnlyChecks:
         build: MakeBus,
         redis_client: redis.Redis,
         keys: RedisKeys,
+        partitions: int,
         caplog: pytest.LogCaptureFixture,
     ) -> None:
-        bus = build(events=OneUnreadableRecord(redis_client, keys))
+        bus = build(events=OneUnreadableRecord(redis_client, keys, partitions=partitions))
         handler = Recorder()
         bus.register_handler("user.*", handler)
         await bus.start()
@@ -547,7 +589,7 @@ class RedisOnlyChecks:
         assert bus.listening is True
 
     async def test_a_non_utf8_notification_does_not_stop_the_listener(
-        self, build: MakeBus, redis_client: redis.Redis, keys: RedisKeys
+        self, build: MakeBus, redis_client: redis.Redis, keys: RedisKeys, partitions: int
     ) -> None:
         """R4, V3: a foreign non-UTF-8 entry on the notification stream used to fail every
         read of the listener, for ever; now it names no event and the next one arrives."""
@@ -556,11 +598,40 @@ class RedisOnlyChecks:
         bus.register_handler("user.*", handler)
         await bus.start()
 
-        await redis_client.xadd(keys.event_notifications(), {"event_id": b"\xff\xfe"})
+        where = None if partitions == 1 else partition_of("ev-after", partitions)
+        await redis_client.xadd(keys.event_notifications(where), {"event_id": b"\xff\xfe"})
         await bus.publish(event("ev-after"))
 
         await eventually(lambda: handler.seen == ["ev-after"], "the later event arrived")
         assert bus.listening is True
+
+    async def test_the_listener_holds_one_blocking_xread_per_partition(
+        self, build: MakeBus, redis_client: redis.Redis, keys: RedisKeys, partitions: int
+    ) -> None:
+        """K3: each partition is its own hash tag, so the listener is one blocking XREAD of
+        one stream per partition, side by side (never one XREAD of several streams, which a
+        cluster refuses across slots); an event on any partition reaches the handlers."""
+        reads = XreadSpy(redis_client)
+        bus = build()
+        handler = Recorder()
+        bus.register_handler("user.*", handler)
+        try:
+            await bus.start()
+            streams = {
+                keys.event_notifications(None if partitions == 1 else k) for k in range(partitions)
+            }
+            await eventually(lambda: set(reads.open) == streams, "a read open per partition")
+            ids = [
+                next(f"ev-{i}" for i in range(100) if partition_of(f"ev-{i}", partitions) == k)
+                for k in range(partitions)
+            ]
+            for event_id in ids:
+                await bus.publish(event(event_id))
+            await eventually(lambda: sorted(handler.seen) == sorted(ids), "every partition's")
+        finally:
+            reads.stop()
+        assert reads.most_open == dict.fromkeys(streams, 1)
+        assert reads.streams_per_read == {1}
 
     async def test_a_handled_mark_is_written_only_after_success(
         self, build: MakeBus, redis_client: redis.Redis, keys: RedisKeys
@@ -597,8 +668,8 @@ class TestFakeRedisEventBus(RedisOnlyChecks, EventBusContract):
         return fake_redis
 
     @pytest.fixture
-    def make_bus(self, fake_redis: redis.Redis, keys: RedisKeys) -> MakeBus:
-        return lambda **options: redis_bus(fake_redis, keys, **options)
+    def make_bus(self, fake_redis: redis.Redis, keys: RedisKeys, partitions: int) -> MakeBus:
+        return lambda **options: redis_bus(fake_redis, keys, partitions, **options)
 
 
 @pytest.mark.redis
@@ -608,8 +679,8 @@ class TestRedisEventBus(RedisOnlyChecks, EventBusContract):
         return real_redis
 
     @pytest.fixture
-    def make_bus(self, real_redis: redis.Redis, keys: RedisKeys) -> MakeBus:
-        return lambda **options: redis_bus(real_redis, keys, **options)
+    def make_bus(self, real_redis: redis.Redis, keys: RedisKeys, partitions: int) -> MakeBus:
+        return lambda **options: redis_bus(real_redis, keys, partitions, **options)
 
     @staticmethod
     async def connections_named(client: redis.Redis, name: str) -> int:
@@ -626,12 +697,12 @@ class TestRedisEventBus(RedisOnlyChecks, EventBusContract):
         return sum(1 for connection in listed if connection.get("name") == name)
 
     async def test_close_closes_an_owned_client_and_its_pool(
-        self, real_redis: redis.Redis, keys: RedisKeys, redis_topology: str
+        self, real_redis: redis.Redis, keys: RedisKeys, redis_topology: str, partitions: int
     ) -> None:
         """V9: the owned client's pool is closed (on a cluster: every node's)."""
         name = f"plaita-bus-{uuid.uuid4().hex[:12]}"
         owned = real_redis_client(redis_topology, decode_responses=False, client_name=name)
-        bus = redis_bus(owned, keys, owns_client=True, sleep=no_sleep)
+        bus = redis_bus(owned, keys, partitions, owns_client=True, sleep=no_sleep)
         await bus.start()
         await bus.publish(event())
         assert await self.connections_named(real_redis, name) >= 1
@@ -641,12 +712,12 @@ class TestRedisEventBus(RedisOnlyChecks, EventBusContract):
         assert await self.connections_named(real_redis, name) == 0
 
     async def test_close_leaves_a_client_it_does_not_own_open(
-        self, real_redis: redis.Redis, keys: RedisKeys, redis_topology: str
+        self, real_redis: redis.Redis, keys: RedisKeys, redis_topology: str, partitions: int
     ) -> None:
         name = f"plaita-bus-{uuid.uuid4().hex[:12]}"
         shared = real_redis_client(redis_topology, decode_responses=False, client_name=name)
         try:
-            bus = redis_bus(shared, keys, sleep=no_sleep)
+            bus = redis_bus(shared, keys, partitions, sleep=no_sleep)
             await bus.start()
             await bus.publish(event())
 

@@ -1,10 +1,16 @@
-"""EventLog contract (V1, V3), run against every adapter family."""
+"""EventLog contract (V1, V3), run against every adapter family.
+
+The Redis families run it with one notification partition and with three (``--partitions``);
+the events whose notifications are compared in order (``ev:1``, ``ev:2``, ``ev:4``) land on
+one partition of three, as one execution's carriers do in the task queue's suite.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
 import redis.asyncio as redis
@@ -12,11 +18,14 @@ import redis.asyncio as redis
 from plaita.adapters.memory.events import MemoryEventLog
 from plaita.adapters.redis.events import RedisEventLog
 from plaita.adapters.redis.keys import RedisKeys
+from plaita.adapters.redis.streams import text_fields
 from plaita.application.ports import Clock, EventLog
 from plaita.domain.events import Event, EventQuery
+from plaita.domain.partitions import partition_of
 
 Elapse = Callable[[int], Awaitable[None]]
 Reopen = Callable[[EventLog], EventLog]
+StreamOf = Callable[[str], str]
 SEVEN_DAYS_MS = 7 * 24 * 60 * 60 * 1000
 
 
@@ -184,12 +193,19 @@ class RedisEventKeyChecks:
     """Redis only: record TTL and type index follow the key schema; foreign entries on the
     notification stream are survived."""
 
+    @pytest.fixture
+    def stream_of(self, keys: RedisKeys, partitions: int) -> StreamOf:
+        """The notification stream (partition) an event's notification goes to."""
+        return lambda event_id: keys.event_notifications(
+            None if partitions == 1 else partition_of(event_id, partitions)
+        )
+
     async def test_foreign_notifications_never_fail_a_read_or_a_reclaim(
-        self, ready: EventLog, redis_client: redis.Redis, keys: RedisKeys, elapse: Elapse
+        self, ready: EventLog, redis_client: redis.Redis, stream_of: StreamOf, elapse: Elapse
     ) -> None:
         """R4, V4: a non-UTF-8 entry (or one naming no event) is handed on like any other,
         so its lookup finds nothing and it is acked; the events around it still arrive."""
-        stream = keys.event_notifications()
+        stream = stream_of("ev:1")  # the partition of ev:4 too
         await ready.append(event("ev:1"))
         await redis_client.xadd(stream, {"event_id": b"\xff\xfe"})
         await redis_client.xadd(stream, {"something": "else"})
@@ -206,7 +222,7 @@ class RedisEventKeyChecks:
         assert await ready.reclaim_notifications("rescuer", min_idle_ms=0, count=10) == []
 
     async def test_a_failed_record_step_writes_no_notification_and_a_retry_stores_once(
-        self, log: EventLog, redis_client: redis.Redis, keys: RedisKeys
+        self, log: EventLog, redis_client: redis.Redis, keys: RedisKeys, stream_of: StreamOf
     ) -> None:
         """An append is two steps (one slot each on a cluster has no shared MULTI): record
         and indexes, then the notification. When the first fails the publisher gets the
@@ -217,7 +233,7 @@ class RedisEventKeyChecks:
 
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
             await log.append(event())
-        assert await redis_client.exists(keys.event_notifications()) == 0
+        assert await redis_client.exists(stream_of("ev:1")) == 0
 
         await redis_client.delete(broken)
         await log.append(event())
@@ -227,11 +243,11 @@ class RedisEventKeyChecks:
         assert await redis_client.zscore(broken, "ev:1") == event().timestamp_ms
 
     async def test_a_failed_notification_step_leaves_the_event_stored_and_indexed(
-        self, log: EventLog, redis_client: redis.Redis, keys: RedisKeys
+        self, log: EventLog, redis_client: redis.Redis, stream_of: StreamOf
     ) -> None:
         """A crash after the first step loses nothing: the record and its time index entry
         are there for the reconciler's re-scan (V5), and the retried append notifies."""
-        stream = keys.event_notifications()
+        stream = stream_of("ev:1")
         await redis_client.set(stream, "not a stream")  # its XADD fails: WRONGTYPE
 
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
@@ -255,30 +271,173 @@ class RedisEventKeyChecks:
         assert score == event().timestamp_ms
 
 
-class TestFakeRedisEventLog(EventLogContract, RedisEventKeyChecks):
+class RedisEventLogFamily(EventLogContract, RedisEventKeyChecks):
+    """The contract and the key checks with one notification partition and with three."""
+
+    @pytest.fixture(params=[1, 3], ids=["p1", "p3"])
+    def partitions(self, request: pytest.FixtureRequest) -> int:
+        return int(request.param)
+
+    @pytest.fixture
+    async def opened(self) -> AsyncIterator[list[RedisEventLog]]:
+        """Every log a test opens, closed after it (their open reads cancelled)."""
+        logs: list[RedisEventLog] = []
+        yield logs
+        for log in logs:
+            await log.close()
+
+    @pytest.fixture
+    def log(
+        self,
+        redis_client: redis.Redis,
+        keys: RedisKeys,
+        partitions: int,
+        opened: list[RedisEventLog],
+    ) -> EventLog:
+        opened.append(RedisEventLog(redis_client, keys, partitions=partitions))
+        return opened[-1]
+
+    @pytest.fixture
+    def reopen(
+        self,
+        redis_client: redis.Redis,
+        keys: RedisKeys,
+        partitions: int,
+        opened: list[RedisEventLog],
+    ) -> Reopen:
+        def reopen(_log: EventLog) -> EventLog:
+            opened.append(RedisEventLog(redis_client, keys, partitions=partitions))
+            return opened[-1]
+
+        return reopen
+
+
+class NotificationPartitionChecks:
+    """K3, three partitions only: where a notification goes and how a filter reads them."""
+
+    P = 3
+
+    @pytest.fixture
+    async def partitioned(
+        self, redis_client: redis.Redis, keys: RedisKeys
+    ) -> AsyncIterator[RedisEventLog]:
+        log = RedisEventLog(redis_client, keys, partitions=self.P)
+        await log.ensure_group()
+        yield log
+        await log.close()
+
+    async def test_a_notification_lands_on_its_events_partition_only(
+        self, partitioned: RedisEventLog, redis_client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        for n in range(12):
+            await partitioned.append(event(f"ev:{n}"))
+
+        for k in range(self.P):
+            entries = await redis_client.xrange(keys.event_notifications(k))
+            named = [text_fields(fields)["event_id"] for _id, fields in entries]
+            expected = [f"ev:{n}" for n in range(12) if partition_of(f"ev:{n}", self.P) == k]
+            assert named == expected
+        assert await redis_client.exists(keys.event_notifications()) == 0
+
+    async def test_ack_and_reclaim_find_the_partition_from_the_notification_id(
+        self, partitioned: RedisEventLog, redis_client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        ids = [f"ev:{n}" for n in range(12)]
+        for event_id in ids:
+            await partitioned.append(event(event_id))
+        read = await partitioned.read_notifications("crashed", count=20, block_ms=0)
+        assert sorted(event_ids(read)) == sorted(ids)
+        assert len({n.notification_id for n in read}) == len(ids)
+
+        reclaimed = await partitioned.reclaim_notifications("rescuer", min_idle_ms=0, count=20)
+        assert sorted(event_ids(reclaimed)) == sorted(ids)
+        for notification in reclaimed:
+            await partitioned.ack_notification(notification.notification_id)
+        for k in range(self.P):
+            summary = await redis_client.xpending(
+                keys.event_notifications(k), "plaita-event-filter"
+            )
+            assert summary["pending"] == 0
+
+    async def test_a_filter_holds_one_blocking_read_per_partition(
+        self, partitioned: RedisEventLog, redis_client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        """A notification on any partition is read at once; an idle filter keeps one
+        blocking XREADGROUP open per partition, never more, never a polling loop."""
+        reads = GroupReadSpy(redis_client)
+        try:
+            await partitioned.read_notifications("filter-a", count=10, block_ms=0)  # backlog
+            reading = asyncio.create_task(
+                partitioned.read_notifications("filter-a", count=10, block_ms=5_000)
+            )
+            streams = {keys.event_notifications(k) for k in range(self.P)}
+            for _ in range(200):
+                if set(reads.open) == streams:
+                    break
+                await asyncio.sleep(0.01)
+            assert set(reads.open) == streams
+            late = next(f"ev:{n}" for n in range(50) if partition_of(f"ev:{n}", self.P) == 1)
+            await partitioned.append(event(late))
+
+            assert event_ids(await asyncio.wait_for(reading, timeout=2)) == [late]
+        finally:
+            reads.stop()
+        assert reads.most_open == dict.fromkeys(streams, 1)
+        assert reads.blocking <= self.P
+
+
+class GroupReadSpy:
+    """Counts the blocking XREADGROUPs open on a client, per stream."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.open: dict[str, int] = {}
+        self.most_open: dict[str, int] = {}
+        self.blocking = 0
+        self._client = client
+        original = client.execute_command
+
+        async def spy(*args: Any, **options: Any) -> Any:
+            words = [str(arg) for arg in args]
+            if words[0].upper() != "XREADGROUP" or "BLOCK" not in words:
+                return await original(*args, **options)
+            self.blocking += 1
+            stream = words[words.index("STREAMS") + 1]
+            self.open[stream] = self.open.get(stream, 0) + 1
+            self.most_open[stream] = max(self.most_open.get(stream, 0), self.open[stream])
+            try:
+                return await original(*args, **options)
+            finally:
+                self.open[stream] -= 1
+                if not self.open[stream]:
+                    del self.open[stream]
+
+        client.execute_command = spy  # type: ignore[method-assign]
+
+    def stop(self) -> None:
+        del self._client.execute_command  # the class's own again
+
+
+class TestFakeRedisEventLog(RedisEventLogFamily):
     @pytest.fixture
     def redis_client(self, fake_redis: redis.Redis) -> redis.Redis:
         return fake_redis
 
-    @pytest.fixture
-    def log(self, fake_redis: redis.Redis, keys: RedisKeys) -> EventLog:
-        return RedisEventLog(fake_redis, keys)
-
-    @pytest.fixture
-    def reopen(self, fake_redis: redis.Redis, keys: RedisKeys) -> Reopen:
-        return lambda _log: RedisEventLog(fake_redis, keys)
-
 
 @pytest.mark.redis
-class TestRedisEventLog(EventLogContract, RedisEventKeyChecks):
+class TestRedisEventLog(RedisEventLogFamily):
     @pytest.fixture
     def redis_client(self, real_redis: redis.Redis) -> redis.Redis:
         return real_redis
 
-    @pytest.fixture
-    def log(self, real_redis: redis.Redis, keys: RedisKeys) -> EventLog:
-        return RedisEventLog(real_redis, keys)
 
+class TestFakeRedisNotificationPartitions(NotificationPartitionChecks):
     @pytest.fixture
-    def reopen(self, real_redis: redis.Redis, keys: RedisKeys) -> Reopen:
-        return lambda _log: RedisEventLog(real_redis, keys)
+    def redis_client(self, fake_redis: redis.Redis) -> redis.Redis:
+        return fake_redis
+
+
+@pytest.mark.redis
+class TestRedisNotificationPartitions(NotificationPartitionChecks):
+    @pytest.fixture
+    def redis_client(self, real_redis: redis.Redis) -> redis.Redis:
+        return real_redis

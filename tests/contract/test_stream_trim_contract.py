@@ -1,11 +1,13 @@
 """Stream trimming contract (S5): the task stream and the event notification stream lose
 only entries below the oldest one a consumer group still needs — never a pending entry,
-never one not yet delivered. Run on memory, fakeredis (bytes and str) and real Redis.
+never one not yet delivered. Run on memory, fakeredis (bytes and str) and real Redis; the
+Redis notification families with one partition and with three (``--partitions``), whose
+events here land on one partition (``ONE_PARTITION``) so their order is the stream's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 import redis.asyncio as redis
@@ -18,10 +20,13 @@ from plaita.adapters.redis.queue import RedisTaskQueue
 from plaita.application.ports import Clock, EventLog, TaskQueue
 from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 from plaita.domain.events import Event
+from plaita.domain.partitions import partition_of
 
 Elapse = Callable[[int], Awaitable[None]]
 #: Short enough for the Redis families, which wait in real time.
 MIN_AGE_MS = 300
+#: Event ids whose notifications land on one partition of three.
+ONE_PARTITION = [f"ev-{i}" for i in range(100) if partition_of(f"ev-{i}", 3) == 0][:4]
 
 
 def carrier(n: int) -> TaskEnvelope:
@@ -35,9 +40,9 @@ def carrier(n: int) -> TaskEnvelope:
     )
 
 
-def event(n: int) -> Event:
+def event(n: int, event_id: str | None = None) -> Event:
     return Event(
-        event_id=f"ev-{n}",
+        event_id=ONE_PARTITION[n] if event_id is None else event_id,
         event_type="paid",
         timestamp_ms=1_760_000_000_000,
         data={},
@@ -207,7 +212,7 @@ class NotificationTrimContract:
 
         await ready.ack_notification(second.notification_id)
         unread = await ready.read_notifications("f1", count=10, block_ms=0)
-        assert [n.event_id for n in unread] == ["ev-2", "ev-3"]
+        assert [n.event_id for n in unread] == ONE_PARTITION[2:4]
 
     async def test_notifications_younger_than_the_minimum_age_stay(
         self, ready: EventLog, elapse: Elapse
@@ -237,22 +242,34 @@ class TestMemoryNotificationTrim(NotificationTrimContract):
 
 
 class RedisNotificationTrim(NotificationTrimContract):
+    @pytest.fixture(params=[1, 3], ids=["p1", "p3"])
+    def partitions(self, request: pytest.FixtureRequest) -> int:
+        return int(request.param)
+
     @pytest.fixture
     def client(self) -> redis.Redis:
         raise NotImplementedError
 
     @pytest.fixture
-    def log(self, client: redis.Redis, keys: RedisKeys) -> EventLog:
-        return RedisEventLog(client, keys)
+    async def log(
+        self, client: redis.Redis, keys: RedisKeys, partitions: int
+    ) -> AsyncIterator[EventLog]:
+        log = RedisEventLog(client, keys, partitions=partitions)
+        yield log
+        await log.close()
+
+    @staticmethod
+    def stream(keys: RedisKeys, partitions: int, partition: int = 0) -> str:
+        return keys.event_notifications(None if partitions == 1 else partition)
 
     @pytest.fixture
     def elapse(self, sleep_real: Elapse) -> Elapse:
         return sleep_real
 
     async def test_with_several_groups_the_one_furthest_behind_decides(
-        self, ready: EventLog, client: redis.Redis, keys: RedisKeys
+        self, ready: EventLog, client: redis.Redis, keys: RedisKeys, partitions: int
     ) -> None:
-        other = RedisEventLog(client, keys, group="audit-filter")
+        other = RedisEventLog(client, keys, group="audit-filter", partitions=partitions)
         await other.ensure_group()
         for n in range(3):
             await ready.append(event(n))
@@ -265,7 +282,7 @@ class RedisNotificationTrim(NotificationTrimContract):
         assert await ready.trim_notifications(min_age_ms=0) == 0  # ... and acked nothing
         await other.ack_notification(audited.notification_id)
         assert await ready.trim_notifications(min_age_ms=0) == 1
-        assert await client.xlen(keys.event_notifications()) == 2
+        assert await client.xlen(self.stream(keys, partitions)) == 2
 
     async def test_a_stream_without_groups_is_trimmed_by_age_only(
         self, log: EventLog, client: redis.Redis, keys: RedisKeys, elapse: Elapse
@@ -276,6 +293,25 @@ class RedisNotificationTrim(NotificationTrimContract):
         assert await log.trim_notifications(min_age_ms=0) == 0
         await elapse(MIN_AGE_MS + 50)
         assert await log.trim_notifications(min_age_ms=MIN_AGE_MS) == 1
+
+    async def test_every_partition_is_trimmed(
+        self, ready: EventLog, client: redis.Redis, keys: RedisKeys, partitions: int
+    ) -> None:
+        """K3, S5: one trim call trims the notification stream of each partition."""
+        ids = [
+            next(f"ev-{i}" for i in range(100) if partition_of(f"ev-{i}", partitions) == k)
+            for k in range(partitions)
+        ]
+        for n, event_id in enumerate(ids):
+            await ready.append(event(n, event_id))
+        read = await ready.read_notifications("f1", count=10, block_ms=0)
+        assert sorted(n.event_id for n in read) == sorted(ids)
+        for notification in read:
+            await ready.ack_notification(notification.notification_id)
+
+        assert await ready.trim_notifications(min_age_ms=0) == partitions
+        for k in range(partitions):
+            assert await client.xlen(self.stream(keys, partitions, k)) == 0
 
 
 class TestFakeRedisNotificationTrim(RedisNotificationTrim):
