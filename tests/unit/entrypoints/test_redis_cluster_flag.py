@@ -1,5 +1,6 @@
 """``--redis-cluster`` and ``PLAITA_REDIS_CLUSTER``: the Redis URL becomes a cluster seed node;
-``--partitions`` (``PLAITA_PARTITIONS``), the partition count of the task queue and the notification stream, sits beside them.
+``--partitions`` (``PLAITA_PARTITIONS``), the partition count of the task queue and the
+notification stream, sits beside them.
 
 Every command that takes ``--redis-url`` takes ``--redis-cluster`` beside it (the convention is
 fixed: scripts and docs rely on it), and every way a command builds its settings sees it.
