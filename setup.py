@@ -7,6 +7,7 @@ subpackage missing from this list is silently left out of the wheel.
 from setuptools import find_packages, setup
 
 LAYERS = {
+    "plaita": "public",
     "plaita.domain": "domain",
     "plaita.application": "application",
     "plaita.adapters": "adapters",

@@ -287,3 +287,40 @@ class InvalidDatabaseUrlError(InvalidConfigurationError):
 class DatabaseSchemaError(PlaitaError):
     """The database's schema is missing or not at a revision plaita knows; run
     ``plaita db upgrade`` (S4)."""
+
+
+# --- the Python API (import plaita) -----------------------------------------------------
+
+
+class HandlerNotImportableError(FlowDefinitionError):
+    """A callable given as a task handler cannot be imported back by its name (a lambda, a
+    nested function, a method, a function defined in ``__main__``): a worker could not find
+    it, so the flow is refused while it is being built."""
+
+
+class ExecutionFailedError(PlaitaError):
+    """``result()`` of an execution that ended in error: ``error`` is the recorded error
+    (code, message, the node that failed, its kind)."""
+
+    def __init__(self, message: str, *, execution_id: str, error: object) -> None:
+        super().__init__(message)
+        self.execution_id = execution_id
+        self.error = error
+
+
+class ResultTimeoutError(PlaitaError):
+    """``result(timeout=…)`` waited that long and the execution had not ended; it goes on."""
+
+    def __init__(self, message: str, *, execution_id: str, status: str | None) -> None:
+        super().__init__(message)
+        self.execution_id = execution_id
+        self.status = status
+
+
+class SyncClientInEventLoopError(PlaitaError):
+    """A ``SyncClient`` method was called from inside a running event loop, which it would
+    block; use ``Client`` (async) there."""
+
+
+class ClientClosedError(PlaitaError):
+    """A ``Client`` was used outside ``async with`` (not opened yet, or already closed)."""
