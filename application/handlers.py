@@ -12,7 +12,11 @@ import importlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from plaita.domain.errors import HandlerNotAllowedError, UnknownHandlerError
+from plaita.domain.errors import (
+    HandlerNotAllowedError,
+    HandlerNotImportableError,
+    UnknownHandlerError,
+)
 from plaita.domain.flow import Flow, TaskNode
 
 Handler = Callable[..., Any]
@@ -64,3 +68,39 @@ class HandlerRegistry:
             )
         self._resolved[reference] = handler
         return handler
+
+
+def handler_reference(handler: Handler) -> str:
+    """The ``"module:function"`` a worker resolves back to ``handler`` — the inverse of
+    ``HandlerRegistry.resolve`` — or ``HandlerNotImportableError`` when there is none: a
+    lambda, a nested function, a method, a function of ``__main__``, or a name that imports
+    as another object."""
+    if not callable(handler):
+        raise HandlerNotImportableError(f"a task handler must be callable, got {handler!r}")
+    module = getattr(handler, "__module__", None)
+    name = getattr(handler, "__qualname__", None)
+    what = f"handler {getattr(handler, '__qualname__', handler)!r}"
+    fix = (
+        "define it at the top level of an importable module (the workers import it by "
+        "name), or pass its name as a 'module:function' string"
+    )
+    if not isinstance(module, str) or not isinstance(name, str):
+        raise HandlerNotImportableError(f"{what} has no module and name to import it by: {fix}")
+    if module == "__main__":
+        raise HandlerNotImportableError(
+            f"{what} is defined in __main__, which a worker cannot import: {fix}"
+        )
+    if "<lambda>" in name or "<locals>" in name or "." in name:
+        kind = "a lambda" if "<lambda>" in name else "not a module-level function"
+        raise HandlerNotImportableError(f"{what} in {module!r} is {kind}: {fix}")
+    try:
+        found = getattr(importlib.import_module(module), name, None)
+    except ImportError as exc:
+        raise HandlerNotImportableError(
+            f"{what}: module {module!r} cannot be imported ({exc}): {fix}"
+        ) from None
+    if found is not handler:
+        raise HandlerNotImportableError(
+            f"{what}: {module}:{name} imports as another object ({found!r}): {fix}"
+        )
+    return f"{module}:{name}"

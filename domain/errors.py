@@ -6,6 +6,11 @@ family (``FlowDefinitionError``, ``ExecutionStateError`` …) or the exact name.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from plaita.domain.execution import ExecutionError
+
 
 class PlaitaError(Exception):
     """Root of every error plaita raises on purpose."""
@@ -302,7 +307,7 @@ class ExecutionFailedError(PlaitaError):
     """``result()`` of an execution that ended in error: ``error`` is the recorded error
     (code, message, the node that failed, its kind)."""
 
-    def __init__(self, message: str, *, execution_id: str, error: object) -> None:
+    def __init__(self, message: str, *, execution_id: str, error: ExecutionError | None) -> None:
         super().__init__(message)
         self.execution_id = execution_id
         self.error = error
@@ -324,3 +329,12 @@ class SyncClientInEventLoopError(PlaitaError):
 
 class ClientClosedError(PlaitaError):
     """A ``Client`` was used outside ``async with`` (not opened yet, or already closed)."""
+
+
+class StoreUnreachableError(PlaitaError):
+    """A ``Client`` could not reach its Redis (or its database) when it opened."""
+
+
+class WorkerAttachError(PlaitaError):
+    """A ``Worker`` cannot run on this ``Client``: another worker already runs on it, or
+    the client is not open."""

@@ -36,6 +36,7 @@ from plaita.entrypoints.cli_worker import worker
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="plaita", prog_name="plaita", message="%(prog)s %(version)s")
 @click.option(
     "--log-level",
     envvar="PLAITA_LOG_LEVEL",

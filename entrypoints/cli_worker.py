@@ -29,6 +29,8 @@ from plaita.entrypoints.cli_support import (
     warn_fallbacks,
 )
 from plaita.entrypoints.container import Container, dlq_key_problems
+from plaita.entrypoints.sdk.client import Client
+from plaita.entrypoints.sdk.worker import Worker
 from plaita.entrypoints.timeline import LogListener
 
 
@@ -253,27 +255,18 @@ def worker(
             click.echo(
                 f"{done} flow {flow.flow_id} version {flow.version} (deployment-wide)", err=True
             )
-        exporter = container.metrics_exporter()
-        alerts = container.alerts()
+        # plaita.Worker, as application code embeds it, without the event filter (a service
+        # of its own: plaita event-filter).
+        worker = Worker(
+            Client._on(container, settings),
+            handler_modules=settings.handler_modules,
+            event_filter=False,
+        )
         stop = asyncio.Event()
-        sender = asyncio.create_task(alerts.run(stop)) if alerts is not None else None
         try:
-            try:
-                exporter.serve()
-            except OSError as exc:
-                raise click.ClickException(
-                    f"cannot serve metrics on 127.0.0.1:{settings.metrics_port}: {exc}; "
-                    "choose another --metrics-port (0 disables)"
-                ) from None
             with stop_on_signals(stop):
-                await container.worker().run(stop)
-        finally:
-            stop.set()
-            if sender is not None and alerts is not None:
-                await sender
-                await alerts.close()
-            exporter.close()
-            # The blocking reads still open on the partitions end with the worker.
-            await container.queue().close()
+                await worker.run(stop)
+        except InvalidConfigurationError as exc:
+            raise click.ClickException(str(exc)) from None
 
     run_with_container(settings, body)

@@ -21,12 +21,8 @@ from typing import Any
 
 import uvicorn
 
-from plaita.application.tenancy import tenant_scope
-from plaita.application.use_cases.recover import RecoveryReport
 from plaita.domain.errors import FlowVersionConflictError
 from plaita.domain.flow_owners import SHARED
-from plaita.domain.reconcile import ReconcileSettings
-from plaita.domain.tenancy import DEFAULT_TENANT
 from plaita.entrypoints.cli_support import (
     import_handler_modules,
     load_flow_file,
@@ -34,10 +30,9 @@ from plaita.entrypoints.cli_support import (
     warn_fallbacks,
 )
 from plaita.entrypoints.container import Container, build_container, upgrade_schema
-from plaita.entrypoints.event_filter import BackgroundJob, EventFilterService
-from plaita.entrypoints.janitor import run_notification_trim, run_state_sweeper
+from plaita.entrypoints.sdk.client import Client
+from plaita.entrypoints.sdk.worker import Worker
 from plaita.entrypoints.settings import Settings, optional_fallbacks
-from plaita.entrypoints.worker import Worker
 
 log = logging.getLogger("plaita.dev")
 
@@ -71,7 +66,6 @@ async def run_dev(
         if settings.storage == "sql" and settings.database_url:
             await _migrate(settings.database_url, echo)
         registered = await register_flow_folder(container, flows_dir, echo)
-        recovered = await _recover(container, settings)
         token = token or dev_token()
         app = container.console(
             tokens=[token], dev_mode=True, max_body_bytes=settings.max_body_bytes
@@ -83,22 +77,26 @@ async def run_dev(
         # no service has started yet.
         listening = socket.create_server((host, port))
         port = int(listening.getsockname()[1])  # the one chosen when --port 0
-        services = _services(container, settings)
-        tasks = [asyncio.create_task(service.run(stop)) for service in services]
-        console = asyncio.create_task(server.serve(sockets=[listening]))
-        await _wait_started(server, console)
-        echo(_banner(settings, registered, host, port, token["token"]))
-        if recovered is not None:
-            echo(
-                f"  kept:    {recovered.continued} running executions continued, "
-                f"{recovered.timers} timers and {recovered.subscriptions} event waits restored"
-            )
-        await stop.wait()
-        server.should_exit = True
-        with contextlib.suppress(asyncio.CancelledError):
-            await console
-        for task in tasks:
-            await task
+        # plaita.Worker as application code embeds it: worker, event filter, timers.
+        worker = Worker(Client._on(container, settings), handler_modules=settings.handler_modules)
+        await worker.start()
+        try:
+            console = asyncio.create_task(server.serve(sockets=[listening]))
+            await _wait_started(server, console)
+            echo(_banner(settings, registered, host, port, token["token"]))
+            recovered = worker.recovered
+            if recovered is not None:
+                echo(
+                    f"  kept:    {recovered.continued} running executions continued, "
+                    f"{recovered.timers} timers and {recovered.subscriptions} event waits "
+                    "restored"
+                )
+            await stop.wait()
+            server.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await console
+        finally:
+            await worker.stop()
     finally:
         if settings.backend == "redis":
             await container.redis_client().aclose()
@@ -110,15 +108,6 @@ async def _migrate(database_url: str, echo: Callable[[str], None]) -> None:
     """A dev database is created or upgraded on start: nothing to run by hand."""
     revision = await upgrade_schema(database_url)
     echo(f"plaita dev: database {database_url} at schema {revision}")
-
-
-async def _recover(container: Container, settings: Settings) -> RecoveryReport | None:
-    """With durable state but an in-memory queue, a restart lost every carrier (I0)."""
-    if settings.storage != "sql" or settings.backend != "memory":
-        return None
-    with tenant_scope(DEFAULT_TENANT):
-        report: RecoveryReport = await container.recover_after_restart()()
-    return report
 
 
 class _ConsoleServer(uvicorn.Server):
@@ -146,34 +135,6 @@ async def register_flow_folder(
             continue
         names.append(f"{registered.flow.flow_id} v{registered.flow.version}")
     return names
-
-
-def _services(container: Container, settings: Settings) -> Sequence[Worker | EventFilterService]:
-    worker: Worker = container.worker()
-    event_filter: EventFilterService = container.event_filter(
-        consumer=f"dev-event-filter-{settings.consumer_name}",
-        reconcile=container.reconcile_events(settings=ReconcileSettings()),
-        background=_housekeeping(container, settings),
-    )
-    return [worker, event_filter]
-
-
-def _housekeeping(container: Container, settings: Settings) -> dict[str, BackgroundJob]:
-    """Beside the event filter: the trim of the notification stream (S5) and, with SQL
-    storage, the sweep of expired state rows."""
-
-    async def notification_trim(stop: asyncio.Event) -> None:
-        await run_notification_trim(container, stop)
-
-    jobs: dict[str, BackgroundJob] = {"notification_trim": notification_trim}
-    if settings.storage != "sql":
-        return jobs
-
-    async def state_sweeper(stop: asyncio.Event) -> None:
-        await run_state_sweeper(container, stop)
-
-    jobs["state_sweeper"] = state_sweeper
-    return jobs
 
 
 async def _wait_started(server: uvicorn.Server, serving: asyncio.Task[None]) -> None:

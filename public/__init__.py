@@ -31,10 +31,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from plaita.application.engine.context import NodeContext
     from plaita.domain.errors import (
+        ClientClosedError,
         ExecutionFailedError,
         PlaitaError,
         ResultTimeoutError,
+        StoreUnreachableError,
         SyncClientInEventLoopError,
+        WorkerAttachError,
     )
     from plaita.domain.execution import ExecutionError, ExecutionStatus
     from plaita.domain.failures import (
@@ -43,7 +46,12 @@ if TYPE_CHECKING:
         ResourceExhaustedNodeError,
         TransientNodeError,
     )
-    from plaita.entrypoints.sdk.client import Client, ExecutionHandle
+    from plaita.entrypoints.sdk.client import (
+        Client,
+        ExecutionHandle,
+        ExecutionPage,
+        ExecutionSummary,
+    )
     from plaita.entrypoints.sdk.flow import Flow
     from plaita.entrypoints.sdk.sync import SyncClient, SyncExecutionHandle
     from plaita.entrypoints.sdk.worker import Worker
@@ -68,6 +76,11 @@ _HOMES = {
     "ExecutionFailedError": "plaita.domain.errors",
     "ResultTimeoutError": "plaita.domain.errors",
     "SyncClientInEventLoopError": "plaita.domain.errors",
+    "ClientClosedError": "plaita.domain.errors",
+    "StoreUnreachableError": "plaita.domain.errors",
+    "WorkerAttachError": "plaita.domain.errors",
+    "ExecutionSummary": "plaita.entrypoints.sdk.client",
+    "ExecutionPage": "plaita.entrypoints.sdk.client",
     "ExecutionCancelledError": "plaita.domain.failures",
     "TransientNodeError": "plaita.domain.failures",
     "ResourceExhaustedNodeError": "plaita.domain.failures",
@@ -76,22 +89,27 @@ _HOMES = {
 
 __all__ = [
     "Client",
+    "ClientClosedError",
     "DeterministicNodeError",
     "ExecutionCancelledError",
     "ExecutionError",
     "ExecutionFailedError",
     "ExecutionHandle",
+    "ExecutionPage",
     "ExecutionStatus",
+    "ExecutionSummary",
     "Flow",
     "NodeContext",
     "PlaitaError",
     "ResourceExhaustedNodeError",
     "ResultTimeoutError",
+    "StoreUnreachableError",
     "SyncClient",
     "SyncClientInEventLoopError",
     "SyncExecutionHandle",
     "TransientNodeError",
     "Worker",
+    "WorkerAttachError",
     "__version__",
 ]
 

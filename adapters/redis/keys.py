@@ -211,6 +211,11 @@ class RedisKeys:
         """Hash ``<execution_id>\x1f<event_id>`` → the subscription that took the event."""
         return f"{self.tenant_namespace(tenant_id)}:inbox:{{{correlation_id}}}:taken"
 
+    def end_notices(self, tenant_id: str) -> str:
+        """The pub/sub channel (not a key: no slot) where ended executions of the tenant are
+        announced, one message per end holding the execution id."""
+        return f"{self.tenant_namespace(tenant_id)}:ended"
+
     def event_notifications(self, partition: int | None = None) -> str:
         """The notification stream (ADR 0002); with P > 1 partitions (``--partitions``),
         partition k is ``{ns}:events:{events:p<k>}:stream``, each under its own hash tag, and

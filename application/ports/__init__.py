@@ -17,6 +17,7 @@ from plaita.application.ports.controls import Admission, ExecutionControls, Park
 from plaita.application.ports.counter_store import Counters, CounterStore
 from plaita.application.ports.dedup_store import DedupClaim, DedupStore
 from plaita.application.ports.delay_queue import DelayQueue
+from plaita.application.ports.end_notices import EndNotices, EndWatch
 from plaita.application.ports.event_log import EventLog, EventNotification
 from plaita.application.ports.event_waiter import EventWaiter
 from plaita.application.ports.execution_repository import (
@@ -59,6 +60,8 @@ __all__ = [
     "DedupStore",
     "DelayQueue",
     "Delivery",
+    "EndNotices",
+    "EndWatch",
     "EventLog",
     "EventNotification",
     "EventWaiter",

@@ -8,6 +8,7 @@ from plaita.adapters.memory.controls import MemoryExecutionControls
 from plaita.adapters.memory.counters import MemoryCounterStore
 from plaita.adapters.memory.dedup import MemoryDedupStore
 from plaita.adapters.memory.delay_queue import MemoryDelayQueue
+from plaita.adapters.memory.end_notices import MemoryEndNotices
 from plaita.adapters.memory.event_bus import MemoryEventBus
 from plaita.adapters.memory.events import MemoryEventLog
 from plaita.adapters.memory.flows import MemoryFlowRepository
@@ -39,6 +40,8 @@ class MemoryStores(containers.DeclarativeContainer):
     )
     queue = providers.Singleton(MemoryTaskQueue, clock, dead_letter_max_len=config.dlq_max_len)
     flows = providers.Singleton(MemoryFlowRepository)
+    #: ``result()`` waiters of this process, woken by its own workers.
+    end_notices = providers.Singleton(MemoryEndNotices)
     subscriptions = providers.Singleton(MemorySubscriptionStore)
     events = providers.Singleton(MemoryEventLog, clock)
     dedup = providers.Singleton(MemoryDedupStore, clock)

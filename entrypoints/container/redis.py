@@ -16,6 +16,7 @@ from plaita.adapters.redis.controls import RedisExecutionControls
 from plaita.adapters.redis.counters import RedisCounterStore
 from plaita.adapters.redis.dedup import RedisDedupStore
 from plaita.adapters.redis.delay_queue import RedisDelayQueue
+from plaita.adapters.redis.end_notices import RedisEndNotices
 from plaita.adapters.redis.events import RedisEventLog
 from plaita.adapters.redis.flows import RedisFlowRepository
 from plaita.adapters.redis.inbox import RedisInbox
@@ -129,6 +130,8 @@ class RedisStores(containers.DeclarativeContainer):
         partitions=config.partitions,
     )
     flows = providers.Singleton(RedisFlowRepository, client, keys)
+    #: One subscription per process for its ``result()`` waiters; a PUBLISH per end.
+    end_notices = providers.Singleton(RedisEndNotices, client, keys)
     subscriptions = providers.Singleton(RedisSubscriptionStore, client, keys)
     #: The notification stream is split into the task queue's partitions too.
     events = providers.Singleton(RedisEventLog, client, keys, partitions=config.partitions)

@@ -12,6 +12,7 @@ from typing import Any
 from dependency_injector import containers, providers
 
 from plaita.adapters.system import SystemClock, UuidGenerator
+from plaita.application.end_notices import AnnouncingExecutions
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain.config_generations import RuntimeConfig, generations_of
@@ -118,13 +119,20 @@ class Stores(containers.DeclarativeContainer):
         ),
         sql=sql_stores.leases,
     )
-    executions = providers.Selector(
+    #: The configured store of executions; ``executions`` is what every use case gets.
+    execution_store = providers.Selector(
         config.storage,
         auto=providers.Selector(
             config.backend, memory=memory_stores.executions, redis=redis_stores.executions
         ),
         sql=sql_stores.executions,
     )
+    #: ``result()`` waiters are woken through the backend, whatever the storage.
+    end_notices = providers.Selector(
+        config.backend, memory=memory_stores.end_notices, redis=redis_stores.end_notices
+    )
+    #: The store, announcing each save that ends an execution (and each delete).
+    executions = providers.Singleton(AnnouncingExecutions, execution_store, end_notices)
     flow_repository = providers.Selector(
         config.storage,
         auto=providers.Selector(

@@ -24,6 +24,7 @@ from plaita.application.use_cases.operator_controls import (
 from plaita.application.use_cases.reap import ReapZombies
 from plaita.application.use_cases.reconcile_events import ReconcileEvents
 from plaita.application.use_cases.recover import RecoverAfterRestart
+from plaita.application.use_cases.results import AwaitResult
 from plaita.application.use_cases.start_execution import StartExecution
 from plaita.application.use_cases.step import ProcessTask, StepSettings
 from plaita.domain.janitor import plan_janitor
@@ -95,6 +96,10 @@ class UseCases(Stores):
         generations=Stores.generations,
     )
     get_execution = providers.Factory(GetExecution, Stores.executions)
+    #: ``ExecutionHandle.result()``: woken by the end notices, re-reading at a bounded interval.
+    await_result = providers.Factory(
+        AwaitResult, executions=Stores.executions, notices=Stores.end_notices, clock=Stores.clock
+    )
     #: `plaita dev --db`: carriers, timers and subscriptions back after a restart (S4).
     recover_after_restart = providers.Factory(
         RecoverAfterRestart,

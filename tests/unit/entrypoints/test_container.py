@@ -26,7 +26,7 @@ def test_memory_backend_wires_memory_adapters_and_never_builds_redis() -> None:
     container = build_container(Settings(backend="memory"))
     container.redis_client.override(providers.Callable(refuse_redis))
     assert isinstance(container.queue(), MemoryTaskQueue)
-    assert isinstance(container.executions(), MemoryExecutionRepository)
+    assert isinstance(container.execution_store(), MemoryExecutionRepository)
     container.process_task()
     container.filter_event()
     container.start_execution()
@@ -36,7 +36,7 @@ def test_redis_backend_wires_redis_adapters_on_one_client() -> None:
     container = build_container(Settings(backend="redis", queue_name="orders"))
     container.redis_client.override(providers.Object(fakeredis.FakeAsyncRedis()))
     assert isinstance(container.queue(), RedisTaskQueue)
-    assert isinstance(container.executions(), RedisExecutionRepository)
+    assert isinstance(container.execution_store(), RedisExecutionRepository)
     assert isinstance(container.leases(), RedisLeaseManager)
 
 
@@ -70,7 +70,7 @@ def test_storage_sql_wires_state_leases_and_flows_to_the_database(tmp_path: obje
         Settings(backend="memory", storage="sql", database_url=f"sqlite:///{tmp_path}/s.db")
     )
     container.redis_client.override(providers.Callable(refuse_redis))
-    assert isinstance(container.executions(), SqlExecutionRepository)
+    assert isinstance(container.execution_store(), SqlExecutionRepository)
     assert isinstance(container.leases(), SqlLeaseManager)
     assert isinstance(container.flow_repository(), SqlFlowRepository)
     assert isinstance(container.queue(), MemoryTaskQueue)

@@ -258,7 +258,7 @@ PROBES: dict[str, Probe] = {
     ),
     "storage": Probe(
         "sql",
-        sync(lambda c: type(c.executions()).__name__),
+        sync(lambda c: type(c.execution_store()).__name__),
         "SqlExecutionRepository",
         extra={"database_url": f"sqlite:///{SCRATCH / 'plaita-audit.db'}"},
     ),

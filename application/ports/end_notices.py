@@ -1,0 +1,39 @@
+"""Word that an execution ended, for whoever awaits its result (``ExecutionHandle.result``)."""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+
+class EndWatch(Protocol):
+    """One waiter's view of the notices of one execution, open while its ``watch`` is."""
+
+    async def wait(self, timeout_s: float) -> bool:
+        """Wait at most ``timeout_s`` for a notice of the execution's end; True if one came.
+
+        True also when the notices may have been missed (the feed's connection dropped):
+        either way the caller re-reads the state, which is the only truth.
+        """
+        ...
+
+
+class EndNotices(Protocol):
+    """Best-effort notices of executions that ended (completed, error, cancelled).
+
+    A notice can be lost (a dropped connection, a process that dies between its checkpoint
+    and the notice): a waiter never trusts one, it re-reads the state on every notice and
+    at a bounded interval without one. Notices are scoped to the current tenant.
+    """
+
+    async def announce(self, execution_id: str) -> None:
+        """Tell every watcher of ``execution_id`` (in any process) that it ended or is gone."""
+        ...
+
+    def watch(self, execution_id: str) -> AbstractAsyncContextManager[EndWatch]:
+        """Listen for ``execution_id``'s end: notices announced after entry are not missed."""
+        ...
+
+    async def aclose(self) -> None:
+        """Stop listening and release what the notices hold (a subscription, a task)."""
+        ...
