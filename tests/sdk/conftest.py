@@ -3,6 +3,7 @@ namespace of its own (``PLAITA_NAMESPACE``, read by every client like every proc
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -10,6 +11,9 @@ from typing import Any
 
 import pytest
 import redis.asyncio as redis
+
+import plaita
+from plaita.domain.errors import UnknownExecutionError
 
 APPROVAL: dict[str, Any] = {
     "flow_id": "sdk_approval",
@@ -88,3 +92,16 @@ async def url(request: pytest.FixtureRequest, namespace: str) -> AsyncIterator[s
     for key in created:
         await client.delete(key)
     await client.aclose()
+
+
+async def wait_for_status(
+    handle: plaita.ExecutionHandle, status: plaita.ExecutionStatus, *, seconds: float = 10.0
+) -> None:
+    async with asyncio.timeout(seconds):
+        while True:
+            try:
+                if await handle.status() is status:
+                    return
+            except UnknownExecutionError:
+                pass  # its start carrier is still queued
+            await asyncio.sleep(0.02)

@@ -12,9 +12,8 @@ import asyncio
 import pytest
 
 import plaita
-from plaita.domain.errors import UnknownExecutionError
 
-from .conftest import APPROVAL, FAILING, HANDLER_MODULES
+from .conftest import APPROVAL, FAILING, HANDLER_MODULES, wait_for_status
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -24,19 +23,6 @@ def no_fallback_poll(monkeypatch: pytest.MonkeyPatch) -> None:
     from plaita.application.use_cases import results
 
     monkeypatch.setattr(results, "FALLBACK_POLL_S", 60.0)
-
-
-async def wait_for_status(
-    handle: plaita.ExecutionHandle, status: plaita.ExecutionStatus, *, seconds: float = 10.0
-) -> None:
-    async with asyncio.timeout(seconds):
-        while True:
-            try:
-                if await handle.status() is status:
-                    return
-            except UnknownExecutionError:
-                pass  # its start carrier is still queued
-            await asyncio.sleep(0.02)
 
 
 async def test_start_suspend_publish_and_await_the_result(url: str) -> None:
