@@ -244,22 +244,28 @@ def _check_graph(document: FlowDocument, by_id: Mapping[str, BaseNode]) -> None:
                 raise UnknownNodeTargetError(
                     f"flow {flow!r}: node {node.id!r} points at unknown node {target!r}"
                 )
-        where = f"flow {flow!r} node {node.id!r}"
-        if node.timeout is not None:
-            if isinstance(node, EventNode):
-                parse_duration_ms(node.timeout, field=f"{where} timeout", maximum_ms=MAX_WAIT_MS)
-            else:
-                parse_duration_ms(node.timeout, field=f"{where} timeout")
-        if isinstance(node, EventNode) and not node.event_type.strip():
-            raise EmptyEventTypeError(f"{where}: event_type must not be empty")
-        if isinstance(node, SleepNode):
-            parse_duration_ms(node.duration, field=f"{where} duration", maximum_ms=MAX_WAIT_MS)
-        if isinstance(node, TaskNode):
-            module, sep, function = node.handler.partition(":")
-            if not (sep and module and function):
-                raise InvalidHandlerReferenceError(
-                    f"{where}: handler {node.handler!r} must be written as 'module:function'"
-                )
+        check_node(flow, node)
+
+
+def check_node(flow_id: str, node: BaseNode) -> None:
+    """The rules one node obeys on its own (durations, event type, handler reference), each a
+    named error; the graph's rules (targets, start) need the whole flow."""
+    where = f"flow {flow_id!r} node {node.id!r}"
+    if node.timeout is not None:
+        if isinstance(node, EventNode):
+            parse_duration_ms(node.timeout, field=f"{where} timeout", maximum_ms=MAX_WAIT_MS)
+        else:
+            parse_duration_ms(node.timeout, field=f"{where} timeout")
+    if isinstance(node, EventNode) and not node.event_type.strip():
+        raise EmptyEventTypeError(f"{where}: event_type must not be empty")
+    if isinstance(node, SleepNode):
+        parse_duration_ms(node.duration, field=f"{where} duration", maximum_ms=MAX_WAIT_MS)
+    if isinstance(node, TaskNode):
+        module, sep, function = node.handler.partition(":")
+        if not (sep and module and function):
+            raise InvalidHandlerReferenceError(
+                f"{where}: handler {node.handler!r} must be written as 'module:function'"
+            )
 
 
 def _sha256(value: JSON) -> str:
