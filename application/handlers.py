@@ -70,37 +70,50 @@ class HandlerRegistry:
         return handler
 
 
-def handler_reference(handler: Handler) -> str:
-    """The ``"module:function"`` a worker resolves back to ``handler`` — the inverse of
-    ``HandlerRegistry.resolve`` — or ``HandlerNotImportableError`` when there is none: a
-    lambda, a nested function, a method, a function of ``__main__``, or a name that imports
-    as another object."""
-    if not callable(handler):
-        raise HandlerNotImportableError(f"a task handler must be callable, got {handler!r}")
+def handler_reference(handler: Callable[..., object], *, where: str = "handler") -> str:
+    """``"module:qualname"`` of ``handler`` — the reference ``HandlerRegistry.resolve``
+    turns back into it — or ``HandlerNotImportableError`` when a worker could not import it
+    back by that name (``where`` says whose handler it is)."""
     module = getattr(handler, "__module__", None)
-    name = getattr(handler, "__qualname__", None)
-    what = f"handler {getattr(handler, '__qualname__', handler)!r}"
-    fix = (
-        "define it at the top level of an importable module (the workers import it by "
-        "name), or pass its name as a 'module:function' string"
-    )
-    if not isinstance(module, str) or not isinstance(name, str):
-        raise HandlerNotImportableError(f"{what} has no module and name to import it by: {fix}")
+    qualname = getattr(handler, "__qualname__", None)
+    problem: str | None = f"a {type(handler).__name__} object has no module-level name"
+    if isinstance(module, str) and isinstance(qualname, str):
+        problem = _not_importable(handler, module, qualname)
+    if problem is not None:
+        raise HandlerNotImportableError(
+            f"{where}: handler {_name_of(handler)} cannot be imported back by its name: "
+            f"{problem}. Define it at module level in an importable module, or pass a "
+            "'module:function' string"
+        )
+    return f"{module}:{qualname}"
+
+
+def _not_importable(handler: object, module: str, qualname: str) -> str | None:
+    if "<lambda>" in qualname:
+        return "it is a lambda"
+    if "<locals>" in qualname:
+        return f"it is defined inside the function {qualname.split('.<locals>')[0]!r}"
+    if "." in qualname:
+        owner = qualname.rpartition(".")[0]
+        return f"{qualname!r} is an attribute of {owner!r}, not a module-level name"
     if module == "__main__":
-        raise HandlerNotImportableError(
-            f"{what} is defined in __main__, which a worker cannot import: {fix}"
+        return (
+            "it is defined in __main__ (the script being run), which is another program on a worker"
         )
-    if "<lambda>" in name or "<locals>" in name or "." in name:
-        kind = "a lambda" if "<lambda>" in name else "not a module-level function"
-        raise HandlerNotImportableError(f"{what} in {module!r} is {kind}: {fix}")
     try:
-        found = getattr(importlib.import_module(module), name, None)
-    except ImportError as exc:
-        raise HandlerNotImportableError(
-            f"{what}: module {module!r} cannot be imported ({exc}): {fix}"
-        ) from None
+        found = getattr(importlib.import_module(module), qualname, None)
+    except Exception as exc:  # an import runs arbitrary code: any failure means "not here"
+        return f"its module {module!r} cannot be imported ({type(exc).__name__}: {exc})"
+    if found is None:
+        return f"module {module!r} has no {qualname!r}"
     if found is not handler:
-        raise HandlerNotImportableError(
-            f"{what}: {module}:{name} imports as another object ({found!r}): {fix}"
-        )
-    return f"{module}:{name}"
+        return f"{module}:{qualname} is another object (the name was rebound or shadowed)"
+    return None
+
+
+def _name_of(handler: object) -> str:
+    qualname = getattr(handler, "__qualname__", None)
+    module = getattr(handler, "__module__", None)
+    if isinstance(qualname, str) and isinstance(module, str):
+        return f"{qualname!r} of module {module!r}"
+    return repr(handler)

@@ -6,15 +6,17 @@ The public API — everything an application imports — is the names in ``__all
 
     approval = (
         plaita.Flow("expense_approval")
-        .task("submit", "expenses:submit", next="wait")
+        .task("submit", "examples.expenses:submit", params={"amount": "${amount}"}, next="wait")
         .event("wait", "expense.decided", next="done")
-        .end("done", output="${NODE.wait.approved}")
+        .end("done", output="$NODE['wait']['data']")
     )
 
-    async with plaita.Client("memory://") as client, plaita.Worker(client, handlers=[submit]):
+    async with plaita.Client("memory://") as client, plaita.Worker(
+        client, handler_modules=["examples.expenses"]
+    ):
         await client.register(approval)
         handle = await client.start("expense_approval", {"amount": 42})
-        ...
+        await client.publish("expense.decided", {"ok": True}, correlation_id=handle.execution_id)
         print(await handle.result(timeout=30))
 
 The names are imported on first use (PEP 562), so ``import plaita.domain`` — what the

@@ -7,35 +7,20 @@ worker that runs on another.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from plaita.application.end_notices import EventWatch
 from plaita.application.tenancy import current_tenant
 
 _Key = tuple[str, str]
 
 
-class _Watch:
-    def __init__(self) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.event = asyncio.Event()
-
-    async def wait(self, timeout_s: float) -> bool:
-        try:
-            async with asyncio.timeout(max(0.0, timeout_s)):
-                await self.event.wait()
-        except TimeoutError:
-            return False
-        self.event.clear()
-        return True
-
-
 class MemoryEndNotices:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._watches: dict[_Key, set[_Watch]] = {}
+        self._watches: dict[_Key, set[EventWatch]] = {}
 
     async def announce(self, execution_id: str) -> None:
         with self._lock:
@@ -46,9 +31,9 @@ class MemoryEndNotices:
             watch.loop.call_soon_threadsafe(watch.event.set)
 
     @asynccontextmanager
-    async def watch(self, execution_id: str) -> AsyncIterator[_Watch]:
+    async def watch(self, execution_id: str) -> AsyncIterator[EventWatch]:
         key = (current_tenant(), execution_id)
-        watch = _Watch()
+        watch = EventWatch()
         with self._lock:
             self._watches.setdefault(key, set()).add(watch)
         try:

@@ -26,6 +26,7 @@ import redis.asyncio as redis
 from plaita.adapters.redis.connections import TRANSIENT_ERRORS
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.streams import text
+from plaita.application.end_notices import EventWatch
 from plaita.application.tenancy import current_tenant
 
 log = logging.getLogger("plaita.end_notices")
@@ -36,27 +37,13 @@ READ_TIMEOUT_S = 1.0
 RECONNECT_DELAYS_S = (0.05, 0.2, 0.5, 1.0, 2.0)
 
 
-class _Watch:
-    def __init__(self) -> None:
-        self.event = asyncio.Event()
-
-    async def wait(self, timeout_s: float) -> bool:
-        try:
-            async with asyncio.timeout(max(0.0, timeout_s)):
-                await self.event.wait()
-        except TimeoutError:
-            return False
-        self.event.clear()
-        return True
-
-
 class RedisEndNotices:
     def __init__(self, client: redis.Redis, keys: RedisKeys) -> None:
         self._client = client
         self._keys = keys
         self._pubsub: Any = None
         self._reader: asyncio.Task[None] | None = None
-        self._watches: dict[tuple[str, str], set[_Watch]] = {}
+        self._watches: dict[tuple[str, str], set[EventWatch]] = {}
         self._confirmed: dict[str, asyncio.Event] = {}
         self._subscribing = asyncio.Lock()
 
@@ -64,10 +51,10 @@ class RedisEndNotices:
         await self._client.publish(self._keys.end_notices(current_tenant()), execution_id)
 
     @asynccontextmanager
-    async def watch(self, execution_id: str) -> AsyncIterator[_Watch]:
+    async def watch(self, execution_id: str) -> AsyncIterator[EventWatch]:
         channel = self._keys.end_notices(current_tenant())
         key = (channel, execution_id)
-        watch = _Watch()
+        watch = EventWatch()
         self._watches.setdefault(key, set()).add(watch)
         try:
             await self._subscribed(channel)

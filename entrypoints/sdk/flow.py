@@ -31,7 +31,6 @@ document, and any accepted document comes back as one with the same fingerprint.
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,10 +41,10 @@ from pydantic import ValidationError
 
 from plaita.application.engine.context import NodeContext
 from plaita.application.engine.expressions import compile_flow_expressions
+from plaita.application.handlers import handler_reference
 from plaita.domain.durations import MAX_WAIT_MS, parse_duration_ms
 from plaita.domain.errors import (
     DuplicateNodeIdError,
-    HandlerNotImportableError,
     InvalidFlowDocumentError,
     InvalidHandlerReferenceError,
     MissingStartNodeError,
@@ -381,23 +380,6 @@ def canonical_document(document: FlowDocument) -> dict[str, Any]:
     return canonical
 
 
-def handler_reference(handler: Callable[..., object], *, where: str = "handler") -> str:
-    """``"module:qualname"`` of ``handler``, or ``HandlerNotImportableError`` when a worker
-    could not import it back by that name (``where`` says whose handler it is)."""
-    module = getattr(handler, "__module__", None)
-    qualname = getattr(handler, "__qualname__", None)
-    problem: str | None = f"a {type(handler).__name__} object has no module-level name"
-    if isinstance(module, str) and isinstance(qualname, str):
-        problem = _not_importable(handler, module, qualname)
-    if problem is not None:
-        raise HandlerNotImportableError(
-            f"{where}: handler {_name_of(handler)} cannot be imported back by its name: "
-            f"{problem}. Define it at module level in an importable module, or pass a "
-            "'module:function' string"
-        )
-    return f"{module}:{qualname}"
-
-
 # --- helpers ---------------------------------------------------------------------------------
 
 
@@ -408,37 +390,6 @@ def _reference(handler: object, where: str) -> str:
             f"got {type(handler).__name__} {handler!r}"
         )
     return handler_reference(handler, where=where)
-
-
-def _not_importable(handler: object, module: str, qualname: str) -> str | None:
-    if "<lambda>" in qualname:
-        return "it is a lambda"
-    if "<locals>" in qualname:
-        return f"it is defined inside the function {qualname.split('.<locals>')[0]!r}"
-    if "." in qualname:
-        owner = qualname.rpartition(".")[0]
-        return f"{qualname!r} is an attribute of {owner!r}, not a module-level name"
-    if module == "__main__":
-        return (
-            "it is defined in __main__ (the script being run), which is another program on a worker"
-        )
-    try:
-        found = getattr(importlib.import_module(module), qualname, None)
-    except Exception as exc:  # an import runs arbitrary code: any failure means "not here"
-        return f"its module {module!r} cannot be imported ({type(exc).__name__}: {exc})"
-    if found is None:
-        return f"module {module!r} has no {qualname!r}"
-    if found is not handler:
-        return f"{module}:{qualname} is another object (the name was rebound or shadowed)"
-    return None
-
-
-def _name_of(handler: object) -> str:
-    qualname = getattr(handler, "__qualname__", None)
-    module = getattr(handler, "__module__", None)
-    if isinstance(qualname, str) and isinstance(module, str):
-        return f"{qualname!r} of module {module!r}"
-    return repr(handler)
 
 
 def _type(model: type[BaseNode]) -> str:
