@@ -10,7 +10,6 @@ bounded interval anyway.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 
@@ -20,24 +19,6 @@ from plaita.domain.results import ends_execution
 from plaita.domain.tombstone import Tombstone
 
 log = logging.getLogger("plaita.end_notices")
-
-
-class EventWatch:
-    """An ``EndWatch`` on an ``asyncio.Event`` of the loop that opened it: what a notices
-    adapter sets (from that loop, or through ``loop.call_soon_threadsafe``)."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.event = asyncio.Event()
-
-    async def wait(self, timeout_s: float) -> bool:
-        try:
-            async with asyncio.timeout(max(0.0, timeout_s)):
-                await self.event.wait()
-        except TimeoutError:
-            return False
-        self.event.clear()
-        return True
 
 
 class AnnouncingExecutions:

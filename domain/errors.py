@@ -114,6 +114,11 @@ class FlowVersionConflictError(PlaitaError):
         self.given_fingerprint = given_fingerprint
 
 
+class FlowLatestContendedError(PlaitaError):
+    """The latest pointer of a flow kept moving under a registration's compare-and-set; the
+    version is stored, and registering it again applies the latest rule again (S2)."""
+
+
 class UnknownExecutionError(PlaitaError):
     """No execution is stored under this id."""
 

@@ -19,9 +19,14 @@ registers is ever found by another.
 Within one owner a (flow_id, version) is immutable once registered:
 
  #  stored under (owner, flow_id, version)  -> outcome
- R1 nothing                                 -> CREATED: stored, and the owner's latest
- R2 the same document (fingerprint)         -> UNCHANGED: nothing written, latest untouched
- R3 another document                        -> FlowVersionConflictError naming both
+ R1 nothing                                 -> CREATED: stored
+ R2 the same document (fingerprint)         -> UNCHANGED: the document is not written again
+ R3 another document                        -> FlowVersionConflictError naming both; nothing
+                                               is written and the latest stays
+
+After R1 and R2 the latest rule applies (V1-V5 of ``plaita.domain.flow_versions``): whether
+this version becomes the owner's latest depends on the version order or an explicit choice,
+never on the order of the registrations.
 """
 
 from __future__ import annotations

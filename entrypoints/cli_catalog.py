@@ -21,14 +21,16 @@ from plaita.application.use_cases.flows import (
     CatalogEntry,
     FlowCatalog,
     Registration,
-    validate_flow,
+    validate_registration,
 )
 from plaita.domain.errors import InvalidTenantIdError
 from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED, FlowOwner
+from plaita.domain.flow_versions import LatestReason
 from plaita.entrypoints.cli_support import (
     FLOW_ID,
     echo_json,
+    handler_search_path,
     json_option,
     load_flow_file,
     named_errors,
@@ -205,6 +207,41 @@ def workers_list(redis_url: str, as_json: bool) -> None:
         )
 
 
+#: How to choose a deployment-wide version as the latest, for the processes that register
+#: their flows by the rule (``plaita worker --flows``, ``plaita dev``).
+SHARED_ROLLBACK = "register it with `plaita flows register FILE --shared --latest`"
+
+
+def latest_note(registration: Registration, *, how: str = "pass --latest") -> str:
+    """What became of the latest, for a line about a registration (V1-V5 of
+    ``plaita.domain.flow_versions``); ``how`` says how to choose this version instead."""
+    decision = registration.latest
+    reason = decision.reason
+    if reason is LatestReason.LOWER:
+        return f"latest stays version {decision.latest} (higher); {how} to make it the latest"
+    if reason is LatestReason.HIGHER:
+        return f"it is the latest (higher than version {decision.current})"
+    if reason is LatestReason.CHOSEN:
+        return f"it is the latest (chosen; it was version {decision.current})"
+    if reason is LatestReason.FIRST:
+        return "it is the latest (the first version)"
+    return "it is the latest"
+
+
+def registration_summary(registration: Registration) -> dict[str, JSON]:
+    flow, decision = registration.flow, registration.latest
+    return {
+        "flow_id": flow.flow_id,
+        "version": flow.version,
+        "fingerprint": flow.fingerprint,
+        **registration.owner.to_json(),
+        "created": registration.created,
+        "latest_version": decision.latest,
+        "is_latest": decision.is_latest,
+        "latest_reason": decision.reason.value,
+    }
+
+
 @click.command("register")
 @click.argument(
     "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -216,7 +253,14 @@ def workers_list(redis_url: str, as_json: bool) -> None:
     "--handler-modules",
     envvar="PLAITA_HANDLER_MODULES",
     default=None,
-    help="When given, refuse flows whose handlers come from other modules.",
+    help="When given, refuse flows whose handlers come from other modules, or that a module "
+    "lacks: the modules the flows name are imported (from the cwd too) to find each function.",
+)
+@click.option(
+    "--latest",
+    is_flag=True,
+    help="Make each file's version the latest even when a higher version is registered "
+    "(a rollback). Without it a version becomes the latest only when it is higher.",
 )
 @json_option
 def flows_register(
@@ -225,47 +269,64 @@ def flows_register(
     shared: bool,
     redis_url: str,
     handler_modules: str | None,
+    latest: bool,
     as_json: bool,
 ) -> None:
     """Validate and register flow definition files for a tenant, or deployment-wide.
 
     A registered (flow_id, version) never changes: the same document again changes nothing,
     another document is refused (FlowVersionConflictError, exit 1). Every file is checked
-    first, so a refusal writes nothing.
+    first, so a refusal writes nothing. A version becomes the latest when it is higher than
+    the latest in the version order ("2" < "10", "1.9" < "1.10", "v2" < "v3"), or with
+    --latest.
     """
     owner = flow_owner(tenant_id, shared)
     settings = settings_from(backend="redis", redis_url=redis_url, handler_modules=handler_modules)
     loaded = [load_flow_file(path) for path in files]
-    allowlist = None if handler_modules is None else HandlerRegistry(settings.handler_modules)
+    if latest:
+        refuse_two_latest(loaded)
+    handlers = None
+    if handler_modules is not None:
+        handler_search_path()
+        handlers = HandlerRegistry(settings.handler_modules)
     with named_errors():
         for flow in loaded:
-            validate_flow(flow, allowlist)
+            validate_registration(flow, handlers)
 
     async def body(container: Container) -> list[Registration]:
-        catalog: FlowCatalog = container.flow_registration(allowlist)
+        catalog: FlowCatalog = container.flow_registration(handlers)
         for flow in loaded:
             await catalog.check_registration(flow, owner=owner)
-        return [await catalog.register(flow, owner=owner) for flow in loaded]
+        return [await catalog.register(flow, owner=owner, latest=latest) for flow in loaded]
 
     for registration in run_with_container(settings, body):
         flow = registration.flow
         if as_json:
-            echo_json(
-                {
-                    "flow_id": flow.flow_id,
-                    "version": flow.version,
-                    "fingerprint": flow.fingerprint,
-                    **owner.to_json(),
-                    "created": registration.created,
-                }
-            )
+            echo_json(registration_summary(registration))
         elif registration.created:
             click.echo(
                 f"registered {flow.flow_id} version {flow.version} ({flow.fingerprint[:12]}) "
-                f"{for_owner(owner)}"
+                f"{for_owner(owner)}; {latest_note(registration)}"
             )
         else:
+            change = latest_note(registration)
+            if not registration.latest.moves:
+                change = f"nothing changed; {change}"
             click.echo(
                 f"{flow.flow_id} version {flow.version} ({flow.fingerprint[:12]}) was already "
-                f"registered {for_owner(owner)} with this document; nothing changed"
+                f"registered {for_owner(owner)} with this document; {change}"
             )
+
+
+def refuse_two_latest(flows: list[Flow]) -> None:
+    """--latest with two versions of one flow would leave the latest to the files' order."""
+    versions: dict[str, list[str]] = {}
+    for flow in flows:
+        versions.setdefault(flow.flow_id, []).append(flow.version)
+    both = {flow_id: found for flow_id, found in versions.items() if len(set(found)) > 1}
+    if both:
+        named = "; ".join(f"{flow_id}: versions {', '.join(v)}" for flow_id, v in both.items())
+        raise click.UsageError(
+            f"--latest makes each file's version the latest, but several files are versions "
+            f"of one flow ({named}): give one version of each flow with --latest"
+        )

@@ -109,6 +109,9 @@ def console(
         backend="redis",
         redis_url=redis_url,
         handler_modules=handler_modules,
+        # The allowlist is only compared with the flows' handler names: the console never
+        # imports or runs handler code (``HandlerAllowlist``, not ``HandlerRegistry``).
+        handler_check="names",
         queue_name=queue_name,
         max_body_bytes=max_body_bytes,
         flow_cache_size=flow_cache_size,
@@ -116,8 +119,6 @@ def console(
     )
     with named_errors(settings.redis_url):
         tokens = load_tokens(settings, tokens_file)
-        # The allowlist is only compared with the flows' handler names: the console never
-        # imports or runs handler code.
         asyncio.run(_serve(settings, tokens, host, port))
 
 

@@ -69,11 +69,17 @@ def load_flow_file(path: Path) -> Flow:
         raise click.ClickException(f"{path}: {type(exc).__name__}: {exc}") from None
 
 
-def import_handler_modules(modules: tuple[str, ...]) -> None:
-    """Import the allowlisted modules now, from the cwd too (as ``celery -A``), to fail fast."""
+def handler_search_path() -> str:
+    """Let handler modules be imported from the cwd too (as ``celery -A``); returns the cwd."""
     cwd = os.getcwd()
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
+    return cwd
+
+
+def import_handler_modules(modules: tuple[str, ...]) -> None:
+    """Import the allowlisted modules now, from the cwd too (as ``celery -A``), to fail fast."""
+    cwd = handler_search_path()
     for module in modules:
         try:
             importlib.import_module(module)

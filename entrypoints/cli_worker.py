@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from plaita.domain.flow_owners import SHARED
+from plaita.entrypoints.cli_catalog import SHARED_ROLLBACK, latest_note
 from plaita.entrypoints.cli_support import (
     cluster_flag,
     default_retries_option,
@@ -252,8 +253,10 @@ def worker(
             # The worker serves every tenant: its --flows are deployment-wide (ADR 0011).
             registered = await container.flows().register(flow, owner=SHARED)
             done = "registered" if registered.created else "already registered"
+            note = latest_note(registered, how=SHARED_ROLLBACK)
             click.echo(
-                f"{done} flow {flow.flow_id} version {flow.version} (deployment-wide)", err=True
+                f"{done} flow {flow.flow_id} version {flow.version} (deployment-wide); {note}",
+                err=True,
             )
         # plaita.Worker, as application code embeds it, without the event filter (a service
         # of its own: plaita event-filter).

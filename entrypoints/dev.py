@@ -23,6 +23,7 @@ import uvicorn
 
 from plaita.domain.errors import FlowVersionConflictError
 from plaita.domain.flow_owners import SHARED
+from plaita.entrypoints.cli_catalog import SHARED_ROLLBACK, latest_note
 from plaita.entrypoints.cli_support import (
     import_handler_modules,
     load_flow_file,
@@ -133,7 +134,11 @@ async def register_flow_folder(
         except FlowVersionConflictError as exc:
             echo(f"plaita dev: {path}: {type(exc).__name__}: {exc}")
             continue
-        names.append(f"{registered.flow.flow_id} v{registered.flow.version}")
+        name = f"{registered.flow.flow_id} v{registered.flow.version}"
+        if not registered.is_latest:
+            echo(f"plaita dev: {path}: {name}: {latest_note(registered, how=SHARED_ROLLBACK)}")
+            name += f" (latest v{registered.latest.latest})"
+        names.append(name)
     return names
 
 

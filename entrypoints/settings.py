@@ -43,6 +43,12 @@ class Settings(BaseSettings):
     database_url: str | None = Field(default=None, min_length=1)
     namespace: str = Field(default="plaita", min_length=1)
     handler_modules: Annotated[tuple[str, ...], NoDecode] = ()
+    #: How a flow registered by this process has its handlers checked
+    #: (``plaita.application.handlers``): ``import`` imports the allowlisted modules it
+    #: names and finds every function, so a misspelt one is refused at registration;
+    #: ``names`` only compares module names with the allowlist and never imports. ``plaita
+    #: console`` always uses ``names``: it never imports or runs handler code.
+    handler_check: Literal["import", "names"] = "import"
     queue_name: str = Field(default="default", min_length=1)
     #: The task queue's partitions (``--partitions``): its stream, DLQ and delay queue split
     #: in P, an execution always on one; the event notification stream too, an event on its

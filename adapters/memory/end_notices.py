@@ -11,7 +11,7 @@ import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from plaita.application.end_notices import EventWatch
+from plaita.application.ports import EndWatch
 from plaita.application.tenancy import current_tenant
 
 _Key = tuple[str, str]
@@ -20,7 +20,7 @@ _Key = tuple[str, str]
 class MemoryEndNotices:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._watches: dict[_Key, set[EventWatch]] = {}
+        self._watches: dict[_Key, set[EndWatch]] = {}
 
     async def announce(self, execution_id: str) -> None:
         with self._lock:
@@ -31,9 +31,9 @@ class MemoryEndNotices:
             watch.loop.call_soon_threadsafe(watch.event.set)
 
     @asynccontextmanager
-    async def watch(self, execution_id: str) -> AsyncIterator[EventWatch]:
+    async def watch(self, execution_id: str) -> AsyncIterator[EndWatch]:
         key = (current_tenant(), execution_id)
-        watch = EventWatch()
+        watch = EndWatch()
         with self._lock:
             self._watches.setdefault(key, set()).add(watch)
         try:

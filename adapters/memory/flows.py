@@ -25,8 +25,22 @@ class MemoryFlowRepository:
         if stored is not None:
             return Flow.from_json(stored)
         self._documents[key] = json.dumps(flow.to_document(), separators=(",", ":"))
-        self._latest[(owner.tenant_id, flow.flow_id)] = flow.version
+        self._latest.setdefault((owner.tenant_id, flow.flow_id), flow.version)
         return None
+
+    async def latest_version(self, flow_id: str, *, owner: FlowOwner) -> str | None:
+        return self._latest.get((owner.tenant_id, flow_id))
+
+    async def move_latest(
+        self, flow_id: str, version: str, *, owner: FlowOwner, expected: str | None
+    ) -> bool:
+        pointer = (owner.tenant_id, flow_id)
+        if (owner.tenant_id, flow_id, version) not in self._documents:
+            return False
+        if self._latest.get(pointer) != expected:
+            return False
+        self._latest[pointer] = version
+        return True
 
     async def get(
         self, flow_id: str, version: str | None = None, *, owner: FlowOwner

@@ -26,7 +26,7 @@ import redis.asyncio as redis
 from plaita.adapters.redis.connections import TRANSIENT_ERRORS
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.streams import text
-from plaita.application.end_notices import EventWatch
+from plaita.application.ports import EndWatch
 from plaita.application.tenancy import current_tenant
 
 log = logging.getLogger("plaita.end_notices")
@@ -43,7 +43,7 @@ class RedisEndNotices:
         self._keys = keys
         self._pubsub: Any = None
         self._reader: asyncio.Task[None] | None = None
-        self._watches: dict[tuple[str, str], set[EventWatch]] = {}
+        self._watches: dict[tuple[str, str], set[EndWatch]] = {}
         self._confirmed: dict[str, asyncio.Event] = {}
         self._subscribing = asyncio.Lock()
 
@@ -51,10 +51,10 @@ class RedisEndNotices:
         await self._client.publish(self._keys.end_notices(current_tenant()), execution_id)
 
     @asynccontextmanager
-    async def watch(self, execution_id: str) -> AsyncIterator[EventWatch]:
+    async def watch(self, execution_id: str) -> AsyncIterator[EndWatch]:
         channel = self._keys.end_notices(current_tenant())
         key = (channel, execution_id)
-        watch = EventWatch()
+        watch = EndWatch()
         self._watches.setdefault(key, set()).add(watch)
         try:
             await self._subscribed(channel)

@@ -21,7 +21,8 @@ class RedisFlowRepository:
 
     The version and the latest pointer share the flow's hash tag and are written by one
     script (``flow_put.lua``), so of two concurrent registrations of one version exactly one
-    stores. The id set lives in another slot and is added to afterwards, also when the version
+    stores; the pointer moves by compare-and-set (``flow_move_latest.lua``), in that slot
+    too. The id set lives in another slot and is added to afterwards, also when the version
     was already stored: a crash between the two leaves a version that ``get`` finds and
     ``list_ids`` misses until the same registration is repeated (ADR 0011).
     """
@@ -30,6 +31,7 @@ class RedisFlowRepository:
         self._client = client
         self._keys = keys
         self._put = client.register_script(read_script("flow_put"))
+        self._move_latest = client.register_script(read_script("flow_move_latest"))
 
     async def put_if_absent(self, flow: Flow, *, owner: FlowOwner) -> Flow | None:
         document = json.dumps(flow.to_document(), separators=(",", ":"))
@@ -43,14 +45,29 @@ class RedisFlowRepository:
         await self._client.sadd(self._keys.flows(owner), flow.flow_id)
         return None if int(reply[0]) == 1 else Flow.from_json(text(reply[1]))
 
+    async def latest_version(self, flow_id: str, *, owner: FlowOwner) -> str | None:
+        latest = await self._client.get(self._keys.flow_latest(owner, flow_id))
+        return None if latest is None else text(latest)
+
+    async def move_latest(
+        self, flow_id: str, version: str, *, owner: FlowOwner, expected: str | None
+    ) -> bool:
+        reply = await self._move_latest(
+            keys=[
+                self._keys.flow_latest(owner, flow_id),
+                self._keys.flow_version(owner, flow_id, version),
+            ],
+            args=[version, "0" if expected is None else "1", expected or ""],
+        )
+        return int(reply) == 1
+
     async def get(
         self, flow_id: str, version: str | None = None, *, owner: FlowOwner
     ) -> Flow | None:
         if version is None:
-            latest = await self._client.get(self._keys.flow_latest(owner, flow_id))
-            if latest is None:
+            version = await self.latest_version(flow_id, owner=owner)
+            if version is None:
                 return None
-            version = text(latest)
         document = await self._client.get(self._keys.flow_version(owner, flow_id, version))
         return None if document is None else Flow.from_json(document)
 

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 
-class EndWatch(Protocol):
-    """One waiter's view of the notices of one execution, open while its ``watch`` is."""
+class EndWatch:
+    """One waiter's view of the notices of one execution, open while its ``watch`` is: an
+    ``asyncio.Event`` of the loop that opened it, which an adapter sets (from that loop, or
+    through ``loop.call_soon_threadsafe``)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.event = asyncio.Event()
 
     async def wait(self, timeout_s: float) -> bool:
         """Wait at most ``timeout_s`` for a notice of the execution's end; True if one came.
@@ -15,7 +22,13 @@ class EndWatch(Protocol):
         True also when the notices may have been missed (the feed's connection dropped):
         either way the caller re-reads the state, which is the only truth.
         """
-        ...
+        try:
+            async with asyncio.timeout(max(0.0, timeout_s)):
+                await self.event.wait()
+        except TimeoutError:
+            return False
+        self.event.clear()
+        return True
 
 
 class EndNotices(Protocol):

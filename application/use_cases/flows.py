@@ -9,10 +9,14 @@ from collections import OrderedDict
 import attrs
 
 from plaita.application.engine.expressions import compile_flow_expressions
-from plaita.application.handlers import HandlerRegistry
+from plaita.application.handlers import HandlerAllowlist
 from plaita.application.ports import Clock, FlowRepository
 from plaita.application.tenancy import current_tenant
-from plaita.domain.errors import FlowVersionConflictError, UnknownFlowError
+from plaita.domain.errors import (
+    FlowLatestContendedError,
+    FlowVersionConflictError,
+    UnknownFlowError,
+)
 from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import (
     SHARED,
@@ -22,19 +26,31 @@ from plaita.domain.flow_owners import (
     lookup_order,
     registration_outcome,
 )
+from plaita.domain.flow_versions import LatestDecision, latest_decision
 
 log = logging.getLogger("plaita.flows")
 
 #: W20 defaults: definitions cached by ``flow_id:version`` (latest when absent).
 FLOW_CACHE_SIZE = 100
 FLOW_CACHE_TTL_MS = 300_000
+#: How often a registration reads the latest again after another registration moved it
+#: first (each lost compare-and-set is another registration's move).
+LATEST_MOVE_ATTEMPTS = 16
 
 
-def validate_flow(flow: Flow, handlers: HandlerRegistry | None) -> None:
+def validate_flow(flow: Flow, handlers: HandlerAllowlist | None) -> None:
     """Refuse a flow whose expressions do not parse or whose handlers are not allowed."""
     compile_flow_expressions(flow)
     if handlers is not None:
         handlers.check_flow(flow)
+
+
+def validate_registration(flow: Flow, handlers: HandlerAllowlist | None) -> None:
+    """``validate_flow``, and what a registration checks of the handlers besides: with a
+    ``HandlerRegistry`` that every function is there (``plaita.application.handlers``)."""
+    compile_flow_expressions(flow)
+    if handlers is not None:
+        handlers.check_registration(flow)
 
 
 @attrs.frozen
@@ -47,13 +63,22 @@ class CatalogEntry:
 
 @attrs.frozen
 class Registration:
+    """What a registration did: stored or found the version (``outcome``), and what became
+    of the owner's latest (``latest``: V1-V5 of ``plaita.domain.flow_versions``)."""
+
     flow: Flow
     owner: FlowOwner
     outcome: RegistrationOutcome
+    latest: LatestDecision
 
     @property
     def created(self) -> bool:
         return self.outcome is RegistrationOutcome.CREATED
+
+    @property
+    def is_latest(self) -> bool:
+        """This version is the owner's latest now."""
+        return self.latest.is_latest
 
 
 _CacheKey = tuple[str, str, str | None]
@@ -74,7 +99,7 @@ class FlowCatalog:
     def __init__(
         self,
         flows: FlowRepository,
-        handlers: HandlerRegistry | None,
+        handlers: HandlerAllowlist | None,
         *,
         clock: Clock,
         cache_size: int = FLOW_CACHE_SIZE,
@@ -89,6 +114,8 @@ class FlowCatalog:
         self._validated: set[str] = set()
 
     def validate(self, flow: Flow) -> None:
+        """The check before a dispatch runs ``flow`` (once per document): expressions and
+        the allowlist; a missing function fails at its node, as it always did."""
         if flow.fingerprint in self._validated:
             return
         validate_flow(flow, self._handlers)
@@ -96,10 +123,17 @@ class FlowCatalog:
 
     # --- registering ----------------------------------------------------------------------
 
-    async def register(self, flow: Flow, *, owner: FlowOwner) -> Registration:
+    async def register(self, flow: Flow, *, owner: FlowOwner, latest: bool = False) -> Registration:
         """Store ``flow`` for ``owner``; the same document again changes nothing, another
-        document under a registered version is FlowVersionConflictError (S2)."""
-        self.validate(flow)
+        document under a registered version is FlowVersionConflictError (S2).
+
+        Then the latest rule (``plaita.domain.flow_versions``): the version becomes the
+        owner's latest when it is the first or higher than the latest by the version order,
+        or with ``latest`` (an explicit choice: a rollback); else the latest stays. The rule
+        applies to the same document again too, so a registration interrupted before it
+        moved the latest heals when it is repeated.
+        """
+        validate_registration(flow, self._handlers)
         stored = await self._flows.put_if_absent(flow, owner=owner)
         try:
             outcome = registration_outcome(flow, stored, owner)
@@ -115,20 +149,53 @@ class FlowCatalog:
                 conflict.given_fingerprint,
             )
             raise
-        if outcome is RegistrationOutcome.CREATED:
+        decision = await self._settle_latest(flow, owner, explicit=latest)
+        if outcome is RegistrationOutcome.CREATED or decision.moves:
             self._cache.clear()
+        if outcome is RegistrationOutcome.CREATED:
             log.info(
-                "event=flow.registered flow_id=%s version=%s owner=%s fingerprint=%s",
+                "event=flow.registered flow_id=%s version=%s owner=%s fingerprint=%s latest=%s",
                 flow.flow_id,
                 flow.version,
                 owner.tenant_id or "*",
                 flow.fingerprint,
+                decision.latest,
             )
-        return Registration(flow, owner, outcome)
+        if decision.moves and decision.current is not None:
+            log.info(
+                "event=flow.latest_moved flow_id=%s owner=%s from=%s to=%s reason=%s",
+                flow.flow_id,
+                owner.tenant_id or "*",
+                decision.current,
+                flow.version,
+                decision.reason.value,
+            )
+        return Registration(flow, owner, outcome, decision)
+
+    async def _settle_latest(
+        self, flow: Flow, owner: FlowOwner, *, explicit: bool
+    ) -> LatestDecision:
+        """Apply the latest rule to the stored ``flow``: read the latest, decide, move it by
+        compare-and-set; a lost race reads again (bounded)."""
+        for _ in range(LATEST_MOVE_ATTEMPTS):
+            current = await self._flows.latest_version(flow.flow_id, owner=owner)
+            decision = latest_decision(flow.version, current, explicit=explicit)
+            if not decision.moves:
+                return decision
+            if await self._flows.move_latest(
+                flow.flow_id, flow.version, owner=owner, expected=current
+            ):
+                return decision
+        raise FlowLatestContendedError(
+            f"flow {flow.flow_id!r} version {flow.version!r} is registered ({owner}), but its "
+            f"latest pointer moved {LATEST_MOVE_ATTEMPTS} times under this registration, "
+            "each time by another one: register the same document again to apply the latest "
+            "rule"
+        )
 
     async def check_registration(self, flow: Flow, *, owner: FlowOwner) -> RegistrationOutcome:
         """What ``register`` would answer now, writing nothing (to check many files first)."""
-        self.validate(flow)
+        validate_registration(flow, self._handlers)
         stored = await self._flows.get(flow.flow_id, flow.version, owner=owner)
         return registration_outcome(flow, stored, owner)
 

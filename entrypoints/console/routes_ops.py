@@ -302,17 +302,19 @@ async def flow_register(
     body: schemas.RegisterFlowRequest, token: Admin, console: ConsoleDep, response: Response
 ) -> Any:
     """Validate and register a flow definition for the request's tenant, or deployment-wide
-    with ``shared``; a new version becomes that catalogue's latest. A registered version
-    never changes: the same document again answers 200, another one 409."""
+    with ``shared``. A registered version never changes: the same document again answers
+    200, another one 409. The version becomes that catalogue's latest when it is higher than
+    the latest in the version order ("2" < "10", "1.9" < "1.10", "v2" < "v3"), or with
+    ``latest`` (a rollback); ``latest_reason`` says which."""
     if body.shared:
         authorize_shared(token)
         owner = SHARED
     else:
         owner = FlowOwner.tenant(authorize_tenant(token, body.tenant))
-    document = body.model_dump(mode="json", by_alias=True, exclude={"tenant", "shared"})
+    document = body.model_dump(mode="json", by_alias=True, exclude={"tenant", "shared", "latest"})
     flow = Flow.from_document(document)
     try:
-        registered = await console.container.flows().register(flow, owner=owner)
+        registered = await console.container.flows().register(flow, owner=owner, latest=body.latest)
     except FlowVersionConflictError as conflict:
         _audit_registration(token, owner, flow, "conflict")
         return JSONResponse(
@@ -325,7 +327,9 @@ async def flow_register(
             },
             status_code=409,
         )
-    _audit_registration(token, owner, flow, registered.outcome.value)
+    _audit_registration(
+        token, owner, flow, registered.outcome.value, latest=registered.latest.latest
+    )
     if not registered.created:
         response.status_code = 200
     return schemas.RegisteredFlow(
@@ -335,18 +339,24 @@ async def flow_register(
         tenant_id=owner.tenant_id,
         shared=owner.shared,
         created=registered.created,
+        latest_version=registered.latest.latest,
+        is_latest=registered.is_latest,
+        latest_reason=registered.latest.reason,
     )
 
 
-def _audit_registration(token: ConsoleToken, owner: FlowOwner, flow: Flow, outcome: str) -> None:
+def _audit_registration(
+    token: ConsoleToken, owner: FlowOwner, flow: Flow, outcome: str, *, latest: str = "-"
+) -> None:
     audit.log(
         logging.WARNING if outcome == "conflict" else logging.INFO,
         "event=console.flow_register by=%s owner=%s flow_id=%s version=%s fingerprint=%s "
-        "outcome=%s",
+        "outcome=%s latest=%s",
         token.name,
         owner.tenant_id or "*",
         flow.flow_id,
         flow.version,
         flow.fingerprint,
         outcome,
+        latest,
     )

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_
 
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.flow import FlowDocument
+from plaita.domain.flow_versions import LatestReason
 from plaita.domain.ids import ID_PATTERN, MAX_ID_LENGTH
 from plaita.domain.operator_controls import MAX_BULK_LIMIT, OperatorAction
 from plaita.domain.tenancy import DEFAULT_TENANT
@@ -382,6 +383,12 @@ class RegisterFlowRequest(FlowDocument):
         description="Register deployment-wide: every tenant without its own copy runs it. "
         "Needs an admin token of every tenant ('*'); give no tenant with it.",
     )
+    latest: StrictBool = Field(
+        default=False,
+        description="Make this version the catalogue's latest even when a higher version is "
+        "registered (a rollback; also for a version already registered). Without it the "
+        "version becomes the latest only when it is higher in the version order.",
+    )
 
     @model_validator(mode="after")
     def _one_owner(self) -> RegisterFlowRequest:
@@ -397,7 +404,15 @@ class RegisteredFlow(FlowOwnerFields):
     version: str
     fingerprint: str
     created: bool = Field(
-        description="False when this very document was already registered (200): nothing changed."
+        description="False when this very document was already registered (200): the "
+        "document was not stored again."
+    )
+    latest_version: str = Field(description="The catalogue's latest version after this request.")
+    is_latest: bool = Field(description="This version is the catalogue's latest now.")
+    latest_reason: LatestReason = Field(
+        description="Why the latest is what it is: first (no version was the latest), already "
+        "(this version was), higher (higher than the latest, so it moved), lower (the latest is "
+        "higher and stays: send latest=true to choose this one), chosen (latest=true)."
     )
 
 

@@ -13,7 +13,7 @@ from dependency_injector import containers, providers
 
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.end_notices import AnnouncingExecutions
-from plaita.application.handlers import HandlerRegistry
+from plaita.application.handlers import HandlerAllowlist, HandlerRegistry
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain.config_generations import RuntimeConfig, generations_of
 from plaita.entrypoints.container import redis as redis_family
@@ -69,6 +69,16 @@ def _runtime_config(
         partitions=partitions,
         other=other,
     )
+
+
+def _handler_checks(
+    handlers: providers.Provider[HandlerRegistry], config: providers.Configuration
+) -> dict[str, providers.Provider[Any]]:
+    """The handler checks by ``handler_check`` value (``import`` is a keyword, no argument)."""
+    return {
+        "import": handlers,
+        "names": providers.Singleton(HandlerAllowlist, config.handler_modules),
+    }
 
 
 class Stores(containers.DeclarativeContainer):
@@ -192,12 +202,17 @@ class Stores(containers.DeclarativeContainer):
     #: with every carrier's.
     generations = providers.Singleton(generations_of, runtime_config)
 
+    #: The handlers the engine runs: imports the allowlisted modules when a node needs one.
     handlers = providers.Singleton(HandlerRegistry, config.handler_modules)
+    #: How the catalog checks a flow's handlers (``handler_check``): ``import`` finds every
+    #: function (the registry above); ``names`` compares module names and imports nothing
+    #: (``plaita console``, which never runs handler code).
+    handler_check = providers.Selector(config.handler_check, **_handler_checks(handlers, config))
     #: W20: the flow cache of every process that serves executions (worker, console, dev).
     flows = providers.Singleton(
         FlowCatalog,
         flow_repository,
-        handlers,
+        handler_check,
         clock=clock,
         cache_size=config.flow_cache_size,
         cache_ttl_ms=config.flow_cache_ttl_ms,

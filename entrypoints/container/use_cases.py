@@ -150,7 +150,7 @@ class UseCases(Stores):
             auto=providers.Dict(
                 subscriptions=Stores.subscriptions,
                 events=Stores.events,
-                executions=Stores.executions,
+                executions=Stores.execution_store,
             ),
             sql=providers.Dict(subscriptions=Stores.subscriptions, events=Stores.events),
         ),

@@ -24,7 +24,7 @@ from redis.exceptions import RedisClusterException
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from plaita.application.tenancy import tenant_scope
-from plaita.application.use_cases.flows import Registration, validate_flow
+from plaita.application.use_cases.flows import Registration, validate_registration
 from plaita.application.use_cases.operator_controls.shared import ControlResult
 from plaita.application.use_cases.start_execution import StartedExecution
 from plaita.domain.errors import (
@@ -208,18 +208,23 @@ class Client:
 
     # --- flows -----------------------------------------------------------------------------
 
-    async def register(self, flow: FlowSource) -> Registration:
+    async def register(self, flow: FlowSource, *, latest: bool = False) -> Registration:
         """Store ``flow`` (validated as any definition) for this client's tenant, or
         deployment-wide without one. The same document again changes nothing; another
-        document under a registered version is ``FlowVersionConflictError``."""
+        document under a registered version is ``FlowVersionConflictError``. It becomes the
+        latest version (what ``start`` runs without ``version``) when it is higher than the
+        latest by the version order, or with ``latest=True`` (a rollback); see
+        ``registration.is_latest``."""
         definition = load_definition(flow)
         container = self.container
         if self._worker_handlers is not None:
-            # The embedded worker will import the handlers: check them now, by name.
-            validate_flow(definition, self._worker_handlers)
+            # The embedded worker will import the handlers: check every one now.
+            validate_registration(definition, self._worker_handlers)
         owner = SHARED if self.tenant is None else FlowOwner.tenant(self.tenant)
         with tenant_scope(self.tenant_id):
-            registration: Registration = await container.flows().register(definition, owner=owner)
+            registration: Registration = await container.flows().register(
+                definition, owner=owner, latest=latest
+            )
         return registration
 
     # --- executions ------------------------------------------------------------------------

@@ -102,8 +102,8 @@ class SyncClient:
 
     # --- the Client's methods, blocking ----------------------------------------------------
 
-    def register(self, flow: FlowSource) -> Registration:
-        return self._call(self._client.register(flow), "register")
+    def register(self, flow: FlowSource, *, latest: bool = False) -> Registration:
+        return self._call(self._client.register(flow, latest=latest), "register")
 
     def start(
         self,

@@ -10,17 +10,28 @@ tenant's. The same document again answers 200, another document under a register
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
+import sys
+from pathlib import Path
 from typing import Any
 
+import fakeredis
 import httpx
 import pytest
+from click.testing import CliRunner
+from dependency_injector import providers
 from fastapi import FastAPI
 
 from plaita.domain.flow import Flow
+from plaita.entrypoints import cli_console
 from plaita.entrypoints.console import create_app
-from plaita.entrypoints.container import Container
+from plaita.entrypoints.console.auth import TokenTable
+from plaita.entrypoints.container import Container, build_container
+from plaita.entrypoints.settings import Settings
 
+from ..unit.application.conftest import one_task
 from .conftest import TOKENS as SUITE_TOKENS
 from .conftest import flow_catalogues, running_services, wait_for
 
@@ -127,6 +138,9 @@ async def test_who_may_register_a_flow_for_which_catalogue(
         "tenant_id": None if target == "shared" else owner["tenant"],
         "shared": target == "shared",
         "created": True,
+        "latest_version": "1",
+        "is_latest": True,
+        "latest_reason": "already",
     }
 
 
@@ -199,8 +213,65 @@ async def test_another_document_under_a_registered_version_is_409_with_both_fing
     lines = [r.getMessage() for r in caplog.records if "console.flow_register" in r.getMessage()]
     assert lines[-1] == (
         f"event=console.flow_register by=admin@* owner=* flow_id=pay version=1 "
-        f"fingerprint={fingerprint(pay('rogue'))} outcome=conflict"
+        f"fingerprint={fingerprint(pay('rogue'))} outcome=conflict latest=-"
     )
+
+
+# --- which version is the latest (S2) ---------------------------------------------------------
+
+
+async def test_an_older_version_does_not_become_latest_unless_latest_is_sent(
+    client: httpx.AsyncClient, container: Container, caplog: pytest.LogCaptureFixture
+) -> None:
+    await register(client, pay("two", version="2"), ("admin", "*"), shared=True)
+
+    older = await register(client, pay("one", version="1"), ("admin", "*"), shared=True)
+
+    assert older.status_code == 201, older.text
+    assert (older.json()["created"], older.json()["is_latest"]) == (True, False)
+    assert (older.json()["latest_version"], older.json()["latest_reason"]) == ("2", "lower")
+    two = ("pay", "2", fingerprint(pay("two", version="2")))
+    assert (await flow_catalogues(container))[SHARED] == [two]
+
+    with caplog.at_level(logging.INFO, logger="plaita.audit"):
+        rollback = await register(
+            client, pay("one", version="1"), ("admin", "*"), shared=True, latest=True
+        )
+
+    assert rollback.status_code == 200, rollback.text  # the version was there already
+    assert rollback.json()["created"] is False
+    assert (rollback.json()["is_latest"], rollback.json()["latest_reason"]) == (True, "chosen")
+    assert (await flow_catalogues(container))[SHARED] == [("pay", "1", fingerprint(pay("one")))]
+    [line] = [r.getMessage() for r in caplog.records if "console.flow_register" in r.getMessage()]
+    assert line.endswith("outcome=unchanged latest=1")
+
+
+async def test_a_higher_version_becomes_the_latest_by_the_version_order(
+    client: httpx.AsyncClient,
+) -> None:
+    await register(client, pay("nine", version="1.9"), ("admin", "*"), tenant="acme")
+
+    higher = await register(client, pay("ten", version="1.10"), ("admin", "*"), tenant="acme")
+
+    assert higher.json()["latest_reason"] == "higher" and higher.json()["is_latest"] is True
+    shown = await client.get(
+        "/api/v1/flows/pay", params={"tenant": "acme"}, headers=auth("viewer", "acme")
+    )
+    assert shown.json()["version"] == "1.10"
+
+
+async def test_latest_must_be_a_boolean_and_is_not_part_of_the_document(
+    client: httpx.AsyncClient, container: Container
+) -> None:
+    refused = await register(client, pay("one"), ("admin", "*"), shared=True, latest="yes")
+    assert refused.status_code == 422
+    assert (await flow_catalogues(container))[SHARED] == []
+
+    chosen = await register(client, pay("one"), ("admin", "*"), shared=True, latest=True)
+    plain = await register(client, pay("one"), ("admin", "*"), shared=True)
+
+    assert chosen.json()["fingerprint"] == fingerprint(pay("one"))
+    assert plain.status_code == 200 and plain.json()["created"] is False
 
 
 # --- what a tenant sees and runs (W24) -------------------------------------------------------
@@ -279,3 +350,52 @@ async def test_each_tenant_runs_its_own_definition_and_the_others_the_shared_one
         }
 
     assert results == {"default": "original", "acme": "acme", "globex": "original"}
+
+
+# --- the console never imports handler code --------------------------------------------------
+
+
+async def test_plaita_console_registers_by_module_name_and_never_imports_handler_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``plaita console`` chooses the names-only check: a flow of an allowlisted module is
+    registered without importing it — not even with a misspelt function, which a worker
+    (``HandlerRegistry``) refuses at registration and a node meets at run time."""
+    module = "plaita_console_import_trap"
+    trace = tmp_path / "imported"
+    (tmp_path / f"{module}.py").write_text(
+        f"import pathlib\npathlib.Path({str(trace)!r}).write_text('imported')\n"
+        "def always_busy(params, ctx):\n    return None\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    served: list[tuple[Settings, TokenTable]] = []
+
+    async def serve(settings: Settings, tokens: TokenTable, host: str, port: int) -> None:
+        served.append((settings, tokens))
+
+    monkeypatch.setattr(cli_console, "_serve", serve)
+    token = TOKENS[("admin", "*")]
+    result = await asyncio.to_thread(
+        CliRunner().invoke,
+        cli_console.console,
+        ["--redis-url", "redis://127.0.0.1:1/0", "--handler-modules", module],
+        env={"PLAITA_CONSOLE_TOKENS": json.dumps([token])},
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    [(settings, tokens)] = served
+    assert settings.handler_check == "names"
+
+    container = build_container(settings)
+    container.redis_client.override(providers.Object(fakeredis.FakeAsyncRedis()))
+    app = cli_console.console_app(container, settings, tokens)
+    document = one_task(f"{module}:alwys_busy")
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://console") as client:
+        answer = await register(client, document, ("admin", "*"), shared=True)
+        outside = await register(client, one_task("other_module:run", "evil"), ("admin", "*"))
+
+    assert answer.status_code == 201, answer.text
+    assert not trace.exists() and module not in sys.modules
+    # The names are still compared: a module outside the allowlist is refused.
+    assert outside.status_code == 422 and outside.json()["error"] == "HandlerNotAllowedError"

@@ -1,10 +1,12 @@
-"""``plaita flows register|list|show`` per tenant, deployment-wide with ``--shared``, and
-immutable versions, on real Redis (C4, S2, W24; ADR 0011)."""
+"""``plaita flows register|list|show`` per tenant, deployment-wide with ``--shared``,
+immutable versions, the latest version and the handler check, on real Redis (C4, E1, S2,
+W24; ADR 0011)."""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,8 @@ from click.testing import CliRunner
 
 from plaita.domain.flow import Flow
 from plaita.entrypoints.cli import main
+
+from ..unit.application.conftest import one_task
 
 REDIS_URL = os.environ.get("PLAITA_TEST_REDIS_URL")
 pytestmark = pytest.mark.skipif(
@@ -190,3 +194,150 @@ def test_a_worker_whose_flows_folder_changed_a_registered_version_refuses_to_sta
 
     assert code == 1 and "FlowVersionConflictError" in out
     assert fingerprint(pay("original")) in out and fingerprint(pay("edited")) in out
+
+
+# --- which version is the latest (S2) ---------------------------------------------------------
+
+
+def test_an_older_version_registered_later_does_not_become_latest_unless_chosen(
+    cli: Cli,
+) -> None:
+    cli.json("flows", "register", cli.file(pay("two", version="2")), "--shared")
+
+    code, out = cli.invoke("flows", "register", cli.file(pay("one")), "--shared")
+
+    assert code == 0, out
+    assert "registered pay version 1" in out
+    assert "latest stays version 2 (higher); pass --latest to make it the latest" in out
+    assert cli.json("flows", "show", "pay", "--shared")["version"] == "2"
+    assert [i["version"] for i in cli.json("flows", "list", "--shared")["items"]] == ["2"]
+
+    rollback = cli.json("flows", "register", cli.file(pay("one")), "--shared", "--latest")
+
+    assert (rollback["created"], rollback["is_latest"]) == (False, True)
+    assert (rollback["latest_version"], rollback["latest_reason"]) == ("1", "chosen")
+    assert cli.json("flows", "show", "pay", "--shared")["version"] == "1"
+    code, out = cli.invoke("flows", "register", cli.file(pay("ten", version="10")), "--shared")
+    assert code == 0 and "it is the latest (higher than version 1)" in out
+
+
+def test_latest_with_two_versions_of_one_flow_is_a_usage_error(cli: Cli) -> None:
+    code, out = cli.invoke(
+        "flows",
+        "register",
+        cli.file(pay("one")),
+        cli.file(pay("two", version="2")),
+        "--shared",
+        "--latest",
+    )
+
+    assert code == 2 and "pay: versions 1, 2" in out
+    assert cli.json("flows", "list", "--shared")["items"] == []
+
+
+# --- the whole handler reference is checked (E1) -----------------------------------------------
+
+
+@pytest.fixture
+def handler_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A handler module in the current directory (where the commands import from), with a
+    name of its own so no other test has imported it."""
+    name = f"e2e_handlers_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(
+        "def always_busy(params, ctx):\n    return 'busy'\n\n"
+        "def charge(params, ctx):\n    return 'charged'\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the cwd the command adds goes again
+    return name
+
+
+def test_a_misspelt_function_is_refused_by_name_and_nothing_is_registered(
+    cli: Cli, handler_module: str
+) -> None:
+    good = cli.file(one_task(f"{handler_module}:charge", flow_id="fine"))
+    typo = cli.file(one_task(f"{handler_module}:alwys_busy"))
+
+    code, out = cli.invoke("flows", "register", good, typo, "--handler-modules", handler_module)
+
+    assert code == 1, out
+    assert "UnknownHandlerError" in out
+    assert f"handler '{handler_module}:alwys_busy'" in out and "node 'work'" in out
+    assert "did you mean 'always_busy'?" in out
+    assert "its public callables: always_busy, charge" in out
+    assert cli.json("flows", "list")["items"] == []
+    registered = cli.json(
+        "flows",
+        "register",
+        cli.file(one_task(f"{handler_module}:always_busy")),
+        "--handler-modules",
+        handler_module,
+    )
+    assert registered["created"] is True
+
+
+def test_a_handler_module_that_cannot_be_imported_is_refused_saying_why(
+    cli: Cli, handler_module: str
+) -> None:
+    code, out = cli.invoke(
+        "flows",
+        "register",
+        cli.file(one_task("e2e_no_such_module:run")),
+        "--handler-modules",
+        f"{handler_module},e2e_no_such_module",
+    )
+
+    assert code == 1, out
+    assert (
+        "UnknownHandlerError: flow 'busy': handlers not found: node 'work': handler "
+        "'e2e_no_such_module:run': module 'e2e_no_such_module' cannot be imported (No module "
+        "named 'e2e_no_such_module'); install it where this process runs, or fix the module name"
+    ) in out
+    assert cli.json("flows", "list")["items"] == []
+
+
+def test_a_module_outside_the_allowlist_is_refused_as_before_and_not_imported(
+    cli: Cli, handler_module: str
+) -> None:
+    code, out = cli.invoke(
+        "flows",
+        "register",
+        cli.file(one_task(f"{handler_module}:alwys_busy")),
+        "--handler-modules",
+        "other.module",
+    )
+
+    assert code == 1 and "HandlerNotAllowedError" in out
+    assert handler_module not in sys.modules
+
+
+def test_without_handler_modules_nothing_is_checked_or_imported(
+    cli: Cli, handler_module: str
+) -> None:
+    """The allowlist of ``flows register`` is optional: without it, no handler check."""
+    registered = cli.json("flows", "register", cli.file(one_task(f"{handler_module}:nope")))
+
+    assert registered["created"] is True
+    assert handler_module not in sys.modules
+
+
+def test_a_worker_whose_flows_folder_misspells_a_function_refuses_to_start(
+    cli: Cli, tmp_path: Path, handler_module: str
+) -> None:
+    folder = tmp_path / "flows"
+    folder.mkdir()
+    (folder / "busy.json").write_text(json.dumps(one_task(f"{handler_module}:alwys_busy")))
+
+    code, out = cli.invoke(
+        "worker",
+        "--flows",
+        str(folder),
+        "--handler-modules",
+        handler_module,
+        "--read-block-ms",
+        "100",
+    )
+
+    assert code == 1, out
+    assert "UnknownHandlerError" in out and "did you mean 'always_busy'?" in out
+    assert cli.json("flows", "list", "--shared")["items"] == []

@@ -155,3 +155,33 @@ def test_handler_reference_is_the_inverse_of_resolve() -> None:
         handler_reference(nested)
     with pytest.raises(HandlerNotImportableError, match="has no module-level name"):
         handler_reference("tests.sdk.handlers:submit")  # type: ignore[arg-type]
+
+
+async def test_an_older_version_registered_later_does_not_become_latest() -> None:
+    v2 = {**APPROVAL, "version": "2"}
+    async with plaita.Client("memory://") as client:
+        assert (await client.register(v2)).is_latest
+        older = await client.register(APPROVAL)  # version "1"
+        assert older.created and not older.is_latest
+        with tenant_scope("default"):
+            assert (await client.container.flows().lookup("sdk_approval")).flow.version == "2"
+        rollback = await client.register(APPROVAL, latest=True)
+        assert rollback.is_latest
+
+
+async def test_with_a_worker_a_misspelt_function_is_refused_naming_the_modules_callables() -> None:
+    misspelt = {
+        **APPROVAL,
+        "flow_id": "sdk_misspelt",
+        "nodes": [
+            {**APPROVAL["nodes"][0], "handler": "tests.sdk.handlers:submt"},
+            *APPROVAL["nodes"][1:],
+        ],
+    }
+    async with (
+        plaita.Client("memory://") as client,
+        plaita.Worker(client, handler_modules=HANDLER_MODULES),
+    ):
+        with pytest.raises(UnknownHandlerError, match="submt") as refused:
+            await client.register(misspelt)
+        assert "submit" in str(refused.value)  # the module's callables are named

@@ -2,12 +2,13 @@
 -- KEYS[1] the version's document key, KEYS[2] the owner's latest pointer of the flow
 --         (both on the flow's hash tag)
 -- ARGV[1] the document JSON, ARGV[2] the version
--- Returns {1} when stored (and made the latest), or {0, stored document} when the version
--- was already registered: then nothing is written and the latest pointer stays put.
+-- Returns {1} when stored, or {0, stored document} when the version was already registered:
+-- then nothing is written. A stored version becomes the latest only when the flow has no
+-- latest yet; any other move is flow_move_latest.lua's, decided by the caller.
 local stored = redis.call('GET', KEYS[1])
 if stored then
   return {0, stored}
 end
 redis.call('SET', KEYS[1], ARGV[1])
-redis.call('SET', KEYS[2], ARGV[2])
+redis.call('SET', KEYS[2], ARGV[2], 'NX')
 return {1}

@@ -45,6 +45,18 @@ class SequentialIds:
         return f"{self._prefix}-{self._n}"
 
 
+def one_task(handler: str, flow_id: str = "busy") -> dict[str, Any]:
+    """The document of a flow whose one task (node ``work``) calls ``handler``."""
+    return {
+        "flow_id": flow_id,
+        "start": "work",
+        "nodes": [
+            {"id": "work", "type": "task", "handler": handler, "next": "done"},
+            {"id": "done", "type": "end"},
+        ],
+    }
+
+
 def handler_registry(**functions: Callable[..., Any]) -> HandlerRegistry:
     """A registry whose allowlisted module ``t`` holds ``functions``, importer injected."""
     module = types.SimpleNamespace(**functions)

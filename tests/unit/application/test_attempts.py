@@ -53,6 +53,7 @@ async def a_crashed_attempt(twin: Twin, envelope: TaskEnvelope) -> None:
 
 
 async def register(twin: Twin, document: dict[str, Any]) -> None:
+    """Register with the handlers the test gave the twin: a registration finds each one."""
     await twin.catalog.register(Flow.from_document(document), owner=SHARED)
 
 
@@ -73,8 +74,8 @@ def one_start(twin: Twin, execution_id: str = "x-1") -> TaskEnvelope:
 async def test_an_attempt_that_never_returned_counts_against_the_checkpoint_node(
     twin: Twin,
 ) -> None:
-    await register(twin, {**ONE_TASK, "nodes": [{**ONE_TASK["nodes"][0]}, ONE_TASK["nodes"][1]]})
     twin.handlers = handler_registry(work=lambda params, ctx: "ok")
+    await register(twin, {**ONE_TASK, "nodes": [{**ONE_TASK["nodes"][0]}, ONE_TASK["nodes"][1]]})
     start = one_start(twin)
     await a_crashed_attempt(twin, start)
 
@@ -182,8 +183,8 @@ async def test_a_node_makes_exactly_one_plus_retry_times_attempts_one_per_delive
         seen.append(ctx.attempt)
         raise ConnectionError("database unavailable")
 
-    await register(twin, failing_document(retry_times))
     twin.handlers = handler_registry(work=work)
+    await register(twin, failing_document(retry_times))
 
     outcomes = await run_to_the_end(twin, one_start(twin))
 
@@ -199,8 +200,8 @@ async def test_the_deployment_default_retries_apply_to_nodes_without_retry_times
     twin.settings = StepSettings(
         holder_id="worker-a", default_retries=1, generations=LEGACY_GENERATIONS
     )
-    await register(twin, failing_document(None))
     twin.handlers = handler_registry(work=lambda params, ctx: (_ for _ in ()).throw(OSError()))
+    await register(twin, failing_document(None))
 
     outcomes = await run_to_the_end(twin, one_start(twin))
 
@@ -209,8 +210,8 @@ async def test_the_deployment_default_retries_apply_to_nodes_without_retry_times
 
 async def test_the_retry_copies_back_off_one_two_four_seconds(twin: Twin) -> None:
     """E15: min(30 s, 2^(n-1) s) after attempt n, on the delay queue."""
-    await register(twin, failing_document(3))
     twin.handlers = handler_registry(work=lambda params, ctx: (_ for _ in ()).throw(OSError()))
+    await register(twin, failing_document(3))
     delays, envelope = [], one_start(twin)
     for _ in range(3):
         result = await twin.process(envelope)
@@ -222,8 +223,8 @@ async def test_the_retry_copies_back_off_one_two_four_seconds(twin: Twin) -> Non
 
 async def test_ctx_attempt_counts_a_crashed_attempt_too(twin: Twin) -> None:
     seen: list[int] = []
-    await register(twin, ONE_TASK)
     twin.handlers = handler_registry(work=lambda params, ctx: seen.append(ctx.attempt) or "ok")
+    await register(twin, ONE_TASK)
     start = one_start(twin)
     await a_crashed_attempt(twin, start)
 
@@ -234,8 +235,8 @@ async def test_ctx_attempt_counts_a_crashed_attempt_too(twin: Twin) -> None:
 
 async def test_a_crash_never_spends_the_nodes_retries(twin: Twin) -> None:
     """W2 vs E15: a node with retryTimes 0 whose worker was killed once still runs again."""
-    await register(twin, failing_document(0))
     twin.handlers = handler_registry(work=lambda params, ctx: "ok")
+    await register(twin, failing_document(0))
     start = one_start(twin)
     await a_crashed_attempt(twin, start)
 

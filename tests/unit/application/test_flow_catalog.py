@@ -1,27 +1,36 @@
 """The flow catalog: a tenant's lookups (its own definitions, else the deployment-wide ones),
-immutable versions, and the flow cache (S2, W20, W24).
+immutable versions, the latest version, what a registration checks of the handlers, and the
+flow cache (S2, W20, W24).
 
-The rows L1-L5 and R1-R3 are those of ``plaita.domain.flow_owners``.
+The rows L1-L5 and R1-R3 are those of ``plaita.domain.flow_owners``, V1-V5 those of
+``plaita.domain.flow_versions``.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
+import types
 
 import pytest
 
 from plaita.adapters.memory.flows import MemoryFlowRepository
+from plaita.application.handlers import HandlerAllowlist, HandlerRegistry
 from plaita.application.tenancy import no_tenant_scope, tenant_scope
-from plaita.application.use_cases.flows import FlowCatalog
+from plaita.application.use_cases.flows import LATEST_MOVE_ATTEMPTS, FlowCatalog
 from plaita.domain.errors import (
+    FlowLatestContendedError,
     FlowVersionConflictError,
+    HandlerNotAllowedError,
     TenantContextMissingError,
     UnknownFlowError,
+    UnknownHandlerError,
 )
 from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED, FlowOwner, RegistrationOutcome
+from plaita.domain.flow_versions import LatestDecision, LatestReason
 
-from .conftest import CountingRepository, FakeClock
+from .conftest import CountingRepository, FakeClock, one_task
 
 ACME = FlowOwner.tenant("acme")
 DEFAULT = FlowOwner.tenant("default")
@@ -79,7 +88,8 @@ async def test_a_latest_registered_by_another_process_is_served_until_the_ttl_on
     await catalog.register(flow(version="1"), owner=SHARED)
     assert (await catalog.get("f")).version == "1"
     # Another process registers version 2: this catalog's cache is not told.
-    await repository.put_if_absent(flow(version="2", output="'two'"), owner=SHARED)
+    other_process = FlowCatalog(repository, None, clock=clock)
+    await other_process.register(flow(version="2", output="'two'"), owner=SHARED)
 
     clock.advance(299.999)
     assert (await catalog.get("f")).version == "1"
@@ -294,3 +304,210 @@ async def test_checking_a_registration_writes_nothing(catalog: FlowCatalog) -> N
         await catalog.check_registration(flow(output="'rogue'"), owner=SHARED)
     with tenant_scope("default"), pytest.raises(UnknownFlowError):
         await catalog.get("new")
+
+
+# --- which version is the latest (V1-V5 of plaita.domain.flow_versions) ----------------------
+
+
+async def test_an_older_version_registered_after_a_newer_one_does_not_become_latest(
+    catalog: FlowCatalog,
+) -> None:
+    await catalog.register(flow(version="2", output="'two'"), owner=SHARED)
+
+    older = await catalog.register(flow(version="1"), owner=SHARED)
+
+    assert older.created and not older.is_latest
+    assert older.latest == LatestDecision("1", "2", LatestReason.LOWER)
+    with tenant_scope("default"):
+        assert (await catalog.get("f")).version == "2"
+        assert [e.flow.version for e in await catalog.listing()] == ["2"]
+
+
+async def test_the_version_order_is_natural_not_the_order_of_registration(
+    catalog: FlowCatalog,
+) -> None:
+    for version in ("1.9", "1.10", "1.2"):
+        await catalog.register(flow("dotted", version), owner=SHARED)
+    for version in ("v1", "v10", "v9"):
+        await catalog.register(flow("named", version), owner=SHARED)
+
+    with tenant_scope("default"):
+        assert (await catalog.get("dotted")).version == "1.10"
+        assert (await catalog.get("named")).version == "v10"
+
+
+async def test_an_explicit_latest_is_a_rollback_also_of_a_registered_version(
+    catalog: FlowCatalog,
+) -> None:
+    await catalog.register(flow(version="1"), owner=SHARED)
+    await catalog.register(flow(version="2", output="'two'"), owner=SHARED)
+    with tenant_scope("default"):
+        assert (await catalog.get("f")).version == "2"  # cached now
+
+    rollback = await catalog.register(flow(version="1"), owner=SHARED, latest=True)
+
+    assert rollback.outcome is RegistrationOutcome.UNCHANGED
+    assert rollback.latest == LatestDecision("1", "2", LatestReason.CHOSEN)
+    with tenant_scope("default"):
+        assert (await catalog.get("f")).version == "1", "the cache was emptied"
+    # A higher version registered later is the latest again, by the rule.
+    higher = await catalog.register(flow(version="3", output="'three'"), owner=SHARED)
+    assert higher.latest.reason is LatestReason.HIGHER and higher.is_latest
+
+
+async def test_registering_the_same_document_again_heals_an_interrupted_registration(
+    clock: FakeClock,
+) -> None:
+    """A process that stored version 2 and died before moving the latest: the same document
+    registered again is UNCHANGED and applies the rule."""
+    repository = MemoryFlowRepository()
+    catalog = FlowCatalog(repository, None, clock=clock)
+    await catalog.register(flow(version="1"), owner=SHARED)
+    await repository.put_if_absent(flow(version="2", output="'two'"), owner=SHARED)  # died here
+    assert await repository.latest_version("f", owner=SHARED) == "1"
+
+    again = await catalog.register(flow(version="2", output="'two'"), owner=SHARED)
+
+    assert again.outcome is RegistrationOutcome.UNCHANGED
+    assert again.latest == LatestDecision("2", "1", LatestReason.HIGHER)
+    assert await repository.latest_version("f", owner=SHARED) == "2"
+
+
+async def test_a_conflict_moves_no_latest_even_when_chosen(catalog: FlowCatalog) -> None:
+    await catalog.register(flow(version="1", output="'original'"), owner=SHARED)
+    await catalog.register(flow(version="2", output="'two'"), owner=SHARED)
+
+    with pytest.raises(FlowVersionConflictError):
+        await catalog.register(flow(version="1", output="'rogue'"), owner=SHARED, latest=True)
+
+    with tenant_scope("default"):
+        assert (await catalog.get("f")).version == "2"
+
+
+async def test_a_moved_latest_is_logged_with_where_it_came_from(
+    catalog: FlowCatalog, caplog: pytest.LogCaptureFixture
+) -> None:
+    await catalog.register(flow(version="1"), owner=ACME)
+    with caplog.at_level(logging.INFO, logger="plaita.flows"):
+        await catalog.register(flow(version="2", output="'two'"), owner=ACME)
+        await catalog.register(flow(version="1"), owner=ACME)
+        await catalog.register(flow(version="1"), owner=ACME, latest=True)
+
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(
+        "event=flow.registered flow_id=f version=2 owner=acme" in line and "latest=2" in line
+        for line in lines
+    )
+    moves = [line for line in lines if "event=flow.latest_moved" in line]
+    assert moves == [
+        "event=flow.latest_moved flow_id=f owner=acme from=1 to=2 reason=higher",
+        "event=flow.latest_moved flow_id=f owner=acme from=2 to=1 reason=chosen",
+    ]
+
+
+class RacingRepository(MemoryFlowRepository):
+    """Another registration moves the latest between this one's read and its
+    compare-and-set, ``races`` times (each time to the next of ``rivals``)."""
+
+    def __init__(self, rivals: list[str]) -> None:
+        super().__init__()
+        self.rivals = rivals
+        self.moves = 0
+
+    async def move_latest(
+        self, flow_id: str, version: str, *, owner: FlowOwner, expected: str | None
+    ) -> bool:
+        self.moves += 1
+        if self.rivals:
+            rival = self.rivals.pop(0)
+            await self.put_if_absent(flow(version=rival, output=f"'{rival}'"), owner=owner)
+            assert await super().move_latest(flow_id, rival, owner=owner, expected=expected)
+        return await super().move_latest(flow_id, version, owner=owner, expected=expected)
+
+
+async def test_a_lost_race_reads_the_latest_again_and_decides_again(clock: FakeClock) -> None:
+    """The rival moved 1 -> 2 first: 3 is still higher and moves from 2; a rival 4 first
+    makes 3 stay below it."""
+    repository = RacingRepository(rivals=["2"])
+    catalog = FlowCatalog(repository, None, clock=clock)
+    await repository.put_if_absent(flow(version="1"), owner=SHARED)
+
+    three = await catalog.register(flow(version="3", output="'three'"), owner=SHARED)
+
+    assert three.latest == LatestDecision("3", "2", LatestReason.HIGHER)
+    assert repository.moves == 2
+    assert await repository.latest_version("f", owner=SHARED) == "3"
+
+    repository.rivals = ["40"]
+    five = await catalog.register(flow(version="5", output="'five'"), owner=SHARED)
+    assert five.latest == LatestDecision("5", "40", LatestReason.LOWER)
+    assert await repository.latest_version("f", owner=SHARED) == "40"
+
+
+async def test_a_latest_that_keeps_moving_is_a_named_error_after_bounded_attempts(
+    clock: FakeClock,
+) -> None:
+    # A rival moves the latest before every attempt; 99 stays higher than each of them.
+    repository = RacingRepository(rivals=[str(n) for n in range(LATEST_MOVE_ATTEMPTS, 0, -1)])
+    catalog = FlowCatalog(repository, None, clock=clock, cache_size=0)
+    await repository.put_if_absent(flow(version="0"), owner=SHARED)
+
+    with pytest.raises(FlowLatestContendedError) as raised:
+        await catalog.register(flow(version="99", output="'late'"), owner=SHARED)
+
+    assert repository.moves == LATEST_MOVE_ATTEMPTS
+    assert "register the same document again" in str(raised.value)
+    assert await repository.get("f", "99", owner=SHARED) is not None, "the version is stored"
+    healed = await catalog.register(flow(version="99", output="'late'"), owner=SHARED)
+    assert healed.is_latest
+
+
+# --- what a registration checks of the handlers ---------------------------------------------
+
+
+async def test_a_registration_finds_every_function_and_a_dispatch_check_names_only(
+    clock: FakeClock,
+) -> None:
+    """With a HandlerRegistry a misspelt function is refused at registration; the check
+    before a dispatch (``validate``) stays the allowlist, as it was."""
+    imported: list[str] = []
+
+    def importer(name: str) -> object:
+        imported.append(name)
+        return types.SimpleNamespace(always_busy=lambda params, ctx: None)
+
+    catalog = FlowCatalog(
+        MemoryFlowRepository(), HandlerRegistry(["mod"], importer=importer), clock=clock
+    )
+    typo = task_flow("mod:alwys_busy")
+
+    catalog.validate(typo)
+    assert imported == []
+    with pytest.raises(UnknownHandlerError, match=r"'alwys_busy'.*did you mean 'always_busy'"):
+        await catalog.register(typo, owner=SHARED)
+    with pytest.raises(UnknownHandlerError):
+        await catalog.check_registration(typo, owner=SHARED)
+    with tenant_scope("default"), pytest.raises(UnknownFlowError):
+        await catalog.get("busy")
+    assert (await catalog.register(task_flow("mod:always_busy"), owner=SHARED)).created
+
+
+async def test_a_names_only_catalog_registers_without_importing(clock: FakeClock) -> None:
+    """HandlerAllowlist (the console's): module names compared, nothing imported — a module
+    that cannot even be imported is accepted when allowlisted."""
+    catalog = FlowCatalog(
+        MemoryFlowRepository(), HandlerAllowlist(["no_such_module_anywhere"]), clock=clock
+    )
+
+    registered = await catalog.register(
+        task_flow("no_such_module_anywhere:alwys_busy"), owner=SHARED
+    )
+
+    assert registered.created
+    assert "no_such_module_anywhere" not in sys.modules
+    with pytest.raises(HandlerNotAllowedError):
+        await catalog.register(task_flow("other:f", flow_id="other"), owner=SHARED)
+
+
+def task_flow(handler: str, flow_id: str = "busy") -> Flow:
+    return Flow.from_document(one_task(handler, flow_id))

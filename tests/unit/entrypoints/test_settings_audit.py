@@ -29,6 +29,7 @@ from dependency_injector import providers
 from plaita.application.tenancy import tenant_scope
 from plaita.domain import startup
 from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
+from plaita.domain.errors import UnknownHandlerError
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED
@@ -38,7 +39,7 @@ from plaita.entrypoints.console.auth import TokenTable
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.settings import Settings
 
-from ..application.conftest import FakeClock
+from ..application.conftest import FakeClock, one_task
 
 JSON = Any
 #: Engines are built, never connected: no file is created there.
@@ -239,6 +240,21 @@ async def body_refused(settings: Settings) -> object:
     return response.status_code == 413
 
 
+#: An allowlisted module that no process can import.
+ABSENT_MODULE = "plaita_audit_absent_module"
+
+
+async def unimportable_handler_registered(settings: Settings) -> object:
+    """Whether the catalog registers a flow whose allowlisted handler module cannot be
+    imported: only a names-only check (``handler_check=names``) does not look."""
+    document = one_task(f"{ABSENT_MODULE}:run")
+    try:
+        await container_of(settings).flows().register(Flow.from_document(document), owner=SHARED)
+    except UnknownHandlerError:
+        return "refused"
+    return "registered"
+
+
 async def token_names(settings: Settings) -> object:
     return sorted(token.name for token in load_tokens(settings, None))
 
@@ -277,6 +293,12 @@ PROBES: dict[str, Probe] = {
     ),
     "handler_modules": Probe(
         ("examples.handlers",), sync(lambda c: c.handlers().allowed_modules), {"examples.handlers"}
+    ),
+    "handler_check": Probe(
+        "names",
+        unimportable_handler_registered,
+        "registered",
+        extra={"handler_modules": (ABSENT_MODULE,)},
     ),
     "queue_name": Probe(
         "orders",
