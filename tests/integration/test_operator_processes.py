@@ -65,12 +65,17 @@ def test_pause_unpause_cancel_and_retry_from_a_node_on_real_processes(plaita: Pl
     view = plaita.wait_for_status(paused_id, {"suspended"}, timeout=5)
     assert "record_decision" not in view["node_results"], plaita.logs()
     listed = plaita.json("executions", "list", "--flow", "approval", "--status", "suspended")
-    assert [(i["execution_id"], i["paused"], i["parked"]) for i in listed["items"]] == [
-        (paused_id, True, 1)
+    # One parked carrier per resume of the event: the filter's, and on a slow machine a
+    # reconcile round's duplicate too (it replays an event whose wait is still registered;
+    # the worker drops the duplicate once the first resumed it).
+    [(listed_id, listed_paused, parked)] = [
+        (i["execution_id"], i["paused"], i["parked"]) for i in listed["items"]
     ]
+    assert (listed_id, listed_paused) == (paused_id, True)
+    assert parked in (1, 2), plaita.logs()
 
     unpaused = plaita.json("executions", "unpause", paused_id)
-    assert (unpaused["outcome"], unpaused["requeued"]) == ("unpaused", 1)
+    assert (unpaused["outcome"], unpaused["requeued"]) == ("unpaused", parked)
     done = plaita.wait_for_status(paused_id, {"completed", "error", "cancelled"})
     assert (done["status"], done["result"]["outcome"]) == ("completed", "shipped"), plaita.logs()
     assert parked_count(plaita, paused_id) == 0
