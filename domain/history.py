@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 
 from plaita.domain.errors import InvalidOperatorRequestError
+from plaita.domain.failures import FailureKind
 
 JSON = Any
 
@@ -261,11 +262,12 @@ def node_failed(
     error_class: str,
     message: str,
     traceback: str,
-    transient: bool,
+    failure: FailureKind,
     duration_ms: int,
 ) -> HistoryEntry:
-    """A node raised: its class, message and traceback (bounded), and whether the failure
-    is transient (retried while the budget lasts) or deterministic (ends the execution)."""
+    """A node raised: its class, message and traceback (bounded), and the failure's kind:
+    transient (retried while the budget lasts), deterministic (the error handler, or the
+    end) or terminal (a timeout, a cancel)."""
     return HistoryEntry(
         HistoryKind.NODE_FAILED,
         at_ms,
@@ -276,7 +278,7 @@ def node_failed(
             "error_class": bounded(error_class, MAX_NAME_CHARS),
             "message": bounded(message),
             "traceback": bounded_tail(traceback),
-            "failure": "transient" if transient else "deterministic",
+            "failure": failure.value,
             "duration_ms": max(0, duration_ms),
         },
     )
@@ -320,12 +322,11 @@ def event_received(
     worker: str | None,
     event_id: str | None,
     event_type: str | None,
-    path: str | None,
 ) -> HistoryEntry:
-    """An event resumed the execution; ``path`` is how it came (filter, inbox, reconciler),
-    when the carrier says."""
+    """An event's resume carrier (enqueued by the event filter or the reconciler) resumed
+    the execution."""
     detail: dict[str, JSON] = {}
-    for name, value in (("event_id", event_id), ("event_type", event_type), ("path", path)):
+    for name, value in (("event_id", event_id), ("event_type", event_type)):
         if value is not None:
             detail[name] = bounded(value, MAX_NAME_CHARS)
     return HistoryEntry(

@@ -6,6 +6,7 @@ import pytest
 
 from plaita.domain import history
 from plaita.domain.errors import InvalidOperatorRequestError
+from plaita.domain.failures import FailureKind
 from plaita.domain.history import (
     MAX_MESSAGE_CHARS,
     MAX_NAME_CHARS,
@@ -60,9 +61,7 @@ from plaita.domain.history import (
             {"timer_due_ms": 77},
         ),
         (
-            history.event_received(
-                9, node_id="w", worker="w1", event_id="e1", event_type="paid", path=None
-            ),
+            history.event_received(9, node_id="w", worker="w1", event_id="e1", event_type="paid"),
             HistoryKind.EVENT_RECEIVED,
             {"event_id": "e1", "event_type": "paid"},
         ),
@@ -113,7 +112,7 @@ def test_node_failed_bounds_message_and_traceback_and_names_the_failure() -> Non
         error_class="TimeoutError",
         message="m" * 5_000,
         traceback="head\n" + "x" * 20_000 + "\nraise TimeoutError",
-        transient=True,
+        failure=FailureKind.TRANSIENT,
         duration_ms=12,
     )
     assert entry.node_id is not None and len(entry.node_id) <= MAX_NAME_CHARS
@@ -131,7 +130,7 @@ def test_node_failed_bounds_message_and_traceback_and_names_the_failure() -> Non
         error_class="ValueError",
         message="bad",
         traceback="tb",
-        transient=False,
+        failure=FailureKind.DETERMINISTIC,
         duration_ms=0,
     )
     assert deterministic.detail == {
