@@ -9,13 +9,32 @@ import httpx
 import pytest
 
 from plaita.domain.failures import TransientNodeError
+from plaita.entrypoints.cli_support import import_handler_modules
+from plaita.entrypoints.container import Container, build_container
+from plaita.entrypoints.settings import Settings
 
-from .conftest import TERMINAL, auth, register_approval, start, wait_for
+from .conftest import HANDLERS, TERMINAL, auth, register_approval, start, wait_for
+
+#: The examples' handlers and this module's own (``fails_twice``).
+MODULES = (HANDLERS, __name__)
 
 pytestmark = pytest.mark.usefixtures("services")
 
 #: execution id -> attempts ``fails_twice`` has seen.
 SEEN: dict[str, int] = {}
+
+
+@pytest.fixture
+def container() -> Container:
+    import_handler_modules(MODULES)
+    return build_container(
+        Settings(
+            backend="memory",
+            handler_modules=MODULES,
+            read_block_ms=20,
+            consumer_name="console-tests",
+        )
+    )
 
 
 def fails_twice(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
@@ -34,7 +53,7 @@ FLAKY_FLOW = {
         {
             "id": "call",
             "type": "task",
-            "handler": "test_console_history:fails_twice",
+            "handler": f"{__name__}:fails_twice",
             "retryTimes": 2,
             "next": "done",
         },
@@ -195,7 +214,7 @@ async def test_an_operator_cancel(client: httpx.AsyncClient) -> None:
     answer = await client.post(
         f"/api/v1/executions/{execution_id}/cancel", json={}, headers=auth("operator")
     )
-    assert answer.status_code == 200, answer.text
+    assert answer.status_code == 202, answer.text
     await wait_for(client, execution_id, {"cancelled"})
 
     page = await history(client, execution_id)
