@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from plaita.application.ports import EndNotices, ExecutionPage, ExecutionRepository, NodeHeartbeat
 from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from plaita.domain.results import ends_execution
 from plaita.domain.tombstone import Tombstone
 
@@ -29,9 +30,14 @@ class AnnouncingExecutions:
         self._notices = notices
 
     async def save(
-        self, state: ExecutionState, *, fence: int, previous: ExecutionState | None = None
+        self,
+        state: ExecutionState,
+        *,
+        fence: int,
+        previous: ExecutionState | None = None,
+        history: Sequence[HistoryEntry] = (),
     ) -> None:
-        await self.store.save(state, fence=fence, previous=previous)
+        await self.store.save(state, fence=fence, previous=previous, history=history)
         if ends_execution(previous, state):
             await self._announce(state.execution_id)
 
@@ -64,6 +70,14 @@ class AnnouncingExecutions:
 
     async def load(self, execution_id: str) -> ExecutionState | None:
         return await self.store.load(execution_id)
+
+    async def history(
+        self, execution_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE
+    ) -> HistoryPage:
+        return await self.store.history(execution_id, after=after, limit=limit)
+
+    async def append_history(self, execution_id: str, entries: Sequence[HistoryEntry]) -> None:
+        await self.store.append_history(execution_id, entries)
 
     async def heartbeat(self, execution_id: str, *, fence: int, node_id: str, now_ms: int) -> None:
         await self.store.heartbeat(execution_id, fence=fence, node_id=node_id, now_ms=now_ms)

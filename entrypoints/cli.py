@@ -22,6 +22,7 @@ from plaita.entrypoints.cli_events import events_list, events_publish, events_sh
 from plaita.entrypoints.cli_executions import (
     executions_bulk,
     executions_cancel,
+    executions_history,
     executions_list,
     executions_pause,
     executions_resume,
@@ -77,11 +78,13 @@ main.add_command(console)  # `plaita console`
 for _command in (flows_register, flows_list, flows_show):
     flows.add_command(_command)
 
-# W23 operator controls sit next to start and show: `plaita executions start|show|list|
+# W23 operator controls sit next to start, show and history: `plaita executions
+# start|show|history|list|
 # resume|cancel|pause|unpause|retry|bulk|delete`.
 for _command in (
     executions_start,
     executions_show,
+    executions_history,
     executions_list,
     executions_resume,
     executions_cancel,

@@ -1,5 +1,5 @@
-"""The ``plaita executions`` commands: start and show, and the operator controls list, resume,
-cancel, pause, unpause, retry, bulk.
+"""The ``plaita executions`` commands: start, show and history, and the operator controls
+list, resume, cancel, pause, unpause, retry, bulk.
 
 ``cli.py`` attaches each command to its ``executions`` group. They act on one tenant's
 executions (``--tenant``) on Redis, through the same use cases as the console (W23, C4).
@@ -8,6 +8,7 @@ Refusals are named errors (exit 1, with what to do); bad flags are usage errors 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
@@ -25,6 +26,7 @@ from plaita.application.use_cases.operator_controls import (
 )
 from plaita.domain.errors import InvalidOperatorRequestError
 from plaita.domain.execution import ExecutionStatus
+from plaita.domain.history import MAX_HISTORY_PAGE, HistoryEntry
 from plaita.domain.limits import INPUT_LIMIT
 from plaita.domain.operator_controls import (
     MAX_BULK_LIMIT,
@@ -48,6 +50,9 @@ from plaita.entrypoints.container import Container
 
 JSON = Any
 _STATUSES = [status.value for status in ExecutionStatus]
+#: Bounds of ``history --follow --interval``: never a busy loop, never a stale minute.
+FOLLOW_MIN_INTERVAL_S = 0.2
+FOLLOW_MAX_INTERVAL_S = 10.0
 
 status_option = click.option(
     "--status",
@@ -408,3 +413,93 @@ def executions_show(execution_id: str, tenant_id: str, redis_url: str, as_json: 
         "error",
     ):
         click.echo(f"{key:>13}: {json.dumps(view[key], default=str)}")
+
+
+# --- history -------------------------------------------------------------------------------
+
+
+def _history_line(entry: HistoryEntry) -> str:
+    where = f" {entry.node_id}" if entry.node_id else ""
+    attempt = f" attempt {entry.attempt}" if entry.attempt is not None else ""
+    facts = " ".join(
+        f"{name}={json.dumps(value, default=str)}"
+        for name, value in entry.detail.items()
+        if name != "traceback"
+    )
+    line = f"{entry.seq:>5}  {_when(entry.at_ms)}  {entry.kind.value:<15}{where}{attempt}  {facts}"
+    traceback = entry.detail.get("traceback")
+    if isinstance(traceback, str):
+        line += "\n" + "\n".join(f"       | {row}" for row in traceback.rstrip().splitlines())
+    return line
+
+
+@click.command("history")
+@click.argument("execution_id", type=EXECUTION_ID)
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Keep printing new entries until the execution ends (or Ctrl-C).",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(FOLLOW_MIN_INTERVAL_S, FOLLOW_MAX_INTERVAL_S),
+    default=1.0,
+    show_default=True,
+    help="Seconds between two polls of --follow.",
+)
+@tenant_option
+@redis_url_option
+@json_option
+def executions_history(
+    execution_id: str,
+    follow: bool,
+    interval: float,
+    tenant_id: str,
+    redis_url: str,
+    as_json: bool,
+) -> None:
+    """What happened to an execution, oldest first: node runs and their attempts, failures
+    with their tracebacks, retries, waits, events, timers, operator actions, the end.
+
+    --json prints one JSON object per entry (a line each), after a first line with the
+    number of entries the cap dropped.
+    """
+    settings = settings_from(backend="redis", redis_url=redis_url)
+
+    async def body(container: Container) -> None:
+        read = container.execution_history()
+        after: int | None = None
+        announced = False
+        while True:
+            page = await read(execution_id, after=after, limit=MAX_HISTORY_PAGE)
+            if not announced:
+                announced = True
+                if as_json:
+                    echo_json({"execution_id": execution_id, "dropped": page.dropped})
+                elif page.dropped:
+                    click.echo(f"({page.dropped} older entries were dropped by the cap)")
+            for entry in page.entries:
+                if as_json:
+                    click.echo(json.dumps(entry.to_json(), separators=(",", ":"), default=str))
+                else:
+                    click.echo(_history_line(entry))
+                after = entry.seq
+            if page.next_cursor is not None:
+                continue  # more is stored already: no wait
+            if not follow:
+                return
+            state = await container.executions().load(execution_id)
+            if state is None or state.is_terminal:
+                if page.entries or state is None:
+                    return
+                # Ended: one more read catches the entries of its last checkpoint.
+                last = await read(execution_id, after=after, limit=MAX_HISTORY_PAGE)
+                if not last.entries:
+                    return
+                continue
+            await asyncio.sleep(interval)
+
+    try:
+        run_with_container(settings, body, tenant_id=tenant_id)
+    except KeyboardInterrupt:
+        click.echo("", err=True)

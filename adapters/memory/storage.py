@@ -1,8 +1,9 @@
 """In-memory twin of the Redis execution repository, fenced by the memory leases (S1, S3, S5,
 W4, W13).
 
-Each execution is kept in the three parts Redis keeps, as JSON text per entry: the header
-fields, the node results and the variables. A save applies only the delta a step produced, a
+Each execution is kept in the parts Redis keeps, as JSON text per entry: the header fields,
+the node results, the variables and the history (its newest entries and how many were ever
+appended). A save applies only the delta a step produced, a
 delete removes every part and leaves a tombstone that expires on the lease manager's clock.
 A terminal checkpoint lets the parts, the heartbeat, the counters and the operator controls
 expire within the retention on that clock (S5); a live one over it keeps them again.
@@ -30,6 +31,15 @@ from plaita.domain.checkpoint import (
     state_from_parts,
 )
 from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.history import (
+    DEFAULT_HISTORY_PAGE,
+    HISTORY_CAP,
+    HistoryEntry,
+    HistoryPage,
+    check_history_cap,
+    history_window,
+    page_of,
+)
 from plaita.domain.lease import check_fence, check_fenced_write
 from plaita.domain.operator_controls import PageCursor, check_page_limit
 from plaita.domain.retention import DEFAULT_RETENTION_MS, Lifetime, check_retention_ms
@@ -56,6 +66,7 @@ class MemoryExecutionRepository:
         controls: ExecutionControls | None = None,
         heartbeat_ttl_ms: int = 360_000,
         retention_ms: int = DEFAULT_RETENTION_MS,
+        history_cap: int = HISTORY_CAP,
     ) -> None:
         if heartbeat_ttl_ms <= 0:
             raise ValueError(
@@ -66,6 +77,11 @@ class MemoryExecutionRepository:
         self._controls = controls
         self._heartbeat_ttl_ms = heartbeat_ttl_ms
         self._retention_ms = check_retention_ms(retention_ms)
+        self._history_cap = check_history_cap(history_cap)
+        #: execution id -> its newest ``history_cap`` history entries (stored form), and how
+        #: many were ever appended (the seq of the newest)
+        self._history: dict[ScopedId, list[str]] = {}
+        self._history_total: dict[ScopedId, int] = {}
         #: execution id -> when its state expires (ms on the lease manager's clock), if ever
         self._expire_at: dict[ScopedId, int] = {}
         #: execution id -> (heartbeat, expiry in ms on the lease manager's clock)
@@ -87,7 +103,12 @@ class MemoryExecutionRepository:
         )
 
     async def save(
-        self, state: ExecutionState, *, fence: int, previous: ExecutionState | None = None
+        self,
+        state: ExecutionState,
+        *,
+        fence: int,
+        previous: ExecutionState | None = None,
+        history: Sequence[HistoryEntry] = (),
     ) -> None:
         execution_id = state.execution_id
         check_same_tenant(state.tenant_id, current_tenant(), f"execution {execution_id!r}")
@@ -101,7 +122,33 @@ class MemoryExecutionRepository:
             # Nothing stored to apply the step to: write the whole state, as Redis does.
             delta = checkpoint_delta(None, state)
         self._apply(delta)
+        self._append(scoped(execution_id), history)
         await self._change_lifetime(execution_id, delta.lifetime)
+
+    def _append(self, key: ScopedId, entries: Sequence[HistoryEntry]) -> None:
+        """What the save script's RPUSH, LTRIM and INCRBY do."""
+        if not entries:
+            return
+        kept = self._history.setdefault(key, [])
+        kept.extend(entry.encode() for entry in entries)
+        del kept[: max(0, len(kept) - self._history_cap)]
+        self._history_total[key] = self._history_total.get(key, 0) + len(entries)
+
+    async def history(
+        self, execution_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE
+    ) -> HistoryPage:
+        key = scoped(execution_id)
+        self._live_header(key)  # drops a history past its retention with its state
+        kept = self._history.get(key, [])
+        window = history_window(
+            total=self._history_total.get(key, 0), held=len(kept), after=after, limit=limit
+        )
+        return page_of(kept[window.start : window.stop], window)
+
+    async def append_history(self, execution_id: str, entries: Sequence[HistoryEntry]) -> None:
+        key = scoped(execution_id)
+        if self._live_header(key) is not None:
+            self._append(key, entries)
 
     async def _change_lifetime(self, execution_id: str, lifetime: Lifetime) -> None:
         """What the Redis save script does to the TTLs (S5), on this store's clock."""
@@ -176,8 +223,10 @@ class MemoryExecutionRepository:
         return stored
 
     def _drop(self, key: ScopedId) -> None:
-        for part in (self._headers, self._nodes, self._variables, self._heartbeats):
+        parts = (self._headers, self._nodes, self._variables, self._heartbeats, self._history)
+        for part in parts:
             part.pop(key, None)
+        self._history_total.pop(key, None)
         self._expire_at.pop(key, None)
 
     def _live_header(self, key: ScopedId) -> dict[str, str] | None:

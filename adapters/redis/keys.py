@@ -71,6 +71,14 @@ class RedisKeys:
         """JSON of the running node's progress: node id and last update time (W15)."""
         return self._execution(execution_id, "heartbeat")
 
+    def execution_history(self, execution_id: str) -> str:
+        """List of the newest history entries (``plaita.domain.history``), oldest first."""
+        return self._execution(execution_id, "history")
+
+    def execution_history_total(self, execution_id: str) -> str:
+        """How many history entries were ever appended: the seq of the newest."""
+        return self._execution(execution_id, "history:n")
+
     def executions(self) -> str:
         return f"{self.tenant_namespace(current_tenant())}{_EXECUTIONS}"
 

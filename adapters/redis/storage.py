@@ -6,14 +6,18 @@ One execution is stored in three hashes that share its hash tag:
 - ``…:state``  header field -> JSON (every field but the node results and the variables;
   ``input`` is written once, when the execution is created);
 - ``…:nodes``  node id -> result JSON;
-- ``…:vars``   variable name -> JSON.
+- ``…:vars``   variable name -> JSON;
+
+and the history beside them: ``…:history``, a list of the newest entries (the cap, oldest
+dropped by LTRIM), and ``…:history:n``, how many were ever appended (the seq of the newest).
+A save's history entries travel in the save's own EVALSHA (no extra round trip).
 
 A save with ``previous`` sends only what the step changed, in one EVALSHA that checks the
 fence first; the index ZADD travels in the same pipeline, so a steady-state save is one round
 trip (P2) and its size does not depend on how many steps came before (S3, P3).
 
 Retention (S5): the script of a terminal checkpoint gives every key of the execution (the
-three hashes, counters, heartbeat, operator flags, parked carriers) a TTL of at most
+three hashes, history, counters, heartbeat, operator flags, parked carriers) a TTL of at most
 ``retention_ms``; one that makes it live again removes the TTLs it set. The generation
 counter never gets one (W4). The ``{ns}:executions`` index keeps an expired execution's id
 until a listing meets it or the janitor walks past it (``prune_indexes``); both prune it
@@ -24,7 +28,7 @@ paging and that sweep read the index in ``execution_index``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import redis.asyncio as redis
@@ -42,6 +46,17 @@ from plaita.domain.checkpoint import (
     encode_value,
 )
 from plaita.domain.execution import ExecutionState
+from plaita.domain.history import (
+    DEFAULT_HISTORY_PAGE,
+    HISTORY_CAP,
+    HistoryEntry,
+    HistoryPage,
+    check_history_cap,
+    check_history_cursor,
+    check_history_limit,
+    history_window,
+    page_of,
+)
 from plaita.domain.lease import check_fence, check_fenced_write
 from plaita.domain.retention import DEFAULT_RETENTION_MS, check_retention_ms
 from plaita.domain.tenancy import check_same_tenant
@@ -66,6 +81,7 @@ class RedisExecutionRepository(ExecutionIndexReads):
         *,
         heartbeat_ttl_ms: int = DEFAULT_HEARTBEAT_TTL_MS,
         retention_ms: int = DEFAULT_RETENTION_MS,
+        history_cap: int = HISTORY_CAP,
     ) -> None:
         if heartbeat_ttl_ms <= 0:
             raise ValueError(
@@ -74,7 +90,10 @@ class RedisExecutionRepository(ExecutionIndexReads):
         super().__init__(client, keys)
         self._heartbeat_ttl_ms = heartbeat_ttl_ms
         self._retention_ms = check_retention_ms(retention_ms)
+        self._history_cap = check_history_cap(history_cap)
         self._save = client.register_script(read_script("execution_save"))
+        self._history_read = client.register_script(read_script("execution_history_read"))
+        self._history_append = client.register_script(read_script("execution_history_append"))
         self._delete = client.register_script(read_script("execution_delete"))
         self._heartbeat = client.register_script(read_script("execution_heartbeat"))
 
@@ -86,6 +105,20 @@ class RedisExecutionRepository(ExecutionIndexReads):
             queue_reads(pipe, self._keys, execution_id)
             header, nodes, variables = await pipe.execute()
         return assemble(header, nodes, variables)
+
+    async def history(
+        self, execution_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE
+    ) -> HistoryPage:
+        """One EVALSHA: the counts and the page's entries, read atomically."""
+        check_history_limit(limit)
+        keys = [
+            self._keys.execution_history(execution_id),
+            self._keys.execution_history_total(execution_id),
+        ]
+        reply = await self._history_read(keys=keys, args=[check_history_cursor(after) or 0, limit])
+        total, held, *texts = reply
+        window = history_window(total=int(total), held=int(held), after=after, limit=limit)
+        return page_of(texts, window)
 
     async def tombstone(self, execution_id: str) -> Tombstone | None:
         document = await self._client.get(self._keys.tombstone(execution_id))
@@ -101,24 +134,43 @@ class RedisExecutionRepository(ExecutionIndexReads):
     # --- writes -------------------------------------------------------------------------
 
     async def save(
-        self, state: ExecutionState, *, fence: int, previous: ExecutionState | None = None
+        self,
+        state: ExecutionState,
+        *,
+        fence: int,
+        previous: ExecutionState | None = None,
+        history: Sequence[HistoryEntry] = (),
     ) -> None:
         check_same_tenant(state.tenant_id, current_tenant(), f"execution {state.execution_id!r}")
         delta = checkpoint_delta(previous, state)
-        outcome, current = await self._fenced_save(delta, fence, state.updated_at_ms)
+        entries = [entry.encode() for entry in history]
+        outcome, current = await self._fenced_save(delta, fence, state.updated_at_ms, entries)
         if outcome == _MISSING:
             # A delta with nothing stored under it (the caller's ``previous`` was never saved,
             # or the state vanished): write the whole state instead, still under the fence.
             delta = checkpoint_delta(None, state)
-            outcome, current = await self._fenced_save(delta, fence, state.updated_at_ms)
+            outcome, current = await self._fenced_save(delta, fence, state.updated_at_ms, entries)
         check_fence(state.execution_id, fence, current)
         if outcome == _DELETED:
             # The pipeline put the deleted id back into the index; take it out again.
             await self._client.zrem(self._keys.executions(), state.execution_id)
             check_fenced_write(state.execution_id, fence, current, None)
 
+    async def append_history(self, execution_id: str, entries: Sequence[HistoryEntry]) -> None:
+        if not entries:
+            return
+        keys = [
+            self._keys.execution_state(execution_id),
+            self._keys.tombstone(execution_id),
+            self._keys.execution_history(execution_id),
+            self._keys.execution_history_total(execution_id),
+        ]
+        await self._history_append(
+            keys=keys, args=[self._history_cap, *(entry.encode() for entry in entries)]
+        )
+
     async def _fenced_save(
-        self, delta: CheckpointDelta, fence: int, updated_at_ms: int
+        self, delta: CheckpointDelta, fence: int, updated_at_ms: int, history: list[str]
     ) -> tuple[str, int | None]:
         """Run the fenced save and the index update in one round trip.
 
@@ -136,8 +188,10 @@ class RedisExecutionRepository(ExecutionIndexReads):
             self._keys.execution_heartbeat(execution_id),
             self._keys.execution_control(execution_id),
             self._keys.execution_parked(execution_id),
+            self._keys.execution_history(execution_id),
+            self._keys.execution_history_total(execution_id),
         ]
-        args = _save_arguments(delta, fence, self._retention_ms)
+        args = _save_arguments(delta, fence, self._retention_ms, history, self._history_cap)
         index = self._keys.executions()
 
         def queue(pipe: Any) -> None:
@@ -175,6 +229,8 @@ class RedisExecutionRepository(ExecutionIndexReads):
             self._keys.execution_heartbeat(execution_id),
             self._keys.execution_control(execution_id),
             self._keys.execution_parked(execution_id),
+            self._keys.execution_history(execution_id),
+            self._keys.execution_history_total(execution_id),
         ]
         args = [
             "" if fence is None else str(fence),
@@ -237,7 +293,9 @@ class RedisExecutionRepository(ExecutionIndexReads):
         return script, indexed
 
 
-def _save_arguments(delta: CheckpointDelta, fence: int, retention_ms: int) -> list[str | int]:
+def _save_arguments(
+    delta: CheckpointDelta, fence: int, retention_ms: int, history: list[str], history_cap: int
+) -> list[str | int]:
     header = _pairs(delta.header)
     nodes = _pairs(delta.nodes)
     variables = _pairs(delta.variables)
@@ -251,11 +309,14 @@ def _save_arguments(delta: CheckpointDelta, fence: int, retention_ms: int) -> li
         len(delta.removed_nodes),
         len(delta.variables),
         len(delta.removed_variables),
+        len(history),
+        history_cap,
         *header,
         *nodes,
         *delta.removed_nodes,
         *variables,
         *delta.removed_variables,
+        *history,
     ]
 
 

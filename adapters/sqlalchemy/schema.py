@@ -10,6 +10,8 @@ one row per variable — so a step writes only what it changed (S3):
   structured fields (``input``, ``suspension``, ``result``, ``error``) are JSON text.
   ``expires_at_ms`` is the optional state TTL (NULL: kept until deleted).
 - ``execution_nodes`` / ``execution_vars``: node id → entry JSON, variable name → JSON.
+- ``execution_history``: seq → history entry (``plaita.domain.history``, stored form), the
+  newest of each execution up to the cap; the lowest seq kept tells how many were dropped.
 - ``leases``: the lease holder and the fence generation (W3, W4). The row is never deleted,
   so the generation is never reset, like Redis's ``…:fencegen``; it is also the row every
   fenced write locks (see ``fencing``).
@@ -111,6 +113,19 @@ def _part_of_execution(table: str, key: str, value: str) -> sa.Table:
 
 execution_nodes = _part_of_execution("execution_nodes", "node_id", "entry")
 execution_vars = _part_of_execution("execution_vars", "name", "value")
+
+execution_history = sa.Table(
+    "execution_history",
+    metadata,
+    *_execution_key(),
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("entry", sa.Text, nullable=False),
+    sa.ForeignKeyConstraint(
+        ["tenant_id", "execution_id"],
+        ["executions.tenant_id", "executions.execution_id"],
+        ondelete="CASCADE",
+    ),
+)
 
 leases = sa.Table(
     "leases",

@@ -23,6 +23,7 @@ from typing import Protocol
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from plaita.adapters.sqlalchemy import history as history_rows
 from plaita.adapters.sqlalchemy.checkpoints import (
     alive,
     is_incremental,
@@ -39,11 +40,20 @@ from plaita.adapters.sqlalchemy.fencing import (
     revoke,
     upsert,
 )
-from plaita.adapters.sqlalchemy.schema import executions, heartbeats, tombstones
+from plaita.adapters.sqlalchemy.schema import executions, heartbeats, leases, tombstones
 from plaita.application.ports import Clock, ExecutionControls, ExecutionPage, NodeHeartbeat
 from plaita.application.tenancy import current_tenant
 from plaita.domain.checkpoint import checkpoint_delta
 from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.history import (
+    DEFAULT_HISTORY_PAGE,
+    HISTORY_CAP,
+    HistoryEntry,
+    HistoryPage,
+    check_history_cap,
+    check_history_cursor,
+    check_history_limit,
+)
 from plaita.domain.operator_controls import PageCursor, check_page_limit
 from plaita.domain.retention import DEFAULT_RETENTION_MS, Lifetime, check_retention_ms
 from plaita.domain.tenancy import check_same_tenant
@@ -71,6 +81,7 @@ class SqlExecutionRepository:
         controls: ExecutionControls | None = None,
         heartbeat_ttl_ms: int = DEFAULT_HEARTBEAT_TTL_MS,
         retention_ms: int = DEFAULT_RETENTION_MS,
+        history_cap: int = HISTORY_CAP,
     ) -> None:
         _check_positive("a heartbeat ttl", heartbeat_ttl_ms)
         self._writer = writer(engine)
@@ -80,6 +91,7 @@ class SqlExecutionRepository:
         self._controls = controls
         self._heartbeat_ttl_ms = heartbeat_ttl_ms
         self._retention_ms = check_retention_ms(retention_ms)
+        self._history_cap = check_history_cap(history_cap)
 
     # --- reads --------------------------------------------------------------------------
 
@@ -162,6 +174,43 @@ class SqlExecutionRepository:
             query = query.where(executions.c.status == status.value)
         return query.order_by(executions.c.updated_at_ms.desc(), executions.c.execution_id.desc())
 
+    async def history(
+        self, execution_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE
+    ) -> HistoryPage:
+        check_history_limit(limit)
+        check_history_cursor(after)
+        tenant_id = current_tenant()
+        stored = sa.select(
+            sa.exists().where(key(executions, tenant_id, execution_id), alive(self._clock.now_ms()))
+        )
+        async with transaction(self._reader) as connection:
+            # A state past its retention reads as absent, and so does its history.
+            if not await connection.scalar(stored):
+                return HistoryPage((), None, 0)
+            return await history_rows.read(
+                connection, tenant_id, execution_id, after=after, limit=limit
+            )
+
+    async def append_history(self, execution_id: str, entries: Sequence[HistoryEntry]) -> None:
+        if not entries:
+            return
+        tenant_id = current_tenant()
+        now_ms = self._clock.now_ms()
+        stored = sa.select(
+            sa.exists().where(key(executions, tenant_id, execution_id), alive(now_ms))
+        )
+        async with transaction(self._writer) as connection:
+            # Lock the lease row, as every fenced write does, so the seqs never race.
+            await connection.execute(
+                sa.update(leases)
+                .where(key(leases, tenant_id, execution_id))
+                .values(generation=leases.c.generation)
+            )
+            if await connection.scalar(stored):
+                await history_rows.append(
+                    connection, tenant_id, execution_id, entries, cap=self._history_cap
+                )
+
     async def tombstone(self, execution_id: str) -> Tombstone | None:
         tenant_id = current_tenant()
         query = sa.select(tombstones.c.document).where(
@@ -185,7 +234,12 @@ class SqlExecutionRepository:
     # --- writes -------------------------------------------------------------------------
 
     async def save(
-        self, state: ExecutionState, *, fence: int, previous: ExecutionState | None = None
+        self,
+        state: ExecutionState,
+        *,
+        fence: int,
+        previous: ExecutionState | None = None,
+        history: Sequence[HistoryEntry] = (),
     ) -> None:
         execution_id = state.execution_id
         tenant_id = current_tenant()
@@ -204,6 +258,9 @@ class SqlExecutionRepository:
                 await write_full(
                     connection, tenant_id, delta, now_ms=now_ms, retention_ms=self._retention_ms
                 )
+            await history_rows.append(
+                connection, tenant_id, execution_id, history, cap=self._history_cap
+            )
         if self._controls is not None and delta.lifetime is not Lifetime.KEEP:
             ttl = self._retention_ms if delta.lifetime is Lifetime.EXPIRE else None
             await self._controls.retain(execution_id, ttl_ms=ttl)

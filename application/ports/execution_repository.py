@@ -9,6 +9,7 @@ from typing import Protocol
 import attrs
 
 from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from plaita.domain.tombstone import Tombstone
 
 #: Index entries one ``page`` call looks at before it returns what it found (bounded work).
@@ -41,9 +42,19 @@ class ExecutionRepository(Protocol):
         ...
 
     async def save(
-        self, state: ExecutionState, *, fence: int, previous: ExecutionState | None = None
+        self,
+        state: ExecutionState,
+        *,
+        fence: int,
+        previous: ExecutionState | None = None,
+        history: Sequence[HistoryEntry] = (),
     ) -> None:
         """Store ``state`` if ``fence`` is the execution's current lease generation.
+
+        ``history`` is what led to ``state`` (``plaita.domain.history``): appended to the
+        execution's history in the same atomic write, numbered on from the last entry, the
+        oldest dropped past the store's cap; nothing of it is written when the save is
+        refused. The history outlives full saves and shares the state's lifetime (S5).
 
         ``previous`` is the state this holder last saved or loaded: only what changed since
         is written (S3), so a step's write does not grow with the run. Without it the whole
@@ -59,6 +70,20 @@ class ExecutionRepository(Protocol):
         """
         ...
 
+    async def history(
+        self, execution_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE
+    ) -> HistoryPage:
+        """The execution's history entries after seq ``after`` (None: from the oldest kept),
+        oldest first, at most ``limit`` (``InvalidOperatorRequestError`` when ``after`` or
+        ``limit`` is not one); an empty page when it has none. One round trip on Redis."""
+        ...
+
+    async def append_history(self, execution_id: str, entries: Sequence[HistoryEntry]) -> None:
+        """Append ``entries`` without a fence: for what has no checkpoint to ride on (a
+        worker that lost its lease). Best effort; written only while the execution's state
+        exists, so it never brings a deleted or expired execution back."""
+        ...
+
     async def delete(
         self,
         execution_id: str,
@@ -69,8 +94,8 @@ class ExecutionRepository(Protocol):
     ) -> Tombstone:
         """Remove everything of the execution and leave a tombstone, atomically (W13).
 
-        Everything is its state, index entry, lease, counters, heartbeat, operator flags and
-        parked carriers; the generation counter stays. ``fence`` is the deleting holder's
+        Everything is its state, history, index entry, lease, counters, heartbeat, operator
+        flags and parked carriers; the generation counter stays. ``fence`` is the deleting holder's
         generation (``ExecutionLeaseError``, nothing removed, when it is not current); None
         is an operator delete that revokes whoever holds the lease: the generation moves on,
         so the holder's later writes fail. A second delete keeps the first tombstone (and its

@@ -19,13 +19,14 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Literal
 
 import attrs
 
 from plaita.application.ports import ExecutionRepository, LeaseManager
 from plaita.domain.execution import ExecutionState
+from plaita.domain.history import HistoryEntry
 from plaita.domain.lease import Lease
 
 log = logging.getLogger("plaita.lease")
@@ -71,7 +72,7 @@ class BorrowedLease:
     ) -> None:
         self._executions = executions
         self._leases = leases
-        self._holder_id = holder_id
+        self.holder_id = holder_id
         self._lease_ttl_ms = lease_ttl_ms
 
     async def write(
@@ -80,11 +81,13 @@ class BorrowedLease:
         transition: Transition,
         *,
         expect: ExecutionState | Literal[Expect.ANY] | None = Expect.ANY,
+        history: Sequence[HistoryEntry] = (),
     ) -> Borrowed:
         """Save what ``transition`` makes of the state stored under the lease.
 
         ``expect`` makes the write conditional: only over this very state (None: only when
-        no execution exists yet), else ``STATE_CHANGED``.
+        no execution exists yet), else ``STATE_CHANGED``. ``history`` (an operator's action,
+        say) is written with the save, and not at all when nothing is saved.
         """
         async with self.held(execution_id) as lease:
             if lease is None:
@@ -95,13 +98,15 @@ class BorrowedLease:
             changed = await transition(current)
             if changed is None:
                 return Borrowed(BorrowOutcome.NOTHING_TO_WRITE, current)
-            await self._executions.save(changed, fence=lease.generation, previous=current)
+            await self._executions.save(
+                changed, fence=lease.generation, previous=current, history=history
+            )
             return Borrowed(BorrowOutcome.SAVED, current, changed)
 
     @contextlib.asynccontextmanager
     async def held(self, execution_id: str) -> AsyncIterator[Lease | None]:
         """The lease for the body (None when another holder has it), released after it."""
-        lease = await self._leases.acquire(execution_id, self._holder_id, ttl_ms=self._lease_ttl_ms)
+        lease = await self._leases.acquire(execution_id, self.holder_id, ttl_ms=self._lease_ttl_ms)
         try:
             yield lease
         finally:

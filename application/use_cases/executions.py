@@ -1,4 +1,4 @@
-"""Queries and operator requests on executions: show, resume."""
+"""Queries and operator requests on executions: show, history, resume."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from plaita.application.ports import Clock, ExecutionRepository, TaskQueue
 from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
 from plaita.domain.errors import UnknownExecutionError
 from plaita.domain.execution import ExecutionState
+from plaita.domain.history import DEFAULT_HISTORY_PAGE, HistoryPage
 
 
 class GetExecution:
@@ -20,6 +21,23 @@ class GetExecution:
                 "carrier may still be queued: is a worker running?)"
             )
         return state
+
+
+class ExecutionHistory:
+    """A page of an execution's history; ``UnknownExecutionError`` when it has none and no
+    state (never started, deleted, or past its retention)."""
+
+    def __init__(self, executions: ExecutionRepository) -> None:
+        self._executions = executions
+
+    async def __call__(
+        self, execution_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE
+    ) -> HistoryPage:
+        page = await self._executions.history(execution_id, after=after, limit=limit)
+        if page.entries or page.dropped or after:
+            return page
+        await GetExecution(self._executions)(execution_id)  # raises when there is none
+        return page
 
 
 class ResumeExecution:

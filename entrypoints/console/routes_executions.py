@@ -14,6 +14,7 @@ from fastapi import APIRouter, Query
 from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.operator_controls import ControlResult
 from plaita.domain.execution import ExecutionStatus
+from plaita.domain.history import DEFAULT_HISTORY_PAGE, MAX_HISTORY_PAGE
 from plaita.domain.operator_controls import MAX_PAGE_LIMIT
 from plaita.entrypoints.console import schemas, views
 from plaita.entrypoints.console.auth import (
@@ -102,6 +103,31 @@ async def list_executions(
     return schemas.ExecutionPage(
         items=[views.summary(state, flags) for state, flags in listing.items],
         next_cursor=listing.next_cursor,
+    )
+
+
+@router.get(
+    "/{execution_id}/history",
+    response_model=schemas.HistoryPageView,
+    responses=responses(403, 404, 422),
+)
+async def execution_history(
+    execution_id: ExecutionId,
+    access: ViewerAccess,
+    console: ConsoleDep,
+    after: Annotated[
+        int | None, Query(ge=0, description="A previous page's next_cursor (an entry's seq).")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_HISTORY_PAGE)] = DEFAULT_HISTORY_PAGE,
+) -> schemas.HistoryPageView:
+    """What happened to the execution, oldest first, a page at a time: every attempt of
+    every node, failures with their tracebacks, retries, waits, events, operator actions."""
+    with tenant_scope(access.tenant):
+        page = await console.container.execution_history()(execution_id, after=after, limit=limit)
+    return schemas.HistoryPageView(
+        entries=[schemas.HistoryEntryView(**entry.to_json()) for entry in page.entries],
+        next_cursor=page.next_cursor,
+        dropped=page.dropped,
     )
 
 

@@ -163,6 +163,27 @@ class ExecutionPage(_Response):
     next_cursor: str | None = Field(description="Pass as ?cursor= for the next page.")
 
 
+class HistoryEntryView(_Response):
+    seq: int = Field(description="Position in the execution's history, from 1.")
+    at_ms: int = Field(description="When it happened, in ms since the epoch.")
+    kind: str = Field(
+        description="started, node_started, node_finished, node_failed, retry_scheduled, "
+        "suspended, event_received, timer_fired, lease_lost, fenced, operator_action, ended."
+    )
+    node_id: str | None
+    attempt: int | None
+    worker: str | None = Field(description="The worker instance that wrote it, if a worker did.")
+    detail: dict[str, Any] = Field(description="The facts of the kind (see docs/operations.md).")
+
+
+class HistoryPageView(_Response):
+    entries: list[HistoryEntryView]
+    next_cursor: int | None = Field(
+        description="Pass as ?after= for the next page; null once this page reached the newest."
+    )
+    dropped: int = Field(description="How many of the oldest entries the cap dropped.")
+
+
 class ActionRequest(_Request):
     tenant: TenantId = DEFAULT_TENANT
 

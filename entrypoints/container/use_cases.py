@@ -10,7 +10,11 @@ from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.delete_execution import DeleteExecution
 from plaita.application.use_cases.dlq import ListDeadLetters, ReplayDeadLetter, ShowDeadLetter
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
-from plaita.application.use_cases.executions import GetExecution, ResumeExecution
+from plaita.application.use_cases.executions import (
+    ExecutionHistory,
+    GetExecution,
+    ResumeExecution,
+)
 from plaita.application.use_cases.index_janitor import IndexJanitorService
 from plaita.application.use_cases.operator_controls import (
     BulkAction,
@@ -96,6 +100,7 @@ class UseCases(Stores):
         generations=Stores.generations,
     )
     get_execution = providers.Factory(GetExecution, Stores.executions)
+    execution_history = providers.Factory(ExecutionHistory, Stores.executions)
     #: ``ExecutionHandle.result()``: woken by the end notices, re-reading at a bounded interval.
     await_result = providers.Factory(
         AwaitResult, executions=Stores.executions, notices=Stores.end_notices, clock=Stores.clock

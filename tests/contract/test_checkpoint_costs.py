@@ -25,6 +25,7 @@ from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.lease import RedisLeaseManager
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.application.tenancy import tenant_scope
+from plaita.domain import history
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.tenancy import DEFAULT_TENANT
 
@@ -35,6 +36,10 @@ STEPS = 1000
 #: Bytes a step may add between step 10 and step 1000: wider numbers (node id, result,
 #: step count, last/next node ids), never anything proportional to the run.
 FLAT_SLACK_BYTES = 32
+#: The most a steady step's history (node_started + node_finished) may add to its save.
+HISTORY_BYTES_PER_STEP = 256
+#: A worker instance id as a worker names itself (host, pid and a random suffix).
+WORKER = "worker-host-1:4242:9f3c"
 ConnectionT = TypeVar("ConnectionT", bound=Connection)
 
 
@@ -169,6 +174,43 @@ class CheckpointCosts:
             previous = current
         report(request, round_trips_per_save=wire.round_trips)
         assert await store.load("x:cost") == previous
+
+    async def test_the_history_of_a_step_rides_its_save_at_a_fixed_cost(
+        self,
+        repository: tuple[RedisExecutionRepository, int],
+        wire: Wire,
+        request: pytest.FixtureRequest,
+    ) -> None:
+        """P2 with the history: a steady step's ``node_started`` + ``node_finished`` travel
+        in the save's own EVALSHA (still one round trip); what they add is their stored
+        form and its RESP framing, nothing else, and under ``HISTORY_BYTES_PER_STEP``."""
+        store, fence = repository
+        previous = started()
+        await store.save(previous, fence=fence)
+        plain = step(previous, 1)
+        wire.clear()
+        await store.save(plain, fence=fence, previous=previous)
+        without = wire.bytes
+        entries = [
+            history.node_started(NOW_MS + 2, node_id="n2", attempt=1, worker=WORKER),
+            history.node_finished(
+                NOW_MS + 9, node_id="n2", attempt=1, worker=WORKER, result_size=21, duration_ms=7
+            ),
+        ]
+        # Step 2 is step 1's twin (same widths): only the history differs.
+        twin = step(plain, 2)
+        wire.clear()
+        await store.save(twin, fence=fence, previous=plain, history=entries)
+
+        assert wire.round_trips == self.save_round_trips(store)
+        assert sorted(wire.commands()) == ["EVALSHA", "ZADD"]
+        added = wire.bytes - without
+        framing = sum(len(f"${len(e.encode())}\r\n\r\n") for e in entries)
+        assert added == sum(len(e.encode()) for e in entries) + framing
+        assert added <= HISTORY_BYTES_PER_STEP
+        report(request, history_bytes_per_step=added)
+        page = await store.history("x:cost")
+        assert [entry.kind.value for entry in page.entries] == ["node_started", "node_finished"]
 
     async def test_bytes_per_step_are_flat_from_step_10_to_step_1000(
         self,

@@ -1,9 +1,9 @@
 -- Delete = revoke + tombstone (W13): remove one execution's state, node results, variables,
--- lease, counters, node heartbeat, operator flags and parked carriers and write its
+-- lease, counters, node heartbeat, operator flags, parked carriers and history and write its
 -- tombstone, atomically. The generation counter stays.
 -- KEYS[1] fencegen   KEYS[2] state   KEYS[3] nodes   KEYS[4] vars   KEYS[5] lease
 -- KEYS[6] counters   KEYS[7] tombstone   KEYS[8] heartbeat   KEYS[9] control
--- KEYS[10] parked
+-- KEYS[10] parked   KEYS[11] history   KEYS[12] history total
 -- ARGV[1] fence of the deleting holder, or '' for an operator delete (no fence check; the
 --         generation moves on so whoever holds the lease now can never write again)
 -- ARGV[2] tombstone JSON   ARGV[3] tombstone ttl in ms
@@ -21,7 +21,8 @@ end
 if ARGV[1] == '' and current then
   current = next_fence(KEYS[1])
 end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[8], KEYS[9], KEYS[10])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[8], KEYS[9], KEYS[10],
+  KEYS[11], KEYS[12])
 local stored = redis.call('GET', KEYS[7])
 if stored then
   local ttl = tonumber(ARGV[3])

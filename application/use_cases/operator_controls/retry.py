@@ -20,6 +20,7 @@ from plaita.application.use_cases.operator_controls.shared import (
     parked_note,
     refuse,
 )
+from plaita.domain import history
 from plaita.domain.budgets import COUNTER_TTL_SECONDS
 from plaita.domain.envelope import CarrierGenerations, ResumeType
 from plaita.domain.errors import LeaseConflictError, UnknownExecutionError, UnknownFlowError
@@ -154,7 +155,13 @@ class RetryExecution(WithQueue):
             )
             return restarted
 
-        borrowed = await self._borrow.write(execution_id, restart)
+        action = history.operator_action(
+            self._clock.now_ms(),
+            who=self._borrow.holder_id,
+            action="retry",
+            detail={"from_node": node_id},
+        )
+        borrowed = await self._borrow.write(execution_id, restart, history=[action])
         if borrowed.outcome is BorrowOutcome.LEASE_TAKEN:
             holder = await self._leases.holder(execution_id)
             raise LeaseConflictError(

@@ -11,7 +11,8 @@ hands over to a fresh carrier, enqueued once the lease is released (W5, I0).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -33,6 +34,7 @@ from plaita.application.use_cases.step.dispatch import (
 from plaita.application.use_cases.step.lease_keeper import KeeperRun
 from plaita.application.use_cases.step.waits import WaitRegistrar
 from plaita.application.use_cases.step.writes import Writes
+from plaita.domain import history
 from plaita.domain.budgets import (
     FailureAction,
     classify_step_failure,
@@ -45,7 +47,8 @@ from plaita.domain.envelope import CarrierKind, ResumeType, TaskEnvelope, copy_e
 from plaita.domain.errors import FlowDefinitionError
 from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus
 from plaita.domain.failures import FlowErrorException
-from plaita.domain.flow import Flow
+from plaita.domain.flow import EventNode, Flow
+from plaita.domain.history import HistoryEntry
 from plaita.domain.step import StepRecord, apply_step
 
 log = logging.getLogger("plaita.worker.step")
@@ -93,9 +96,23 @@ class Advance:
         resume: ResumeInput | None,
         counters: Counters,
         stored: ExecutionState | None,
+        lead: Sequence[HistoryEntry] = (),
     ) -> DispatchResult:
         """Advance ``state`` (``stored`` is what storage holds: each checkpoint writes only
-        what changed since, S3)."""
+        what changed since, S3). ``lead`` is what happened before this advance (the resume's
+        event or timer); it rides the first checkpoint, with the history of each node run."""
+        worker = held.writes.worker
+        pending = list(lead)
+        if stored is None:
+            pending.insert(
+                0,
+                history.started(
+                    state.created_at_ms,
+                    input_size=history.json_size(state.input),
+                    via=held.envelope.kind.value,
+                    worker=worker,
+                ),
+            )
         try:
             self._flows.validate(flow)
         except FlowDefinitionError as exc:
@@ -109,6 +126,10 @@ class Advance:
             node_id = state.next_node_id
             assert node_id is not None, "a non-terminal execution always has a next node"
             started_ms = self._clock.now_ms()
+            attempt = counters.attempt(node_id)
+            pending.append(
+                history.node_started(started_ms, node_id=node_id, attempt=attempt, worker=worker)
+            )
             held.run.opened(node_id)
             try:
                 outcome = await execution.astep(
@@ -119,16 +140,15 @@ class Advance:
             if outcome.error is not None:
                 failed_at = context.apply_to(state)
                 return await self._node_failed(
-                    held, failed_at, flow, outcome.error, counters, previous
+                    held, failed_at, flow, outcome.error, counters, previous, pending, started_ms
                 )
+            now_ms = self._clock.now_ms()
             state = apply_step(
-                state,
-                _record(outcome, context),
-                flow=flow,
-                started_ms=started_ms,
-                now_ms=self._clock.now_ms(),
+                state, _record(outcome, context), flow=flow, started_ms=started_ms, now_ms=now_ms
             )
-            await held.writes.checkpoint(state, previous=previous)
+            pending += _after_node(state, flow, outcome, attempt, worker, started_ms, now_ms)
+            await held.writes.checkpoint(state, previous=previous, history=pending)
+            pending = []
             previous = state
             counters = await self._succeeded(state.execution_id, counters, outcome.node_id)
             if outcome.consumed_subscription_id is not None:
@@ -183,15 +203,18 @@ class Advance:
         error: FlowErrorException,
         counters: Counters,
         previous: ExecutionState | None,
+        pending: list[HistoryEntry],
+        started_ms: int,
     ) -> DispatchResult:
         failed_node = failed_node_of(error) or state.next_node_id
+        failure = classify_step_failure(error)
         own_retries = (
             flow.node(failed_node).retry_times
             if failed_node is not None and flow.has_node(failed_node)
             else None
         )
         decision = decide_node_failure(
-            classify_step_failure(error),
+            failure,
             failed_node=failed_node,
             attempt=counters.attempt(failed_node),
             retry_times=resolve_retry_times(own_retries, self._settings.default_retries),
@@ -203,9 +226,35 @@ class Advance:
             await self._counters.apply(
                 state.execution_id, decision.counter_changes, ttl_ms=COUNTER_TTL_MS
             )
+        now_ms = self._clock.now_ms()
+        attempt = counters.attempt(failed_node)
+        original = _original(error)
+        pending.append(
+            history.node_failed(
+                now_ms,
+                node_id=failed_node,
+                attempt=attempt,
+                worker=held.writes.worker,
+                error_class=type(original).__name__,
+                message=str(original),
+                traceback="".join(traceback.format_exception(original)),
+                failure=failure,
+                duration_ms=now_ms - started_ms,
+            )
+        )
         if decision.retries:
+            due = now_ms + (decision.delay_ms or 0)
+            pending.append(
+                history.retry_scheduled(
+                    now_ms,
+                    node_id=failed_node,
+                    attempt=attempt,
+                    worker=held.writes.worker,
+                    due_ms=due,
+                )
+            )
             # Persist where it failed, then (after the lease is released) the delayed copy.
-            await held.writes.checkpoint(state, previous=previous)
+            await held.writes.checkpoint(state, previous=previous, history=pending)
             copy = copy_envelope(
                 held.envelope,
                 kind=CarrierKind.RESUME,
@@ -224,21 +273,67 @@ class Advance:
                 decision.delay_ms,
                 str(_original(error)),
             )
-            due = self._clock.now_ms() + (decision.delay_ms or 0)
             return DispatchResult(
                 Disposition.ACK, "retry_scheduled", str(error), schedule=((copy, due),)
             )
         failed = state.transition(
-            ExecutionStatus.ERROR,
-            now_ms=self._clock.now_ms(),
-            error=_error_of(error, decision.node_retries),
+            ExecutionStatus.ERROR, now_ms=now_ms, error=_error_of(error, decision.node_retries)
         )
-        await held.writes.checkpoint(failed, previous=previous)
+        assert failed.error is not None
+        pending.append(
+            history.ended(
+                now_ms,
+                status=failed.status.value,
+                worker=held.writes.worker,
+                node_id=failed_node,
+                error_code=failed.error.code,
+                message=failed.error.message,
+            )
+        )
+        await held.writes.checkpoint(failed, previous=previous, history=pending)
         held.writes.ended(state.execution_id, error)
         if FailureAction.DEAD_LETTER in decision.actions:
             reason = decision.terminal_reason.value if decision.terminal_reason else "failed"
             return DispatchResult(Disposition.DEAD_LETTER, reason, str(error))
         return ack("failed", str(error))
+
+
+def _after_node(
+    state: ExecutionState,
+    flow: Flow,
+    outcome: StepOutcome,
+    attempt: int,
+    worker: str,
+    started_ms: int,
+    now_ms: int,
+) -> list[HistoryEntry]:
+    """The history of a node that ran to its end: finished, then suspended or ended."""
+    node_id = outcome.node_id
+    entries = [
+        history.node_finished(
+            now_ms,
+            node_id=node_id,
+            attempt=attempt,
+            worker=worker,
+            result_size=history.json_size(state.node_results.get(node_id)),
+            duration_ms=now_ms - started_ms,
+        )
+    ]
+    if outcome.kind is StepKind.SUSPENDED and state.suspension is not None:
+        waits_at = state.suspension.node_id
+        node = flow.node(waits_at) if flow.has_node(waits_at) else None
+        entries.append(
+            history.suspended(
+                now_ms,
+                node_id=waits_at,
+                worker=worker,
+                event_type=node.event_type if isinstance(node, EventNode) else None,
+                timer_due_ms=state.suspension.wake_at_ms,
+            )
+        )
+    elif outcome.kind is StepKind.ENDED:
+        entries.append(history.ended(now_ms, status=state.status.value, worker=worker))
+    return entries
 
 
 def _record(outcome: StepOutcome, context: ExecutionContext) -> StepRecord:

@@ -47,6 +47,7 @@ from plaita.application.use_cases.step.resumes import Resumes
 from plaita.application.use_cases.step.starts import Starts
 from plaita.application.use_cases.step.waits import WaitRegistrar
 from plaita.application.use_cases.step.writes import Writes
+from plaita.domain import history
 from plaita.domain.envelope import CarrierKind, TaskEnvelope
 from plaita.domain.errors import ExecutionLeaseError, LeaseLostError, UnknownFlowError
 from plaita.domain.lease import Lease
@@ -165,6 +166,7 @@ class ProcessTask:
             # W4: a fenced-off writer must not ack; the new holder owns the carrier's fate.
             outcome = "lease_lost" if isinstance(exc, LeaseLostError) else "fenced"
             result = DispatchResult(Disposition.LEAVE_PENDING, outcome, str(exc))
+            await self._note_lease_lost(lease, fenced=outcome == "fenced")
         except Exception:
             # Not a crash (the dispatch returned, with an error): its attempt is ended, and the
             # carrier stays pending for a redelivery that meets the checkpoint.
@@ -223,6 +225,27 @@ class ProcessTask:
             )
         assert envelope.resume_type is not None, "a resume carrier names its resume type"
         return await self._resumes.run(held, state, envelope.resume_type, counters, flags)
+
+    async def _note_lease_lost(self, lease: Lease, *, fenced: bool) -> None:
+        """The history's one entry with no checkpoint to ride on (the lease is gone): a
+        best-effort append without a fence, on this rare path only; a failure is logged."""
+        entry = history.lease_lost(
+            self._clock.now_ms(),
+            fenced=fenced,
+            node_id=None,
+            worker=lease.holder_id,
+            generation=lease.generation,
+        )
+        try:
+            await self._executions.append_history(lease.execution_id, [entry])
+        except Exception as exc:
+            log.warning(
+                "event=history.append_failed execution_id=%s kind=%s error=%r: the entry is "
+                "not in the history; nothing else depends on it",
+                lease.execution_id,
+                entry.kind.value,
+                exc,
+            )
 
     def _writes_of(self, run: KeeperRun) -> Writes:
         return Writes(

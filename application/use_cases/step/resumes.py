@@ -14,10 +14,12 @@ from plaita.application.use_cases.step.advance import Advance, Held
 from plaita.application.use_cases.step.attempts import COUNTER_TTL_MS
 from plaita.application.use_cases.step.dispatch import DispatchResult, ack
 from plaita.application.use_cases.step.waits import WaitRegistrar
+from plaita.domain import history
 from plaita.domain.envelope import ResumeType, TaskEnvelope
 from plaita.domain.errors import FlowDefinitionError, UnknownFlowError
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.flow import Flow
+from plaita.domain.history import HistoryEntry
 from plaita.domain.operator_controls import ControlFlags
 from plaita.domain.resume import (
     CurrentDefinition,
@@ -120,9 +122,31 @@ class Resumes:
             envelope = held.envelope
             assert envelope.resume_type is not None
             resume = ResumeInput(envelope.resume_type, envelope.event, envelope.subscription_id)
+        lead = self._woken_by(held, state) if resume is not None else ()
         return await self._advance.run(
-            held, state, flow, resume=resume, counters=counters, stored=state
+            held, state, flow, resume=resume, counters=counters, stored=state, lead=lead
         )
+
+    def _woken_by(self, held: Held, state: ExecutionState) -> tuple[HistoryEntry, ...]:
+        """The history of what resumed a suspended execution: its event, or its timer."""
+        envelope = held.envelope
+        node_id = state.suspension.node_id if state.suspension else state.next_node_id
+        now_ms = self._clock.now_ms()
+        if envelope.resume_type is ResumeType.EVENT:
+            event = envelope.event or {}
+            event_type = event.get("event_type")
+            return (
+                history.event_received(
+                    now_ms,
+                    node_id=node_id,
+                    worker=held.writes.worker,
+                    event_id=event_id_of(envelope),
+                    event_type=event_type if isinstance(event_type, str) else None,
+                ),
+            )
+        if envelope.resume_type is ResumeType.TIMEOUT:
+            return (history.timer_fired(now_ms, node_id=node_id, worker=held.writes.worker),)
+        return ()
 
     async def _taken_by(self, envelope: TaskEnvelope, state: ExecutionState) -> str | None:
         if envelope.resume_type is not ResumeType.EVENT or envelope.subscription_id is None:

@@ -5,15 +5,17 @@ generation; a holder whose watchdog lost the lease writes nothing more (it fence
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from plaita.application.engine.callbacks import CallbackManager
 from plaita.application.ports import Clock, ExecutionRepository, SubscriptionStore
 from plaita.application.use_cases.step.dispatch import DispatchResult, ack
 from plaita.application.use_cases.step.lease_keeper import KeeperRun
+from plaita.domain import history
 from plaita.domain.errors import LeaseLostError
 from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus
 from plaita.domain.failures import CODE_CANCELLED, CODE_FLOW_ERROR
+from plaita.domain.history import HistoryEntry
 
 
 class Writes:
@@ -34,8 +36,20 @@ class Writes:
         self._run = run
         self._listeners = listeners
 
-    async def checkpoint(self, state: ExecutionState, *, previous: ExecutionState | None) -> None:
-        """Save ``state`` (only what changed since ``previous``, S3) under the fence."""
+    @property
+    def worker(self) -> str:
+        """This dispatch's holder id: the worker instance its history entries name."""
+        return self._run.lease.holder_id
+
+    async def checkpoint(
+        self,
+        state: ExecutionState,
+        *,
+        previous: ExecutionState | None,
+        history: Sequence[HistoryEntry] = (),
+    ) -> None:
+        """Save ``state`` (only what changed since ``previous``, S3) under the fence, with the
+        history entries of what led to it in the same write."""
         if self._run.lost.is_set():
             raise LeaseLostError(
                 f"execution {state.execution_id}: the lease (generation "
@@ -43,31 +57,53 @@ class Writes:
                 "advancing it and leaves the carrier for whoever holds the lease next"
             )
         async with self._run.writing():  # W15: heartbeats and checkpoints never interleave
-            await self._executions.save(state, fence=self._run.lease.generation, previous=previous)
+            await self._executions.save(
+                state, fence=self._run.lease.generation, previous=previous, history=history
+            )
 
     async def fail(
         self, state: ExecutionState, error: Exception, *, previous: ExecutionState | None
     ) -> DispatchResult:
         """End the execution in error at its next node (a definition it cannot run)."""
+        now_ms = self._clock.now_ms()
         failed = state.transition(
             ExecutionStatus.ERROR,
-            now_ms=self._clock.now_ms(),
+            now_ms=now_ms,
             error=ExecutionError(
                 CODE_FLOW_ERROR, str(error), state.next_node_id, type(error).__name__
             ),
         )
-        await self.checkpoint(failed, previous=previous)
+        ended = history.ended(
+            now_ms,
+            status=failed.status.value,
+            worker=self.worker,
+            node_id=state.next_node_id,
+            error_code=CODE_FLOW_ERROR,
+            message=f"{type(error).__name__}: {error}",
+        )
+        await self.checkpoint(failed, previous=previous, history=[ended])
         self.ended(state.execution_id, error)
         return ack("failed", str(error))
 
     async def cancel(self, state: ExecutionState) -> DispatchResult:
         """W23: cancelled under the lease; its wait, if any, is unregistered."""
+        now_ms = self._clock.now_ms()
         cancelled = state.transition(
             ExecutionStatus.CANCELLED,
-            now_ms=self._clock.now_ms(),
+            now_ms=now_ms,
             error=ExecutionError(CODE_CANCELLED, "cancelled by request", state.next_node_id),
         )
-        await self.checkpoint(cancelled, previous=state)
+        entries = [
+            history.operator_action(now_ms, who="operator", action="cancel"),
+            history.ended(
+                now_ms,
+                status=cancelled.status.value,
+                worker=self.worker,
+                node_id=state.next_node_id,
+                error_code=CODE_CANCELLED,
+            ),
+        ]
+        await self.checkpoint(cancelled, previous=state, history=entries)
         await self.drop_wait(state)
         return ack("cancelled")
 
