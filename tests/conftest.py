@@ -10,6 +10,10 @@ With ``PLAITA_TEST_FORBID_SKIPS=1`` (``scripts/test`` sets it) a skipped test, o
 skipped while it is collected, is reported as a failure that names the skip's reason: the
 script provides every service the suite needs, so a skip there means a test did not run.
 An expected failure (``xfail``) is not a skip and is left as it is.
+
+Hypothesis runs without its timing checks (no per-example deadline, no "generation is
+slow" health check): on a loaded CI machine they failed property tests whose properties
+held, and what a property test checks is the property, not the speed of its inputs.
 """
 
 from __future__ import annotations
@@ -19,11 +23,15 @@ from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from plaita.application.tenancy import tenant_scope
 from plaita.domain.tenancy import DEFAULT_TENANT
 
 FORBID_SKIPS_VARIABLE = "PLAITA_TEST_FORBID_SKIPS"
+
+settings.register_profile("plaita", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("plaita")
 
 
 def _skips_forbidden() -> bool:

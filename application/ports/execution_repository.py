@@ -73,15 +73,20 @@ class ExecutionRepository(Protocol):
     async def history(
         self, execution_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE
     ) -> HistoryPage:
-        """The execution's history entries after seq ``after`` (None: from the oldest kept),
-        oldest first, at most ``limit`` (``InvalidOperatorRequestError`` when ``after`` or
-        ``limit`` is not one); an empty page when it has none. One round trip on Redis."""
+        """A page of the execution's history, oldest first (one round trip on Redis).
+
+        Entries after seq ``after`` (None: from the oldest kept), at most ``limit``
+        (``InvalidOperatorRequestError`` when ``after`` or ``limit`` is not one); an empty
+        page when it has none.
+        """
         ...
 
     async def append_history(self, execution_id: str, entries: Sequence[HistoryEntry]) -> None:
-        """Append ``entries`` without a fence: for what has no checkpoint to ride on (a
-        worker that lost its lease). Best effort; written only while the execution's state
-        exists, so it never brings a deleted or expired execution back."""
+        """Append ``entries`` without a fence, best effort, while the execution's state exists.
+
+        For what has no checkpoint to ride on (a worker that lost its lease); never brings
+        a deleted or expired execution back.
+        """
         ...
 
     async def delete(
