@@ -24,10 +24,17 @@ def check_redis_url(url: str) -> str:
     scheme, separator, rest = url.partition("://")
     if separator and scheme.lower() in REDIS_URL_SCHEMES and rest:
         return url
-    if separator and scheme.lower() in ("redis+cluster", "rediss+cluster"):
-        hint = f"give {scheme.split('+')[0]}://{rest} with --redis-cluster instead"
-    elif not separator:
+    if not separator:
         hint = "it has no scheme"
+    elif scheme.lower() in REDIS_URL_SCHEMES:
+        hint = "it names no host"
+    elif scheme.lower() in ("redis+cluster", "rediss+cluster"):
+        hint = f"give {scheme.split('+')[0]}://{rest} with --redis-cluster instead"
+    elif scheme.lower() == "memory":
+        hint = (
+            "'memory://' is not a Redis scheme: the in-memory twin lives inside one process; "
+            "a command reaches the one of `plaita dev` when run in its directory without a URL"
+        )
     else:
-        hint = f"{scheme + '://'!r} is not a Redis scheme" if rest else "it names no host"
+        hint = f"{scheme + '://'!r} is not a Redis scheme"
     raise InvalidRedisUrlError(f"Redis URL {url!r} cannot be opened: {hint}; use {REDIS_URL_FORMS}")
