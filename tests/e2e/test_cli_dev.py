@@ -280,6 +280,30 @@ def test_a_bulk_action_reports_its_progress_back_to_the_command(dev: DevThread) 
     assert [(report.done, report.total) for report in seen] == [(1, 2), (2, 2)]
 
 
+def test_every_family_of_commands_works_against_the_dev_process(dev: DevThread) -> None:
+    """Each provider a command asks for is one the control socket serves (CLI_PROVIDERS)."""
+    held = plaita("executions", "start", "hold", "--input", '{"n": 1}')[1].strip()
+    plaita("executions", "wait", held, "--timeout", "0.5")
+    for args, says in [
+        (("executions", "pause", held), "paused"),
+        (("executions", "unpause", held), "unpaused"),
+        (("executions", "resume", held), "continue_enqueued"),
+        (("executions", "bulk", "cancel", "--flow", "hold", "--dry-run"), "would cancel"),
+        (("executions", "cancel", held), "cancel_requested"),
+        (("executions", "delete", held), "deleted"),
+        (("flows", "show", "calc"), "fingerprint"),
+        (("dlq", "list"), "the dead-letter queue is empty"),
+        (("reap", "--dry-run"), "looked at"),
+        (("recover",), "restored"),
+        (("events", "list"), "no stored event matches"),
+        (("workers", "list"), "running"),
+    ]:
+        code, out, err = plaita(*args)
+        assert code == 0 and says in out, (args, out, err)
+    code, _, err = plaita("executions", "retry", held)
+    assert code == 1 and "UnknownExecutionError" in err  # deleted: gone for every command
+
+
 # --- where a command goes --------------------------------------------------------------------
 
 
