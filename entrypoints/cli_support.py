@@ -304,20 +304,24 @@ def dev_target() -> Path | None:
     return target
 
 
-def redis_url_option(command: F) -> F:
-    """``--redis-url`` (env PLAITA_REDIS_URL), with ``--redis-cluster`` and ``--partitions``
-    beside it; without a URL the command goes to the plaita dev of this directory (ADR 0021)."""
+def _redis_url_option(command: F, **option: Any) -> F:
+    """``--redis-url`` (env PLAITA_REDIS_URL) held to the URL rule, with ``--redis-cluster`` and
+    ``--partitions`` beside it."""
     command = redis_partitions_option(command)
     command = redis_cluster_option(command)
-    return click.option(
-        "--redis-url",
-        envvar="PLAITA_REDIS_URL",
-        type=REDIS_URL,
+    return click.option("--redis-url", envvar="PLAITA_REDIS_URL", type=REDIS_URL, **option)(command)
+
+
+def redis_url_option(command: F) -> F:
+    """``--redis-url`` of an operator command: without a URL the command goes to the plaita
+    dev of this directory (ADR 0021)."""
+    return _redis_url_option(
+        command,
         default=None,
         callback=_redis_url_or_dev,
         help="Redis to use, e.g. redis://127.0.0.1:6379/0 (env PLAITA_REDIS_URL). Without "
         "one, the plaita dev running in this directory (see plaita --dev).",
-    )(command)
+    )
 
 
 def _no_dev(ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -332,16 +336,12 @@ def _no_dev(ctx: click.Context, _param: click.Parameter, value: str) -> str:
 def service_redis_url_option(command: F) -> F:
     """``--redis-url`` of a long-running service (worker, event filter, console): required,
     since a service never runs against another process's memory."""
-    command = redis_partitions_option(command)
-    command = redis_cluster_option(command)
-    return click.option(
-        "--redis-url",
-        envvar="PLAITA_REDIS_URL",
-        type=REDIS_URL,
+    return _redis_url_option(
+        command,
         required=True,
         callback=_no_dev,
         help="Redis to use, e.g. redis://127.0.0.1:6379/0 (env PLAITA_REDIS_URL).",
-    )(command)
+    )
 
 
 def cluster_flag() -> dict[str, Any]:

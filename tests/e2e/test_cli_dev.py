@@ -47,19 +47,11 @@ from plaita.entrypoints.dev_control import (
 )
 from plaita.entrypoints.settings import Settings
 
+from .test_dev import TASKS
+
 T = TypeVar("T")
 #: Every wait here is bounded: a broken dev process fails a test in seconds.
 START_TIMEOUT_SECONDS = 20.0
-
-TASKS = """
-from plaita import DeterministicNodeError
-
-def double(params, ctx):
-    return {"value": params["n"] * 2}
-
-def refuse(params, ctx):
-    raise DeterministicNodeError("the amount is negative")
-"""
 
 
 def flow(flow_id: str, handler: str, *, version: str = "1", wait: bool = False) -> dict[str, Any]:
@@ -219,7 +211,7 @@ def test_wait_prints_the_result_or_exits_with_the_outcome_code(dev: DevThread) -
     failed_id = plaita("executions", "start", "refuse", "--input", '{"n": 1}')[1].strip()
     code, out, err = plaita("executions", "wait", failed_id, "--timeout", "10")
     assert (code, out) == (EXIT_FAILED, "")
-    assert "failed at node 'work'" in err and "the amount is negative" in err
+    assert "failed at node 'work'" in err and "negative amounts are refused" in err
     view = json.loads(plaita("executions", "wait", failed_id, "--json")[1])
     assert view["status"] == "error" and view["error"]["node_id"] == "work"
 
