@@ -78,6 +78,13 @@ class HandlerRegistry(HandlerAllowlist):
         self._import = importer
         self._resolved: dict[str, Handler] = {}
 
+    def __reduce__(self) -> tuple[type[HandlerRegistry], tuple[tuple[str, ...]]]:
+        """Pickled as its allowlist alone (``plaita flows register`` sends it to a dev
+        process, ADR 0021); the modules resolved so far are resolved again there."""
+        if self._import is not importlib.import_module:
+            raise TypeError("a HandlerRegistry with its own importer cannot be pickled")
+        return (HandlerRegistry, (tuple(sorted(self.allowed_modules)),))
+
     def check_registration(self, flow: Flow) -> None:
         """The allowlist (``HandlerNotAllowedError``, nothing imported), then every task's
         function: ``UnknownHandlerError`` naming each node whose module cannot be imported

@@ -201,6 +201,11 @@ class InvalidConfigurationError(PlaitaError):
     """Start-up settings are invalid; the message lists every problem at once (W21)."""
 
 
+class InvalidRedisUrlError(InvalidConfigurationError):
+    """A Redis URL (``--redis-url``, ``PLAITA_REDIS_URL``) whose scheme is not one a Redis
+    client opens: ``redis://``, ``rediss://`` (TLS) or ``unix://`` (a socket)."""
+
+
 class InvalidTenantIdError(PlaitaError):
     """A tenant id is empty, too long or holds a character a Redis key namespace cannot (W24)."""
 
@@ -343,3 +348,31 @@ class StoreUnreachableError(PlaitaError):
 class WorkerAttachError(PlaitaError):
     """A ``Worker`` cannot run on this ``Client``: another worker already runs on it, or
     the client is not open."""
+
+
+# --- plaita dev (C4) --------------------------------------------------------------------
+
+
+class DevTokenRequiredError(InvalidConfigurationError):
+    """``plaita dev`` was asked to listen beyond this machine (a ``--host`` that is not a
+    loopback address) without a token: its console would let anyone on the network act as an
+    admin of every tenant."""
+
+
+class DevServerError(PlaitaError):
+    """The CLI cannot use the ``plaita dev`` it was sent to (``--dev``, the control socket of
+    the current directory): nothing answers there, or it runs another plaita version."""
+
+
+class DevServerUnreachableError(DevServerError):
+    """No ``plaita dev`` answers on the control socket (not started, or stopped and its
+    socket left behind)."""
+
+
+class DevServerMismatchError(DevServerError):
+    """The ``plaita dev`` on the control socket runs another plaita version or protocol than
+    this CLI, so the two cannot exchange values."""
+
+
+class DevServerRunningError(DevServerError):
+    """Another ``plaita dev`` already serves the control socket of this directory."""

@@ -30,14 +30,18 @@ from plaita.entrypoints.cli_executions import (
     executions_show,
     executions_start,
     executions_unpause,
+    executions_wait,
 )
 from plaita.entrypoints.cli_ops import delete_execution, dlq, reap, recover
 from plaita.entrypoints.cli_run import demo, run_command
+from plaita.entrypoints.cli_support import dev_option, dev_socket_option
 from plaita.entrypoints.cli_worker import worker
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="plaita", prog_name="plaita", message="%(prog)s %(version)s")
+@dev_option
+@dev_socket_option
 @click.option(
     "--log-level",
     envvar="PLAITA_LOG_LEVEL",
@@ -46,7 +50,12 @@ from plaita.entrypoints.cli_worker import worker
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
 )
 def main(log_level: str) -> None:
-    """plaita: a durable suspend/resume flow engine on Redis Streams."""
+    """plaita: a durable suspend/resume flow engine on Redis Streams.
+
+    Commands that take --redis-url act on that Redis; without one (and without
+    PLAITA_REDIS_URL) they act on the `plaita dev` running in the current directory.
+    Shell completion: eval "$(_PLAITA_COMPLETE=bash_source plaita)" (zsh_source, fish_source).
+    """
     logging.basicConfig(
         level=log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
@@ -78,13 +87,13 @@ main.add_command(console)  # `plaita console`
 for _command in (flows_register, flows_list, flows_show):
     flows.add_command(_command)
 
-# W23 operator controls sit next to start, show and history: `plaita executions
-# start|show|history|list|
-# resume|cancel|pause|unpause|retry|bulk|delete`.
+# W23 operator controls sit next to start, show, history and wait: `plaita executions
+# start|show|history|wait|list|resume|cancel|pause|unpause|retry|bulk|delete`.
 for _command in (
     executions_start,
     executions_show,
     executions_history,
+    executions_wait,
     executions_list,
     executions_resume,
     executions_cancel,

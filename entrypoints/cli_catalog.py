@@ -110,7 +110,7 @@ def flow_detail(flow: Flow, owner: FlowOwner) -> dict[str, JSON]:
 @shared_option
 @redis_url_option
 @json_option
-def flows_list(tenant_id: str, shared: bool, redis_url: str, as_json: bool) -> None:
+def flows_list(tenant_id: str, shared: bool, redis_url: str | None, as_json: bool) -> None:
     """The flows a tenant's executions can run, each at its latest version, and whose."""
     owner = flow_owner(tenant_id, shared)
     settings = settings_from(backend="redis", redis_url=redis_url)
@@ -141,7 +141,12 @@ def flows_list(tenant_id: str, shared: bool, redis_url: str, as_json: bool) -> N
 @redis_url_option
 @json_option
 def flows_show(
-    flow_id: str, version: str | None, tenant_id: str, shared: bool, redis_url: str, as_json: bool
+    flow_id: str,
+    version: str | None,
+    tenant_id: str,
+    shared: bool,
+    redis_url: str | None,
+    as_json: bool,
 ) -> None:
     """The definition a tenant's executions of FLOW_ID run: fingerprint, nodes, edges, document."""
     owner = flow_owner(tenant_id, shared)
@@ -172,7 +177,7 @@ def workers() -> None:
 @workers.command("list")
 @redis_url_option
 @json_option
-def workers_list(redis_url: str, as_json: bool) -> None:
+def workers_list(redis_url: str | None, as_json: bool) -> None:
     """Registered workers: status, heartbeat age and config generations (W12, W16)."""
     settings = settings_from(backend="redis", redis_url=redis_url)
 
@@ -267,7 +272,7 @@ def flows_register(
     files: tuple[Path, ...],
     tenant_id: str,
     shared: bool,
-    redis_url: str,
+    redis_url: str | None,
     handler_modules: str | None,
     latest: bool,
     as_json: bool,
@@ -299,11 +304,13 @@ def flows_register(
             await catalog.check_registration(flow, owner=owner)
         return [await catalog.register(flow, owner=owner, latest=latest) for flow in loaded]
 
-    for registration in run_with_container(settings, body):
+    registrations = run_with_container(settings, body)
+    if as_json:
+        echo_json({"items": [registration_summary(registration) for registration in registrations]})
+        return
+    for registration in registrations:
         flow = registration.flow
-        if as_json:
-            echo_json(registration_summary(registration))
-        elif registration.created:
+        if registration.created:
             click.echo(
                 f"registered {flow.flow_id} version {flow.version} ({flow.fingerprint[:12]}) "
                 f"{for_owner(owner)}; {latest_note(registration)}"

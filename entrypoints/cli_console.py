@@ -22,7 +22,7 @@ from plaita.entrypoints.cli_support import (
     flow_cache_ttl_option,
     log_generations,
     named_errors,
-    redis_url_option,
+    service_redis_url_option,
     settings_from,
     stop_on_signals,
 )
@@ -58,7 +58,7 @@ def load_tokens(settings: Settings, tokens_file: Path | None) -> TokenTable:
 
 
 @click.command("console")
-@redis_url_option
+@service_redis_url_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--port", type=click.IntRange(0, 65535), default=8700, show_default=True, help="0: any."

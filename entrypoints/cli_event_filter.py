@@ -9,8 +9,8 @@ import click
 
 from plaita.entrypoints.cli_support import (
     log_generations,
-    redis_url_option,
     run_with_container,
+    service_redis_url_option,
     set_service_log_level,
     setting_default,
     settings_from,
@@ -21,7 +21,7 @@ from plaita.entrypoints.event_filter import EventFilterService
 
 
 @click.command("event-filter")
-@redis_url_option
+@service_redis_url_option
 @click.option("--consumer-name", default=None, help="Default: host-pid-random, unique per start.")
 @click.option(
     "--read-block-ms",

@@ -118,7 +118,7 @@ def events_list(
     correlation_id: str | None,
     tenant_id: str | None,
     limit: int,
-    redis_url: str,
+    redis_url: str | None,
     as_json: bool,
 ) -> None:
     """Stored events matching every given filter, oldest first (kept 7 days)."""
@@ -143,7 +143,7 @@ def events_list(
 
     found = run_with_container(settings, body)
     if as_json:
-        echo_json({"events": [event_view(event) for event in found], "count": len(found)})
+        echo_json({"items": [event_view(event) for event in found], "count": len(found)})
         return
     if not found:
         click.echo("no stored event matches")
@@ -159,7 +159,7 @@ def events_list(
 @click.argument("event_id", type=EVENT_ID)
 @redis_url_option
 @json_option
-def events_show(event_id: str, redis_url: str, as_json: bool) -> None:
+def events_show(event_id: str, redis_url: str | None, as_json: bool) -> None:
     """One stored event; exits 1 with UnknownEventError when there is none with EVENT_ID."""
     settings = settings_from(backend="redis", redis_url=redis_url)
 
@@ -196,7 +196,7 @@ def events_publish(
     data_json: str | None,
     source: str,
     tenant_id: str,
-    redis_url: str,
+    redis_url: str | None,
     as_json: bool,
 ) -> None:
     """Publish an event; executions waiting for it resume."""

@@ -1,5 +1,5 @@
-"""The ``plaita executions`` commands: start, show and history, and the operator controls
-list, resume, cancel, pause, unpause, retry, bulk.
+"""The ``plaita executions`` commands: start and show, and the operator controls list, resume,
+cancel, pause, unpause, retry, bulk.
 
 ``cli.py`` attaches each command to its ``executions`` group. They act on one tenant's
 executions (``--tenant``) on Redis, through the same use cases as the console (W23, C4).
@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import attrs
 import click
 
 from plaita.application.use_cases.operator_controls import (
@@ -24,8 +25,13 @@ from plaita.application.use_cases.operator_controls import (
     ControlResult,
     ExecutionListing,
 )
-from plaita.domain.errors import InvalidOperatorRequestError
+from plaita.domain.errors import (
+    ExecutionFailedError,
+    InvalidOperatorRequestError,
+    ResultTimeoutError,
+)
 from plaita.domain.execution import ExecutionStatus
+from plaita.domain.failures import ExecutionCancelledError
 from plaita.domain.history import MAX_HISTORY_PAGE, HistoryEntry
 from plaita.domain.limits import INPUT_LIMIT
 from plaita.domain.operator_controls import (
@@ -38,7 +44,9 @@ from plaita.entrypoints.cli_support import (
     EXECUTION_ID,
     FLOW_ID,
     echo_json,
+    echo_rows,
     execution_view,
+    human_time,
     json_option,
     parse_json_object,
     redis_url_option,
@@ -50,7 +58,7 @@ from plaita.entrypoints.container import Container
 
 JSON = Any
 _STATUSES = [status.value for status in ExecutionStatus]
-#: Bounds of ``history --follow --interval``: never a busy loop, never a stale minute.
+#: ``executions history --follow``: the bounds of its poll interval.
 FOLLOW_MIN_INTERVAL_S = 0.2
 FOLLOW_MAX_INTERVAL_S = 10.0
 
@@ -65,7 +73,7 @@ flow_option = click.option(
 )
 
 
-def _run(body: Callable[[Container], Awaitable[Any]], redis_url: str, tenant_id: str) -> Any:
+def _run(body: Callable[[Container], Awaitable[Any]], redis_url: str | None, tenant_id: str) -> Any:
     # Operator actions are audited: their lines show even at the default WARNING level.
     audit = logging.getLogger("plaita.audit")
     if audit.getEffectiveLevel() > logging.INFO:
@@ -111,7 +119,7 @@ def executions_list(
     limit: int,
     cursor: str | None,
     tenant_id: str,
-    redis_url: str,
+    redis_url: str | None,
     as_json: bool,
 ) -> None:
     """List a tenant's executions, newest first, a page at a time."""
@@ -166,7 +174,7 @@ def _single(action: OperatorAction, help_text: str) -> click.Command:
     @tenant_option
     @redis_url_option
     @json_option
-    def command(execution_id: str, tenant_id: str, redis_url: str, as_json: bool) -> None:
+    def command(execution_id: str, tenant_id: str, redis_url: str | None, as_json: bool) -> None:
         async def body(container: Container) -> ControlResult:
             act: Callable[[str], Awaitable[ControlResult]]
             if action is OperatorAction.RESUME:
@@ -216,7 +224,7 @@ executions_unpause = _single(
 @redis_url_option
 @json_option
 def executions_retry(
-    execution_id: str, from_node: str | None, tenant_id: str, redis_url: str, as_json: bool
+    execution_id: str, from_node: str | None, tenant_id: str, redis_url: str | None, as_json: bool
 ) -> None:
     """Run a failed, cancelled or suspended execution again under the same id (W23).
 
@@ -283,7 +291,7 @@ def executions_bulk(
     limit: int,
     dry_run: bool,
     tenant_id: str,
-    redis_url: str,
+    redis_url: str | None,
     as_json: bool,
 ) -> None:
     """Apply ACTION (resume, retry, cancel, pause, unpause) to every matching execution.
@@ -352,7 +360,7 @@ def executions_start(
     dedup_key: str | None,
     execution_id: str | None,
     tenant_id: str,
-    redis_url: str,
+    redis_url: str | None,
     as_json: bool,
 ) -> None:
     """Start an execution of FLOW_ID; prints its id."""
@@ -388,31 +396,184 @@ def executions_start(
 @tenant_option
 @redis_url_option
 @json_option
-def executions_show(execution_id: str, tenant_id: str, redis_url: str, as_json: bool) -> None:
-    """Show an execution's status, position, result and error."""
+def executions_show(
+    execution_id: str, tenant_id: str, redis_url: str | None, as_json: bool
+) -> None:
+    """Show an execution's status, position, times, result and error.
+
+    --json prints every field (execution_view: status, input, node_results, waiting_for,
+    result, error, the *_ms times, paused, cancel_requested, parked …).
+    """
     settings = settings_from(backend="redis", redis_url=redis_url)
 
-    async def body(container: Container) -> dict[str, Any]:
+    async def body(container: Container) -> tuple[dict[str, Any], int]:
         state = await container.get_execution()(execution_id)
         flags = await container.controls().get(execution_id)  # W23: paused, cancel asked
-        return {**execution_view(state), **flags.to_json()}
+        return {**execution_view(state), **flags.to_json()}, container.clock().now_ms()
 
-    view = run_with_container(settings, body, tenant_id=tenant_id)
+    view, now_ms = run_with_container(settings, body, tenant_id=tenant_id)
     if as_json:
         echo_json(view)
         return
-    for key in (
-        "execution_id",
-        "flow_id",
-        "status",
-        "paused",
-        "cancel_requested",
-        "last_node_id",
-        "waiting_for",
-        "result",
-        "error",
-    ):
-        click.echo(f"{key:>13}: {json.dumps(view[key], default=str)}")
+    echo_rows(execution_rows(view, now_ms))
+
+
+def execution_rows(view: dict[str, Any], now_ms: int) -> list[tuple[str, str]]:
+    """``executions show`` for a person: one aligned row per fact, times in UTC and relative."""
+    rows = [
+        ("execution", view["execution_id"]),
+        ("flow", f"{view['flow_id']} version {view['flow_version']}"),
+        ("tenant", view["tenant_id"]),
+        ("status", _status_line(view)),
+    ]
+    waiting = view.get("waiting_for")
+    if waiting:
+        rows.append(("waiting", _waiting_line(waiting, now_ms)))
+    elif view.get("next_node_id") and view["status"] == ExecutionStatus.RUNNING.value:
+        rows.append(("next node", view["next_node_id"]))
+    rows += [
+        ("last node", view.get("last_node_id") or "-"),
+        ("steps", str(view.get("steps", 0))),
+        ("created", human_time(view["created_at_ms"], now_ms)),
+        ("updated", human_time(view["updated_at_ms"], now_ms)),
+    ]
+    error = view.get("error")
+    if error:
+        at = f" at node {error['node_id']}" if error.get("node_id") else ""
+        rows.append(("error", f"{error['kind']} (code {error['code']}){at}: {error['message']}"))
+    if view["status"] == ExecutionStatus.COMPLETED.value:
+        rows.append(("result", json.dumps(view.get("result"), sort_keys=True, default=str)))
+    return rows
+
+
+def _status_line(view: dict[str, Any]) -> str:
+    marks = [
+        mark
+        for mark, on in (
+            ("paused", view.get("paused")),
+            ("cancel requested", view.get("cancel_requested")),
+            (f"{view.get('parked')} carriers parked", view.get("parked")),
+        )
+        if on
+    ]
+    return str(view["status"]) + (f"  ({', '.join(marks)})" if marks else "")
+
+
+def _waiting_line(waiting: dict[str, Any], now_ms: int) -> str:
+    node = waiting["node_id"]
+    wake_at_ms = waiting.get("wake_at_ms")
+    if waiting.get("subscription_id"):
+        until = f", at most until {human_time(wake_at_ms, now_ms)}" if wake_at_ms else ""
+        return f"at node {node} for an event{until}"
+    if wake_at_ms:
+        return f"at node {node} until {human_time(wake_at_ms, now_ms)}"
+    return f"at node {node}"
+
+
+# --- wait ------------------------------------------------------------------------------------
+
+#: ``plaita executions wait`` exits 0 when the execution completed and with these when it did
+#: not (1 is any other named error, 2 bad input, as for every command).
+EXIT_FAILED = 3
+EXIT_CANCELLED = 4
+EXIT_TIMED_OUT = 5
+#: Ctrl-C while waiting: the shell's code for SIGINT; the execution goes on.
+EXIT_INTERRUPTED = 130
+
+
+@attrs.frozen
+class WaitOutcome:
+    """How a wait ended: the JSON ``--json`` prints, the line a person reads, the exit code."""
+
+    view: dict[str, Any]
+    line: str
+    exit_code: int
+
+
+def _outcome(execution_id: str, timeout_s: float | None, wait: Awaitable[Any]) -> Any:
+    async def waited() -> WaitOutcome:
+        base: dict[str, Any] = {"execution_id": execution_id}
+        try:
+            result = await wait
+        except ExecutionFailedError as exc:
+            error = None if exc.error is None else exc.error.to_json()
+            view = {**base, "status": "error", "ended": True, "error": error}
+            return WaitOutcome(view, str(exc), EXIT_FAILED)
+        except ExecutionCancelledError as exc:
+            view = {**base, "status": "cancelled", "ended": True, "node_id": exc.node_id}
+            return WaitOutcome(view, str(exc), EXIT_CANCELLED)
+        except ResultTimeoutError as exc:
+            view = {
+                **base,
+                "status": exc.status,
+                "ended": False,
+                "timeout_seconds": timeout_s,
+            }
+            where = "its start is still queued" if exc.status is None else f"it is {exc.status}"
+            line = (
+                f"execution {execution_id!r} had not ended after {timeout_s:g} s: {where}. It "
+                f"goes on: wait again, or see `plaita executions show {execution_id}`"
+            )
+            return WaitOutcome(view, line, EXIT_TIMED_OUT)
+        view = {**base, "status": "completed", "ended": True, "result": result}
+        return WaitOutcome(view, json.dumps(result, sort_keys=True, default=str), 0)
+
+    return waited()
+
+
+@click.command("wait")
+@click.argument("execution_id", type=EXECUTION_ID)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Stop waiting after this many seconds (exit 5); the execution goes on. Default: "
+    "until it ends.",
+)
+@tenant_option
+@redis_url_option
+@json_option
+def executions_wait(
+    execution_id: str,
+    timeout_s: float | None,
+    tenant_id: str,
+    redis_url: str | None,
+    as_json: bool,
+) -> None:
+    """Wait until EXECUTION_ID ends, then print its result (as JSON).
+
+    \b
+    Exit codes:
+      0  completed; its result is printed
+      3  it ended in error (ExecutionFailedError; the error is printed)
+      4  it was cancelled (ExecutionCancelledError)
+      5  it had not ended after --timeout (ResultTimeoutError); it goes on
+      1  another named error (no such execution, an unreachable store)
+      2  bad input (an invalid id, a negative --timeout)
+    With --json one object on stdout whatever the outcome: execution_id, status, ended, and
+    result, error, node_id (cancelled) or timeout_seconds.
+    """
+    settings = settings_from(backend="redis", redis_url=redis_url)
+
+    async def body(container: Container) -> WaitOutcome:
+        wait = container.await_result()(execution_id, timeout_s=timeout_s)
+        outcome: WaitOutcome = await _outcome(execution_id, timeout_s, wait)
+        return outcome
+
+    try:
+        outcome: WaitOutcome = run_with_container(settings, body, tenant_id=tenant_id)
+    except KeyboardInterrupt:
+        click.echo(f"stopped waiting for {execution_id}; it goes on", err=True)
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    if as_json:
+        echo_json(outcome.view)
+    elif outcome.exit_code == 0:
+        click.echo(outcome.line)
+    else:
+        click.echo(f"Error: {outcome.line}", err=True)
+    if outcome.exit_code:
+        raise SystemExit(outcome.exit_code)
 
 
 # --- history -------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ def dlq() -> None:
 @queue_option
 @redis_url_option
 @json_option
-def dlq_list(count: int, queue_name: str | None, redis_url: str, as_json: bool) -> None:
+def dlq_list(count: int, queue_name: str | None, redis_url: str | None, as_json: bool) -> None:
     """The newest dead letters, newest first."""
     settings = _settings(redis_url=redis_url, queue_name=queue_name)
 
@@ -86,7 +86,7 @@ def dlq_list(count: int, queue_name: str | None, redis_url: str, as_json: bool) 
 
     views = _run(settings, body)
     if as_json:
-        echo_json({"dead_letters": [view.to_json() for view in views]})
+        echo_json({"items": [view.to_json() for view in views]})
         return
     if not views:
         click.echo("the dead-letter queue is empty")
@@ -104,7 +104,7 @@ def dlq_list(count: int, queue_name: str | None, redis_url: str, as_json: bool) 
 @queue_option
 @redis_url_option
 @json_option
-def dlq_show(dlq_id: str, queue_name: str | None, redis_url: str, as_json: bool) -> None:
+def dlq_show(dlq_id: str, queue_name: str | None, redis_url: str | None, as_json: bool) -> None:
     """One dead letter: why it was dead-lettered, its carrier and its replay marker."""
     settings = _settings(redis_url=redis_url, queue_name=queue_name)
 
@@ -127,7 +127,7 @@ def dlq_show(dlq_id: str, queue_name: str | None, redis_url: str, as_json: bool)
 @redis_url_option
 @json_option
 def dlq_replay(
-    dlq_id: str, tenant: str | None, queue_name: str | None, redis_url: str, as_json: bool
+    dlq_id: str, tenant: str | None, queue_name: str | None, redis_url: str | None, as_json: bool
 ) -> None:
     """Put a dead letter's carrier back on the task stream, once (the entry is kept).
 
@@ -162,7 +162,7 @@ def dlq_replay(
 @redis_url_option
 @json_option
 def delete_execution(
-    execution_id: str, reason: str, tenant_id: str, redis_url: str, as_json: bool
+    execution_id: str, reason: str, tenant_id: str, redis_url: str | None, as_json: bool
 ) -> None:
     """Delete an execution: revoke its lease, remove its state, leave a tombstone (W13).
 
@@ -221,7 +221,7 @@ def reap(
     lease_ttl_seconds: float | None,
     queue_name: str | None,
     tenant_id: str,
-    redis_url: str,
+    redis_url: str | None,
     as_json: bool,
 ) -> None:
     """Give one tenant's stuck executions their way forward again (W19).
@@ -261,7 +261,7 @@ def reap(
 @tenant_option
 @redis_url_option
 @json_option
-def recover(queue_name: str | None, tenant_id: str, redis_url: str, as_json: bool) -> None:
+def recover(queue_name: str | None, tenant_id: str, redis_url: str | None, as_json: bool) -> None:
     """Give every live execution of one tenant its way forward again, from its checkpoint.
 
     For after a Redis failover or restart that lost acknowledged writes: a carrier, a timer or

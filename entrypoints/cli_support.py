@@ -11,22 +11,31 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 import redis.exceptions
+from click.core import ParameterSource
 from pydantic import ValidationError
 
 from plaita.application.tenancy import tenant_scope
 from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.envelope import CarrierGenerations
-from plaita.domain.errors import InvalidIdError, PayloadLimitError, PlaitaError, UnknownHandlerError
+from plaita.domain.errors import (
+    InvalidIdError,
+    InvalidRedisUrlError,
+    PayloadLimitError,
+    PlaitaError,
+    UnknownHandlerError,
+)
 from plaita.domain.execution import ExecutionState
 from plaita.domain.flow import Flow
 from plaita.domain.ids import IdKind, validate_id
 from plaita.domain.limits import JsonLimit, check_json_text
 from plaita.domain.startup import ConfigWarning
+from plaita.domain.store_urls import check_redis_url
 from plaita.domain.tenancy import DEFAULT_TENANT
 from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.settings import Settings, optional_fallbacks
@@ -195,17 +204,150 @@ redis_partitions_option = click.option(
 )
 
 
-def redis_url_option(command: F) -> F:
-    """``--redis-url`` (env PLAITA_REDIS_URL), with ``--redis-cluster`` and ``--partitions``
-    beside it."""
+class RedisUrlParam(click.ParamType[str]):
+    """A Redis URL, held to the scheme rule before anything connects (exit 2)."""
+
+    name = "URL"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return check_redis_url(str(value))
+        except InvalidRedisUrlError as exc:
+            self.fail(f"{type(exc).__name__}: {exc}", param, ctx)
+
+
+REDIS_URL = RedisUrlParam()
+
+# --- where a command goes: a Redis, or the plaita dev of this directory (ADR 0021) ----------
+
+_DEV_ASKED_META = "plaita.dev_asked"
+_DEV_SOCKET_META = "plaita.dev_socket"
+_DEV_TARGET_META = "plaita.dev_target"
+
+
+def _remember_dev(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.meta[_DEV_ASKED_META] = True
+
+
+def _remember_dev_socket(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    if value is not None:
+        ctx.meta[_DEV_SOCKET_META] = value
+
+
+#: ``plaita --dev``: every command goes to the plaita dev of this directory.
+dev_option = click.option(
+    "--dev",
+    is_flag=True,
+    default=False,
+    envvar="PLAITA_DEV",
+    expose_value=False,
+    callback=_remember_dev,
+    help="Send the command to the plaita dev running in this directory (its control socket "
+    ".plaita/dev.sock), even when PLAITA_REDIS_URL is set (env PLAITA_DEV=1). Without "
+    "--redis-url and PLAITA_REDIS_URL a command goes there anyway when the socket exists.",
+)
+#: ``plaita --dev-socket PATH``: the control socket of a plaita dev started elsewhere.
+dev_socket_option = click.option(
+    "--dev-socket",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="PLAITA_DEV_SOCKET",
+    default=None,
+    expose_value=False,
+    callback=_remember_dev_socket,
+    help="The control socket of the plaita dev to use (env PLAITA_DEV_SOCKET; default "
+    ".plaita/dev.sock in the current directory).",
+)
+
+
+def _dev_socket(ctx: click.Context) -> Path:
+    from plaita.entrypoints.dev_control import SOCKET_PATH
+
+    socket_path: Path = ctx.find_root().meta.get(_DEV_SOCKET_META, SOCKET_PATH)
+    return socket_path
+
+
+def _redis_url_or_dev(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Decide where the command goes (ADR 0021); the URL, or None for the dev process.
+
+    ``--redis-url`` on the command line goes to that Redis (and refuses ``--dev`` beside it);
+    ``--dev`` goes to the dev process even when PLAITA_REDIS_URL is set; PLAITA_REDIS_URL goes
+    to its Redis; else the dev process whose socket is given (``--dev-socket``) or found in
+    this directory; else the URL is missing (exit 2).
+    """
+    meta = ctx.find_root().meta
+    source = ctx.get_parameter_source(param.name or "redis_url")
+    asked = bool(meta.get(_DEV_ASKED_META))
+    if value is not None and source is ParameterSource.COMMANDLINE:
+        if asked:
+            raise click.UsageError(
+                "--dev sends the command to plaita dev and --redis-url to a Redis: give one"
+            )
+        return value
+    socket_path = _dev_socket(ctx)
+    if asked or (
+        value is None
+        and (_DEV_SOCKET_META in meta or socket_path.exists() or socket_path.is_symlink())
+    ):
+        meta[_DEV_TARGET_META] = socket_path
+        return None
+    if value is not None:
+        return value
+    raise click.MissingParameter(
+        param=param,
+        ctx=ctx,
+        message="Give the Redis to use (or set PLAITA_REDIS_URL), or run the command in the "
+        "directory of a running `plaita dev` (or with --dev / --dev-socket).",
+    )
+
+
+def dev_target() -> Path | None:
+    """The control socket this command goes to, or None when it goes to a Redis."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return None
+    target: Path | None = ctx.find_root().meta.get(_DEV_TARGET_META)
+    return target
+
+
+def _redis_url_option(command: F, **option: Any) -> F:
+    """``--redis-url`` (env PLAITA_REDIS_URL) held to the URL rule, with ``--redis-cluster`` and
+    ``--partitions`` beside it."""
     command = redis_partitions_option(command)
     command = redis_cluster_option(command)
-    return click.option(
-        "--redis-url",
-        envvar="PLAITA_REDIS_URL",
+    return click.option("--redis-url", envvar="PLAITA_REDIS_URL", type=REDIS_URL, **option)(command)
+
+
+def redis_url_option(command: F) -> F:
+    """``--redis-url`` of an operator command: without a URL the command goes to the plaita
+    dev of this directory (ADR 0021)."""
+    return _redis_url_option(
+        command,
+        default=None,
+        callback=_redis_url_or_dev,
+        help="Redis to use, e.g. redis://127.0.0.1:6379/0 (env PLAITA_REDIS_URL). Without "
+        "one, the plaita dev running in this directory (see plaita --dev).",
+    )
+
+
+def _no_dev(ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    if ctx.find_root().meta.get(_DEV_ASKED_META):
+        raise click.UsageError(
+            f"`plaita {ctx.info_name}` is a service of a Redis deployment; plaita dev runs its "
+            "own worker, event filter and console: drop --dev (PLAITA_DEV)"
+        )
+    return value
+
+
+def service_redis_url_option(command: F) -> F:
+    """``--redis-url`` of a long-running service (worker, event filter, console): required,
+    since a service never runs against another process's memory."""
+    return _redis_url_option(
+        command,
         required=True,
+        callback=_no_dev,
         help="Redis to use, e.g. redis://127.0.0.1:6379/0 (env PLAITA_REDIS_URL).",
-    )(command)
+    )
 
 
 def cluster_flag() -> dict[str, Any]:
@@ -284,6 +426,8 @@ def settings_from(**values: Any) -> Settings:
 
     An unusable optional setting (the flow cache's, W20) falls back with a WARNING (W21).
     """
+    if dev_target() is not None:
+        _refuse_store_flags(values)
     values = {**cluster_flag(), **values}
     given, warnings = optional_fallbacks({k: v for k, v in values.items() if v is not None})
     warn_fallbacks(warnings)
@@ -292,6 +436,28 @@ def settings_from(**values: Any) -> Settings:
     except ValidationError as exc:
         problems = "\n".join(_problem_line(e) for e in exc.errors())
         raise click.UsageError(f"invalid configuration:\n{problems}") from None
+
+
+#: Values a command may give while it goes to plaita dev: where it goes, and what only the
+#: command itself reads (an allowlist to check flow files against).
+_DEV_COMMAND_VALUES = frozenset({"backend", "redis_url", "handler_modules"})
+
+
+def _refuse_store_flags(values: dict[str, Any]) -> None:
+    """A command sent to plaita dev runs with the dev process's settings: a flag that would
+    shape the store (a queue, partitions, a lease TTL, a cluster) is refused, not ignored."""
+    given = sorted(
+        name
+        for name, value in values.items()
+        if value is not None and name not in _DEV_COMMAND_VALUES
+    )
+    given += sorted(cluster_flag())
+    if given:
+        flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
+        raise click.UsageError(
+            f"{flags}: a command sent to plaita dev runs with the dev process's own settings; "
+            "drop these flags, or give --redis-url to act on a Redis"
+        )
 
 
 def _problem_line(error: Any) -> str:
@@ -351,11 +517,18 @@ def run_with_container(
     *,
     tenant_id: str | None = None,
 ) -> T:
-    """Run ``body`` with a container built from ``settings``; Redis is pinged first.
+    """Run ``body`` with a container built from ``settings``; Redis is pinged first. A command
+    that goes to plaita dev (``dev_target``) runs ``body`` on the dev process's container.
 
     ``tenant_id`` opens that tenant's scope around ``body`` (W24); without it, ``body`` may
     not touch execution data (it fails closed with TenantContextMissingError).
     """
+    target = dev_target()
+    if target is not None:
+        from plaita.entrypoints.dev_control import run_on_dev
+
+        with named_errors(f"the plaita dev on {target}"):
+            return run_on_dev(target, body, tenant_id=tenant_id)
 
     async def go() -> T:
         container = build_container(settings)
@@ -376,6 +549,44 @@ def run_with_container(
 
 def echo_json(value: JSON) -> None:
     click.echo(json.dumps(value, sort_keys=True, default=str))
+
+
+def echo_rows(rows: Iterable[tuple[str, str]]) -> None:
+    """Label and value rows, the values aligned in one column (a command's human output)."""
+    rows = list(rows)
+    width = max((len(label) for label, _ in rows), default=0)
+    for label, value in rows:
+        click.echo(f"{label:<{width}}  {value}")
+
+
+def human_time(timestamp_ms: int, now_ms: int) -> str:
+    """``2026-12-01 21:03:04 UTC (2 min ago)``: to the second in UTC, and how far from now."""
+    moment = datetime.fromtimestamp(timestamp_ms / 1000, tz=UTC)
+    offset_ms = now_ms - timestamp_ms
+    if abs(offset_ms) < 1000:
+        relative = "now"
+    elif offset_ms > 0:
+        relative = f"{human_duration(offset_ms)} ago"
+    else:
+        relative = f"in {human_duration(-offset_ms)}"
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC ({relative})"
+
+
+def human_duration(duration_ms: int) -> str:
+    """A duration as a person says it: ``850 ms``, ``12 s``, ``3 min 20 s``, ``2 h 5 min``,
+    ``3 days 4 h`` (the two largest units)."""
+    if duration_ms < 1000:
+        return f"{duration_ms} ms"
+    seconds = duration_ms // 1000
+    units = (("day", 86_400), ("h", 3600), ("min", 60), ("s", 1))
+    parts: list[str] = []
+    for name, size in units:
+        count, seconds = divmod(seconds, size)
+        if count and len(parts) < 2:
+            parts.append(f"{count} {name}{'s' if name == 'day' and count > 1 else ''}")
+        elif parts:
+            break
+    return " ".join(parts)
 
 
 @contextlib.contextmanager

@@ -22,8 +22,8 @@ from plaita.entrypoints.cli_support import (
     import_handler_modules,
     load_flow_file,
     log_generations,
-    redis_url_option,
     run_with_container,
+    service_redis_url_option,
     set_service_log_level,
     setting_default,
     stop_on_signals,
@@ -36,7 +36,7 @@ from plaita.entrypoints.timeline import LogListener
 
 
 @click.command("worker")
-@redis_url_option
+@service_redis_url_option
 @click.option(
     "--flows",
     "flows_dir",

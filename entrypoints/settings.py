@@ -14,6 +14,7 @@ from pydantic import Field, ValidationError, computed_field, field_validator, mo
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from plaita.domain.budgets import DEFAULT_RETRIES
+from plaita.domain.errors import InvalidRedisUrlError
 from plaita.domain.startup import (
     OPTIONAL_FALLBACKS,
     ConfigProblem,
@@ -21,6 +22,7 @@ from plaita.domain.startup import (
     StartupCheck,
     validate_startup_settings,
 )
+from plaita.domain.store_urls import check_redis_url
 
 
 def default_consumer_name() -> str:
@@ -123,6 +125,16 @@ class Settings(BaseSettings):
                 "has only database 0: drop the '/<db>' from the URL, or drop --redis-cluster "
                 "(PLAITA_REDIS_CLUSTER) for a single Redis"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _redis_url_has_a_redis_scheme(self) -> Settings:
+        # Only where Redis is used: a memory process ignores a stray PLAITA_REDIS_URL.
+        if self.backend == "redis":
+            try:
+                check_redis_url(self.redis_url)
+            except InvalidRedisUrlError as exc:
+                raise ValueError(f"{type(exc).__name__}: {exc}") from None
         return self
 
     @model_validator(mode="after")

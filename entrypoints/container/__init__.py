@@ -20,6 +20,7 @@ from plaita.application.use_cases.flows import FlowCatalog
 from plaita.entrypoints.container.redis import dlq_key_problems
 from plaita.entrypoints.container.services import Container
 from plaita.entrypoints.container.sql import schema_revision, upgrade_schema
+from plaita.entrypoints.container.stores import system_clock
 from plaita.entrypoints.settings import Settings
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "dlq_key_problems",
     "run_handlers_of",
     "schema_revision",
+    "system_clock",
     "upgrade_schema",
 ]
 

@@ -60,10 +60,13 @@ class Container(UseCases):
     )
 
     # --- the worker process (W1-W18) -------------------------------------------------------
-    #: This worker's registry record (W16); none with ``--no-registry``.
+    #: This worker's registry record (W16); none with ``--no-registry``. One per worker: a
+    #: record's lifecycle ends with its worker (stopped, then closed for good), so a worker
+    #: built again on this container (``plaita.Worker`` started twice on one client, a dev
+    #: process's worker) registers under a presence of its own instead of a closed one.
     presence = providers.Selector(
         providers.Callable(_switch, UseCases.config.registry_enabled),
-        on=providers.Singleton(
+        on=providers.Factory(
             Presence,
             UseCases.registry,
             instance_id=UseCases.config.consumer_name,

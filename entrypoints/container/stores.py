@@ -14,12 +14,19 @@ from dependency_injector import containers, providers
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.end_notices import AnnouncingExecutions
 from plaita.application.handlers import HandlerAllowlist, HandlerRegistry
+from plaita.application.ports import Clock
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain.config_generations import RuntimeConfig, generations_of
 from plaita.entrypoints.container import redis as redis_family
 from plaita.entrypoints.container import sql as sql_family
 from plaita.entrypoints.container.memory import MemoryStores
 from plaita.entrypoints.outages import store_outages
+
+
+def system_clock() -> Clock:
+    """This machine's clock, for a process that reads a container it does not hold (a
+    command sent to plaita dev)."""
+    return SystemClock()
 
 
 def _runtime_config(

@@ -56,7 +56,7 @@ def test_a_ten_thousand_deep_envelope_reaches_the_dlq_once_and_the_worker_keeps_
     assert json.loads(letter["raw"]) == fields
     assert plaita.redis().xpending(plaita.stream, "plaita-workers")["pending"] == 0
     # The operator can list and show it.
-    (listed,) = plaita.json("dlq", "list")["dead_letters"]
+    (listed,) = plaita.json("dlq", "list")["items"]
     assert listed["message_id"] == message_id and listed["execution_id"] is None, listed
 
     log = plaita.log_of(worker)

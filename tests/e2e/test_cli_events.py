@@ -125,8 +125,8 @@ SEEDED = (
 
 
 def listed(document: Any) -> list[str]:
-    assert document["count"] == len(document["events"])
-    return [e["event_id"] for e in document["events"]]
+    assert document["count"] == len(document["items"])
+    return [e["event_id"] for e in document["items"]]
 
 
 @requires_redis
@@ -137,7 +137,7 @@ def test_list_shows_every_stored_event_oldest_first(ns: Namespace) -> None:
 
     assert code == 0
     assert listed(document) == ["ev:1", "ev:2", "ev:3", "ev:4", "ev:5"]
-    first = document["events"][0]
+    first = document["items"][0]
     assert first == {
         **event("ev:1").to_json(),
         "timestamp": "2025-10-09T12:00:00.000Z",

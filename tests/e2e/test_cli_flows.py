@@ -65,6 +65,11 @@ class Cli:
         assert code == 0, out
         return json.loads(out)
 
+    def register(self, *args: str, env: dict[str, str] | None = None) -> Any:
+        """``flows register FILE --json`` of one file: its one item."""
+        [registered] = self.json("flows", "register", *args, env=env)["items"]
+        return registered
+
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Iterator[Cli]:
@@ -87,8 +92,8 @@ def test_flows_are_registered_for_a_tenant_or_deployment_wide_and_listed_as_whos
 ) -> None:
     original, acme = cli.file(pay("original")), cli.file(pay("acme"))
 
-    shared = cli.json("flows", "register", original, "--shared")
-    own = cli.json("flows", "register", acme, "--tenant", "acme")
+    shared = cli.register(original, "--shared")
+    own = cli.register(acme, "--tenant", "acme")
 
     assert (shared["tenant_id"], shared["shared"], shared["created"]) == (None, True, True)
     assert (own["tenant_id"], own["shared"], own["created"]) == ("acme", False, True)
@@ -111,8 +116,8 @@ def test_flows_are_registered_for_a_tenant_or_deployment_wide_and_listed_as_whos
 
 def test_the_tenant_comes_from_plaita_tenant_and_shared_overrides_it(cli: Cli) -> None:
     acme = {"PLAITA_TENANT": "acme"}
-    registered = cli.json("flows", "register", cli.file(pay("acme")), env=acme)
-    shared = cli.json("flows", "register", cli.file(pay("all")), "--shared", env=acme)
+    registered = cli.register(cli.file(pay("acme")), env=acme)
+    shared = cli.register(cli.file(pay("all")), "--shared", env=acme)
 
     assert registered["tenant_id"] == "acme"
     assert shared["shared"] is True
@@ -122,13 +127,13 @@ def test_the_same_file_again_changes_nothing_and_another_document_is_refused(
     cli: Cli,
 ) -> None:
     """S2: a registered version never changes; the conflict names both fingerprints."""
-    cli.json("flows", "register", cli.file(pay("one")), "--shared")
-    cli.json("flows", "register", cli.file(pay("two", version="2")), "--shared")
+    cli.register(cli.file(pay("one")), "--shared")
+    cli.register(cli.file(pay("two", version="2")), "--shared")
 
     code, out = cli.invoke("flows", "register", cli.file(pay("one")), "--shared")
     assert code == 0 and "already registered deployment-wide" in out
     assert "nothing changed" in out
-    again = cli.json("flows", "register", cli.file(pay("one")), "--shared")
+    again = cli.register(cli.file(pay("one")), "--shared")
     assert again["created"] is False
 
     code, out = cli.invoke("flows", "register", cli.file(pay("rogue")), "--shared")
@@ -142,7 +147,7 @@ def test_the_same_file_again_changes_nothing_and_another_document_is_refused(
 
 
 def test_a_conflict_in_one_of_several_files_registers_none_of_them(cli: Cli) -> None:
-    cli.json("flows", "register", cli.file(pay("one")), "--tenant", "acme")
+    cli.register(cli.file(pay("one")), "--tenant", "acme")
 
     code, out = cli.invoke(
         "flows",
@@ -158,7 +163,7 @@ def test_a_conflict_in_one_of_several_files_registers_none_of_them(cli: Cli) -> 
 
 
 def test_a_tenant_never_sees_another_tenants_flow(cli: Cli) -> None:
-    cli.json("flows", "register", cli.file(pay("acme")), "--tenant", "acme")
+    cli.register(cli.file(pay("acme")), "--tenant", "acme")
 
     assert cli.json("flows", "list")["items"] == []
     code, out = cli.invoke("flows", "show", "pay")
@@ -185,7 +190,7 @@ def test_a_worker_whose_flows_folder_changed_a_registered_version_refuses_to_sta
 ) -> None:
     """Its --flows are deployment-wide; an edited document under a registered version is
     named (both fingerprints) instead of being run or silently ignored."""
-    cli.json("flows", "register", cli.file(pay("original")), "--shared")
+    cli.register(cli.file(pay("original")), "--shared")
     folder = tmp_path / "flows"
     folder.mkdir()
     (folder / "pay.json").write_text(json.dumps(pay("edited")))

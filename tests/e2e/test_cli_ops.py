@@ -159,7 +159,7 @@ def test_dlq_list_show_and_replay_once(ns: Namespace) -> None:
     dlq_id = dead_letter(ns, start())
     code, listed = ns.invoke_json(dlq, "list", "--count", "5")
     assert code == 0
-    [entry] = listed["dead_letters"]
+    [entry] = listed["items"]
     assert (entry["dlq_id"], entry["execution_id"], entry["replayed"]) == (dlq_id, "x-1", None)
 
     code, shown = ns.invoke_json(dlq, "show", dlq_id)

@@ -112,7 +112,7 @@ def test_dlq_list_covers_every_partition(namespace: str, how: str) -> None:
     code, out = invoke(namespace, "dlq", "list", "--json", *args, env=env)
 
     assert code == 0, out
-    listed = json.loads(out)["dead_letters"]
+    listed = json.loads(out)["items"]
     assert sorted(entry["execution_id"] for entry in listed) == sorted(executions)
 
 

@@ -4,7 +4,6 @@ restart of the dev process (real processes, SQLite file and real PostgreSQL)."""
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -85,20 +84,21 @@ def test_dev_with_a_database_keeps_executions_across_restarts(tmp_path: Path) ->
 
     def run_dev(log: Path) -> tuple[subprocess.Popen[bytes], httpx.Client]:
         port = free_port()
+        flows = str(REPO_ROOT / "examples" / "flows")
         with log.open("wb") as sink:
             process = subprocess.Popen(
-                [*PLAITA, "dev", "--db", url, "--port", str(port)],
-                cwd=REPO_ROOT,
-                env={k: v for k, v in os.environ.items() if not k.startswith("PLAITA_")},
+                [*PLAITA, "dev", "--db", url, "--flows", flows, "--port", str(port)],
+                cwd=tmp_path,
+                env={
+                    **{k: v for k, v in os.environ.items() if not k.startswith("PLAITA_")},
+                    "PYTHONPATH": str(REPO_ROOT),
+                },
                 stdout=sink,
                 stderr=subprocess.STDOUT,
             )
-        token = wait_for(lambda: re.search(r"token:\s+(\S+)", log.read_text()), "the banner")
-        client = httpx.Client(
-            base_url=f"http://127.0.0.1:{port}",
-            headers={"Authorization": f"Bearer {token.group(1)}"},
-            timeout=5,
-        )
+        wait_for(lambda: "stop:" in log.read_text(), "the banner")
+        # Loopback: no token needed.
+        client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5)
         return process, client
 
     def stop(process: subprocess.Popen[bytes], log: Path) -> None:

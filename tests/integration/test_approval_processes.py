@@ -31,7 +31,7 @@ def test_approval_executions_complete_through_worker_and_event_filter_processes(
         "--handler-modules",
         "examples.handlers",
     )
-    assert registered["flow_id"] == "approval"
+    assert [item["flow_id"] for item in registered["items"]] == ["approval"]
 
     # V6: a decision published before its execution even exists is kept in the inbox.
     plaita.run(

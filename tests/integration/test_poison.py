@@ -318,7 +318,7 @@ def test_dead_letter_replays_once_and_only_once_and_stays_in_the_dlq(plaita: Pla
     assert plaita.redis().xlen(plaita.dead_letters) == dlq_length
     shown = plaita.json("dlq", "show", dlq_id)
     assert shown["replayed"] and shown["replayed"].get("execution_id") == execution_id, shown
-    listed = plaita.json("dlq", "list")["dead_letters"]
+    listed = plaita.json("dlq", "list")["items"]
     assert [entry["dlq_id"] for entry in listed] == [dlq_id], listed
 
     # The one replayed carrier meets a terminal execution: absorbed, acked, nothing re-runs.

@@ -1,5 +1,5 @@
-"""`plaita dev` registers its flow folder deployment-wide, by the latest rule, checking each
-handler function (C4, E1, S2, ADR 0011)."""
+"""`plaita dev`'s flow folder: registered deployment-wide, read again as files change, and the
+handler modules the files name (C4, S2, ADR 0011, ADR 0021)."""
 
 from __future__ import annotations
 
@@ -12,67 +12,184 @@ import pytest
 from plaita.application.tenancy import tenant_scope
 from plaita.domain.errors import UnknownHandlerError
 from plaita.domain.flow_owners import SHARED
-from plaita.entrypoints.container import build_container
-from plaita.entrypoints.dev import register_flow_folder
+from plaita.entrypoints.container import Container, build_container
+from plaita.entrypoints.dev import (
+    FlowFolder,
+    Scan,
+    handler_modules_named,
+    import_dev_handlers,
+)
 from plaita.entrypoints.settings import Settings
 
-from ..application.conftest import one_task
+
+def pay(says: str, version: str = "1", handler: str | None = None) -> dict[str, Any]:
+    nodes: list[dict[str, Any]] = [{"id": "e", "type": "end", "output": says}]
+    if handler is not None:
+        nodes.insert(0, {"id": "t", "type": "task", "handler": handler, "next": "e"})
+    return {"flow_id": "pay", "version": version, "start": nodes[0]["id"], "nodes": nodes}
 
 
-def pay(says: str) -> dict[str, Any]:
-    return {"flow_id": "pay", "start": "e", "nodes": [{"id": "e", "type": "end", "output": says}]}
+def write(path: Path, document: dict[str, Any] | str) -> None:
+    path.write_text(document if isinstance(document, str) else json.dumps(document))
 
 
-async def test_the_folder_is_registered_for_every_tenant_and_an_edited_version_is_skipped(
-    tmp_path: Path,
-) -> None:
-    """A kept store (--redis-url, --db) already holds version 1: the edited file under the
-    same version is named and skipped — the dev process starts with the stored definition."""
-    container = build_container(Settings(backend="memory"))
-    (tmp_path / "pay.json").write_text(json.dumps(pay("'original'")))
-    lines: list[str] = []
-    assert await register_flow_folder(container, tmp_path, lines.append) == ["pay v1"]
+def container(*modules: str) -> Container:
+    return build_container(Settings(backend="memory", handler_modules=modules))
+
+
+async def latest_output(c: Container) -> Any:
     with tenant_scope("acme"):
-        entry = await container.flows().lookup("pay")
+        entry = await c.flows().lookup("pay")
     assert entry.owner == SHARED
-
-    (tmp_path / "pay.json").write_text(json.dumps(pay("'edited'")))
-    assert await register_flow_folder(container, tmp_path, lines.append) == []
-
-    [line] = lines
-    assert "pay.json: FlowVersionConflictError" in line and "new version" in line
-    with tenant_scope("default"):
-        kept = await container.flows().get("pay")
-    assert kept.to_document()["nodes"][0]["output"] == "'original'"
+    return entry.flow.version, entry.flow.to_document()["nodes"][-1]["output"]
 
 
-async def test_an_older_version_in_the_folder_is_registered_and_the_latest_stays(
-    tmp_path: Path,
-) -> None:
-    """The folder registers by the latest rule: the banner and a line say which is latest."""
-    container = build_container(Settings(backend="memory"))
-    (tmp_path / "pay.json").write_text(json.dumps({**pay("'two'"), "version": "2"}))
-    await register_flow_folder(container, tmp_path, [].append)
-    (tmp_path / "pay.json").write_text(json.dumps(pay("'one'")))
+async def test_the_first_scan_registers_every_file_for_every_tenant_quietly(tmp_path: Path) -> None:
+    c = container()
+    write(tmp_path / "pay.json", pay("'original'"))
     lines: list[str] = []
 
-    assert await register_flow_folder(container, tmp_path, lines.append) == ["pay v1 (latest v2)"]
+    scan = await FlowFolder(c, tmp_path, lines.append).scan()
 
+    assert scan == Scan(("pay v1",), 1)
+    assert lines == []  # the banner lists what the first scan registered
+    assert await latest_output(c) == ("1", "'original'")
+
+
+async def test_a_new_version_registers_and_becomes_the_latest(tmp_path: Path) -> None:
+    c = container()
+    write(tmp_path / "pay.json", pay("'one'"))
+    lines: list[str] = []
+    folder = FlowFolder(c, tmp_path, lines.append)
+    await folder.scan()
+
+    write(tmp_path / "pay.json", pay("'two'", version="2"))
+    scan = await folder.scan()
+
+    assert scan.registered == ("pay v2",)
     [line] = lines
-    assert "pay.json: pay v1: latest stays version 2 (higher)" in line
-    assert "plaita flows register FILE --shared --latest" in line
-    with tenant_scope("default"):
-        assert (await container.flows().get("pay")).version == "2"
+    assert "registered pay v2" in line and "now the latest version of pay" in line
+    assert await latest_output(c) == ("2", "'two'")
 
 
-async def test_a_function_the_handler_module_lacks_stops_the_folder_by_name(
+async def test_an_edit_under_a_registered_version_is_refused_by_name_and_the_stored_one_stays(
     tmp_path: Path,
 ) -> None:
-    """``plaita dev`` imports its handler modules (it runs them): a misspelt function is
-    refused at registration, naming what the module has."""
-    container = build_container(Settings(backend="memory", handler_modules=("examples.handlers",)))
-    typo = one_task("examples.handlers:aprove", flow_id="typo")
-    (tmp_path / "typo.json").write_text(json.dumps(typo))
+    """A version never changes (S2): the line says which file, why, and to bump the version."""
+    c = container()
+    write(tmp_path / "pay.json", pay("'original'"))
+    lines: list[str] = []
+    folder = FlowFolder(c, tmp_path, lines.append)
+    await folder.scan()
 
-    with pytest.raises(UnknownHandlerError, match=r"'aprove'.*its public callables: "):
-        await register_flow_folder(container, tmp_path, [].append)
+    write(tmp_path / "pay.json", pay("'edited'"))
+    assert (await folder.scan()).registered == ()
+    assert (await folder.scan()).registered == ()  # said once, not on every read
+
+    [line] = lines
+    assert "pay.json: FlowVersionConflictError" in line
+    assert 'bump "version" in pay.json' in line
+    assert await latest_output(c) == ("1", "'original'")
+
+
+async def test_a_kept_store_already_holding_the_version_is_named_at_start(
+    tmp_path: Path,
+) -> None:
+    """--redis-url, --db: a restarted dev process meets the versions it registered before."""
+    c = container()
+    write(tmp_path / "pay.json", pay("'original'"))
+    await FlowFolder(c, tmp_path, [].append).scan()
+
+    write(tmp_path / "pay.json", pay("'edited'"))
+    lines: list[str] = []
+    assert (await FlowFolder(c, tmp_path, lines.append).scan()).registered == ()
+    [line] = lines
+    assert "FlowVersionConflictError" in line and "stays in use" in line
+
+
+async def test_a_broken_file_is_named_once_then_registered_once_fixed(tmp_path: Path) -> None:
+    c = container()
+    lines: list[str] = []
+    folder = FlowFolder(c, tmp_path, lines.append)
+    assert await folder.scan() == Scan((), 0)
+
+    write(tmp_path / "pay.json", "{not json")
+    await folder.scan()
+    await folder.scan()
+    write(tmp_path / "pay.json", pay("'fixed'"))
+    assert (await folder.scan()).registered == ("pay v1",)
+
+    broken, registered = lines
+    assert "pay.json: InvalidFlowDocumentError" in broken and "read again" in broken
+    assert "registered pay v1" in registered
+
+
+async def test_a_handler_outside_the_allowlist_says_the_modules_are_fixed_until_a_restart(
+    tmp_path: Path,
+) -> None:
+    c = container("app.tasks")
+    lines: list[str] = []
+    folder = FlowFolder(c, tmp_path, lines.append)
+    await folder.scan()
+
+    write(tmp_path / "pay.json", pay("'x'", handler="other.tasks:run"))
+    await folder.scan()
+
+    [line] = lines
+    assert "HandlerNotAllowedError" in line and "restart it" in line
+
+
+async def test_a_removed_file_is_said_and_what_it_registered_stays(tmp_path: Path) -> None:
+    c = container()
+    write(tmp_path / "pay.json", pay("'kept'"))
+    write(tmp_path / "broken.json", "{")
+    lines: list[str] = []
+    folder = FlowFolder(c, tmp_path, lines.append)
+    await folder.scan()
+    lines.clear()
+
+    (tmp_path / "pay.json").unlink()
+    (tmp_path / "broken.json").unlink()
+    await folder.scan()
+
+    assert sorted(lines) == [
+        f"plaita dev: {tmp_path / 'broken.json'} was removed",
+        f"plaita dev: {tmp_path / 'pay.json'} was removed; pay v1 stays registered (a version "
+        "never changes)",
+    ]
+    assert await latest_output(c) == ("1", "'kept'")
+
+
+async def test_a_missing_folder_is_watched_for_files_that_appear(tmp_path: Path) -> None:
+    folder_path = tmp_path / "flows"
+    c = container()
+    folder = FlowFolder(c, folder_path, [].append)
+    assert await folder.scan() == Scan((), 0)
+
+    folder_path.mkdir()
+    write(folder_path / "pay.json", pay("'late'"))
+    assert (await folder.scan()).registered == ("pay v1",)
+
+
+def test_the_default_handler_modules_are_the_ones_the_flow_files_name(tmp_path: Path) -> None:
+    write(tmp_path / "a.json", pay("'a'", handler="app.tasks:double"))
+    write(tmp_path / "b.json", {**pay("'b'", handler="app.tasks:half"), "flow_id": "b"})
+    write(tmp_path / "c.json", {**pay("'c'", handler="flows.steps:go"), "flow_id": "c"})
+    write(tmp_path / "broken.json", "{")
+
+    assert handler_modules_named(tmp_path) == {
+        "app.tasks": ["a.json", "b.json"],
+        "flows.steps": ["c.json"],
+    }
+    assert handler_modules_named(tmp_path / "missing") == {}
+
+
+def test_a_module_the_files_name_that_cannot_be_imported_names_the_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UnknownHandlerError) as raised:
+        import_dev_handlers(["no_such_module_here"], {"no_such_module_here": ["a.json"]})
+    message = str(raised.value)
+    assert "'no_such_module_here'" in message and "a.json" in message
+    assert "project's root" in message
