@@ -217,7 +217,7 @@ def test_an_older_version_registered_later_does_not_become_latest_unless_chosen(
     assert cli.json("flows", "show", "pay", "--shared")["version"] == "2"
     assert [i["version"] for i in cli.json("flows", "list", "--shared")["items"]] == ["2"]
 
-    rollback = cli.json("flows", "register", cli.file(pay("one")), "--shared", "--latest")
+    rollback = cli.register(cli.file(pay("one")), "--shared", "--latest")
 
     assert (rollback["created"], rollback["is_latest"]) == (False, True)
     assert (rollback["latest_version"], rollback["latest_reason"]) == ("1", "chosen")
@@ -271,9 +271,7 @@ def test_a_misspelt_function_is_refused_by_name_and_nothing_is_registered(
     assert "did you mean 'always_busy'?" in out
     assert "its public callables: always_busy, charge" in out
     assert cli.json("flows", "list")["items"] == []
-    registered = cli.json(
-        "flows",
-        "register",
+    registered = cli.register(
         cli.file(one_task(f"{handler_module}:always_busy")),
         "--handler-modules",
         handler_module,
@@ -320,7 +318,7 @@ def test_without_handler_modules_nothing_is_checked_or_imported(
     cli: Cli, handler_module: str
 ) -> None:
     """The allowlist of ``flows register`` is optional: without it, no handler check."""
-    registered = cli.json("flows", "register", cli.file(one_task(f"{handler_module}:nope")))
+    registered = cli.register(cli.file(one_task(f"{handler_module}:nope")))
 
     assert registered["created"] is True
     assert handler_module not in sys.modules
