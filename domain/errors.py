@@ -186,7 +186,8 @@ class InvalidScheduleIdError(InvalidIdError, ScheduleDedupError):
 
 class PayloadLimitError(PlaitaError):
     """A JSON document (execution input, event data, node result, task envelope) is nested
-    deeper or is larger than plaita accepts; the message names the field and the limit."""
+    deeper or is larger than plaita accepts, or is not Unicode text; the message names the
+    field and the limit."""
 
 
 class PayloadTooDeepError(PayloadLimitError):
@@ -195,6 +196,11 @@ class PayloadTooDeepError(PayloadLimitError):
 
 class PayloadTooLargeError(PayloadLimitError):
     """A JSON document is larger, as compact UTF-8 JSON, than its size limit."""
+
+
+class PayloadNotUnicodeError(PayloadLimitError):
+    """A string of a JSON document holds a lone surrogate (half of a UTF-16 pair, as a
+    broken decoder or a ``\\udXXX`` escape leaves it): no store can keep it as UTF-8."""
 
 
 class InvalidConfigurationError(PlaitaError):

@@ -25,9 +25,11 @@ from plaita.domain.errors import (
     InvalidFlowDocumentError,
     InvalidHandlerReferenceError,
     MissingStartNodeError,
+    PayloadNotUnicodeError,
     UnknownNodeTargetError,
 )
 from plaita.domain.ids import validate_flow_id
+from plaita.domain.limits import check_unicode
 
 JSON = Any
 # Strict: JSON `true` must not become 1 ms or one retry on its way through pydantic.
@@ -154,7 +156,9 @@ class Flow:
             if document.timeout is None
             else parse_duration_ms(document.timeout, field="flow.timeout", maximum_ms=MAX_WAIT_MS)
         )
-        self.fingerprint = _sha256(document.model_dump(mode="json", by_alias=True))
+        self.fingerprint = _sha256(
+            document.model_dump(mode="json", by_alias=True), flow_id=document.flow_id
+        )
         self._subgraphs: dict[str, str] = {}
 
     @classmethod
@@ -220,7 +224,10 @@ class Flow:
                 continue
             seen[current] = self._by_id[current]
             stack.extend(seen[current].targets())
-        return _sha256([seen[k].model_dump(mode="json", by_alias=True) for k in sorted(seen)])
+        return _sha256(
+            [seen[k].model_dump(mode="json", by_alias=True) for k in sorted(seen)],
+            flow_id=self.flow_id,
+        )
 
 
 def _index_nodes(document: FlowDocument) -> dict[str, BaseNode]:
@@ -268,8 +275,14 @@ def check_node(flow_id: str, node: BaseNode) -> None:
             )
 
 
-def _sha256(value: JSON) -> str:
+def _sha256(value: JSON, *, flow_id: str) -> str:
     canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:
+        check_unicode(canonical, field="the definition")
+    except PayloadNotUnicodeError as exc:
+        raise InvalidFlowDocumentError(
+            f"flow {flow_id!r} is not a valid definition: {exc}"
+        ) from None
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 

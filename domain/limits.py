@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from plaita.domain.errors import PayloadTooDeepError, PayloadTooLargeError
+from plaita.domain.errors import PayloadNotUnicodeError, PayloadTooDeepError, PayloadTooLargeError
 
 JSON = Any
 
@@ -87,6 +87,7 @@ def check_json_value(value: JSON, limit: JsonLimit, *, field: str) -> str:
         raise _too_large(limit, field, f"more than {limit.max_bytes} bytes")
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     check_json_size(text, limit, field=field)
+    check_unicode(text, field=field)
     return text
 
 
@@ -100,6 +101,28 @@ def check_json_text(text: str | bytes, limit: JsonLimit, *, field: str) -> None:
     check_json_size(text, limit, field=field)
     if _text_too_deep(text, limit.max_depth):
         raise _too_deep(limit, field)
+    if isinstance(text, str):
+        check_unicode(text, field=field)
+
+
+#: A lone surrogate as it stands in decoded text (JSON's ``\\udXXX`` escapes are decoded).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_unicode(text: str, *, field: str) -> None:
+    """Refuse ``text`` when it holds a lone surrogate: it has no UTF-8 form to be stored in.
+
+    ``PayloadNotUnicodeError`` names the field and the character's position. An escape in
+    JSON text (``"\\ud800"``) is only found once the text is parsed and checked again.
+    """
+    found = _SURROGATE.search(text)
+    if found is not None:
+        raise PayloadNotUnicodeError(
+            f"{field} holds a lone surrogate (U+{ord(found.group()):04X}) at character "
+            f"{found.start()} of its JSON text: it is not Unicode text and cannot be stored; "
+            "fix the encoder that produced it (a UTF-16 pair split in two, or bytes decoded "
+            "with errors='surrogateescape')"
+        )
 
 
 def check_json_size(text: str | bytes, limit: JsonLimit, *, field: str) -> None:

@@ -29,6 +29,7 @@ from plaita.domain.errors import (
     ExecutionFailedError,
     InvalidOperatorRequestError,
     ResultTimeoutError,
+    UnknownExecutionError,
 )
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.failures import ExecutionCancelledError
@@ -649,9 +650,12 @@ def executions_history(
                 continue  # more is stored already: no wait
             if not follow:
                 return
-            state = await container.executions().load(execution_id)
-            if state is None or state.is_terminal:
-                if page.entries or state is None:
+            try:
+                state = await container.get_execution()(execution_id)
+            except UnknownExecutionError:
+                return  # deleted (or expired) while followed: nothing more will be written
+            if state.is_terminal:
+                if page.entries:
                     return
                 # Ended: one more read catches the entries of its last checkpoint.
                 last = await read(execution_id, after=after, limit=MAX_HISTORY_PAGE)

@@ -90,6 +90,7 @@ CLI_PROVIDERS = frozenset(
         "controls",
         "delete_execution",
         "events",
+        "execution_history",
         "flow_registration",
         "flows",
         "get_execution",

@@ -8,7 +8,12 @@ from typing import Any
 import pytest
 from hypothesis import given
 
-from plaita.domain.errors import PayloadLimitError, PayloadTooDeepError, PayloadTooLargeError
+from plaita.domain.errors import (
+    PayloadLimitError,
+    PayloadNotUnicodeError,
+    PayloadTooDeepError,
+    PayloadTooLargeError,
+)
 from plaita.domain.limits import (
     ENVELOPE_LIMIT,
     INPUT_LIMIT,
@@ -157,3 +162,17 @@ def test_an_unterminated_string_of_escaped_quotes_is_scanned_in_one_pass() -> No
     check_json_text(hostile, ENVELOPE_LIMIT, field="envelope")
     with pytest.raises(PayloadTooDeepError):
         check_json_text("[" * 100 + hostile, ENVELOPE_LIMIT, field="envelope")
+
+
+@pytest.mark.parametrize("text", ["\ud800", "ok \udfff", "\udc80 from surrogateescape"])
+def test_a_lone_surrogate_is_refused_by_name_with_its_position(text: str) -> None:
+    with pytest.raises(PayloadNotUnicodeError, match=r"input holds a lone surrogate \(U\+D"):
+        check_json_value({"name": text}, INPUT_LIMIT, field="input")
+    encoded = json.dumps({"name": text}, ensure_ascii=False)
+    with pytest.raises(PayloadNotUnicodeError, match="at character"):
+        check_json_text(encoded, INPUT_LIMIT, field="input")
+
+
+def test_a_surrogate_pair_and_its_escape_are_unicode_text() -> None:
+    assert check_json_value({"emoji": "\U0001f600"}, INPUT_LIMIT, field="input")
+    check_json_text('{"escaped": "\\ud800"}', INPUT_LIMIT, field="input")  # parsed, then checked
