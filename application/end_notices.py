@@ -76,6 +76,9 @@ class AnnouncingExecutions:
     ) -> HistoryPage:
         return await self.store.history(execution_id, after=after, limit=limit)
 
+    async def accept(self, state: ExecutionState, *, history: Sequence[HistoryEntry] = ()) -> bool:
+        return await self.store.accept(state, history=history)
+
     async def append_history(self, execution_id: str, entries: Sequence[HistoryEntry]) -> None:
         await self.store.append_history(execution_id, entries)
 

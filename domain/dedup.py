@@ -18,6 +18,7 @@ Two total functions, asked in this order by the worker with a start carrier:
  D3 X is this execution, row                    -> as decide_start (S3/S4)
  D4 X terminal                                  -> ALREADY           "already" result, no start
  D5 X running                                   -> ENQUEUE_CONTINUE  stranded by a crash
+ D5a X pending (accepted, ADR 0022)             -> IN_FLIGHT         its start carrier is queued
  D6 X suspended                                 -> CURRENT_STATE     its own wake-ups resume it
  D7 X no row, carrier present                   -> IN_FLIGHT         X's start is on its way
  D8 X no row, carrier absent                    -> RECLAIM           orphan mapping
@@ -167,6 +168,10 @@ def decide_dedup_claim(
             return StartDecision(StartKind.ALREADY, x, f"key held by {x}, {stored.status}")
         if stored.status is ExecutionStatus.RUNNING:
             return StartDecision(StartKind.ENQUEUE_CONTINUE, x, f"key held by running {x}")
+        if stored.status is ExecutionStatus.PENDING:
+            # Accepted moments ago, most likely: its start carrier is queued. Were it lost (a
+            # crash between the acceptance and the enqueue), the zombie reaper gives it one.
+            return StartDecision(StartKind.IN_FLIGHT, x, f"key held by {x}, accepted, not started")
         return StartDecision(StartKind.CURRENT_STATE, x, f"key held by {x}, {stored.status}")
     if _is_orphan(holder, orphan_grace_ms):
         return StartDecision(StartKind.RECLAIM, x, f"key held by {x}, which never started")

@@ -1,8 +1,10 @@
 """Execution state and its state machine.
 
-An execution is ``running`` while a worker may advance it, ``suspended`` while it waits for an
-event or a timer, and ends ``completed``, ``error`` or ``cancelled``. ``error`` absorbs every
-change except the explicit wake-up of a retry (W7).
+An execution is ``pending`` from its acceptance until a worker picks it up (ADR 0022),
+``running`` while a worker may advance it, ``suspended`` while it waits for an event or a
+timer, and ends ``completed``, ``error`` or ``cancelled``. ``pending`` moves wherever
+``running`` moves, and every decision treats it as ``running``. ``error`` absorbs every change
+except the explicit wake-up of a retry (W7).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ JSON = Any
 
 
 class ExecutionStatus(enum.StrEnum):
+    PENDING = "pending"
     RUNNING = "running"
     SUSPENDED = "suspended"
     COMPLETED = "completed"
@@ -29,14 +32,23 @@ class ExecutionStatus(enum.StrEnum):
     def is_terminal(self) -> bool:
         return self in TERMINAL_STATUSES
 
+    @property
+    def advances_on_continue(self) -> bool:
+        """A continue carrier moves it on from its checkpoint: ``running`` or ``pending``
+        (its checkpoint names the start node). Without one it never moves (W19)."""
+        return self in ADVANCING_STATUSES
+
 
 TERMINAL_STATUSES = frozenset(
     {ExecutionStatus.COMPLETED, ExecutionStatus.ERROR, ExecutionStatus.CANCELLED}
 )
+ADVANCING_STATUSES = frozenset({ExecutionStatus.PENDING, ExecutionStatus.RUNNING})
 
 _S = ExecutionStatus
+_FROM_RUNNING = frozenset({_S.RUNNING, _S.SUSPENDED, _S.COMPLETED, _S.ERROR, _S.CANCELLED})
 LEGAL_TRANSITIONS: Mapping[ExecutionStatus, frozenset[ExecutionStatus]] = {
-    _S.RUNNING: frozenset({_S.RUNNING, _S.SUSPENDED, _S.COMPLETED, _S.ERROR, _S.CANCELLED}),
+    _S.PENDING: _FROM_RUNNING,
+    _S.RUNNING: _FROM_RUNNING,
     _S.SUSPENDED: frozenset({_S.RUNNING, _S.ERROR, _S.CANCELLED}),
     _S.ERROR: frozenset({_S.RUNNING}),
     _S.COMPLETED: frozenset(),
@@ -90,6 +102,61 @@ class Suspension:
             node_id=str(raw["node_id"]),
             subscription_id=raw.get("subscription_id"),
             wake_at_ms=raw.get("wake_at_ms"),
+        )
+
+
+#: A failure's message in the state summary is cut to this many characters (the history
+#: keeps it too, with the traceback).
+MAX_FAILURE_MESSAGE_CHARS = 1_000
+
+
+@attrs.frozen
+class NodeFailure:
+    """The last failed attempt of a node that has not succeeded since (ADR 0022).
+
+    ``attempt`` is the attempt that failed, counted across deliveries (E15); ``retry_at_ms`` is
+    when the next one is due, None when no retry was scheduled (the execution ended in
+    ``error``, or it waits for an operator).
+    """
+
+    node_id: str
+    attempt: int
+    error_class: str
+    message: str
+    transient: bool
+    at_ms: int
+    retry_at_ms: int | None = None
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        node_id: str,
+        attempt: int,
+        error_class: str,
+        message: str,
+        transient: bool,
+        at_ms: int,
+        retry_at_ms: int | None = None,
+    ) -> NodeFailure:
+        if len(message) > MAX_FAILURE_MESSAGE_CHARS:
+            message = message[: MAX_FAILURE_MESSAGE_CHARS - 1] + "…"
+        return cls(node_id, attempt, error_class, message, transient, at_ms, retry_at_ms)
+
+    def to_json(self) -> dict[str, JSON]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, JSON]) -> NodeFailure:
+        retry_at = raw.get("retry_at_ms")
+        return cls(
+            node_id=str(raw["node_id"]),
+            attempt=int(raw["attempt"]),
+            error_class=str(raw["error_class"]),
+            message=str(raw["message"]),
+            transient=bool(raw["transient"]),
+            at_ms=int(raw["at_ms"]),
+            retry_at_ms=None if retry_at is None else int(retry_at),
         )
 
 
@@ -160,6 +227,8 @@ class ExecutionState:
     dedup_key: str | None = None
     #: Node id → its latest run's timing (C2 timeline); stored beside the node's result.
     node_timings: Mapping[str, NodeTiming] = attrs.field(factory=dict)
+    #: The last failed attempt of a node not succeeded since, its retry's due time (ADR 0022).
+    last_failure: NodeFailure | None = None
 
     @classmethod
     def new(
@@ -173,13 +242,18 @@ class ExecutionState:
         input: Mapping[str, JSON],
         now_ms: int,
         tenant_id: str = "default",
+        status: ExecutionStatus = ExecutionStatus.RUNNING,
     ) -> ExecutionState:
+        """A new execution at its start node: ``running`` (a worker's), or ``pending`` (an
+        accepted start no worker has picked up yet)."""
+        if status not in ADVANCING_STATUSES:
+            raise ValueError(f"a new execution is pending or running, not {status}")
         return cls(
             execution_id=execution_id,
             flow_id=flow_id,
             flow_version=flow_version,
             fingerprint=fingerprint,
-            status=ExecutionStatus.RUNNING,
+            status=status,
             created_at_ms=now_ms,
             updated_at_ms=now_ms,
             tenant_id=tenant_id,
@@ -227,12 +301,14 @@ class ExecutionState:
             "subgraph_fingerprint": self.subgraph_fingerprint,
             "dedup_key": self.dedup_key,
             "node_timings": {node: t.to_json() for node, t in self.node_timings.items()},
+            "last_failure": None if self.last_failure is None else self.last_failure.to_json(),
         }
 
     @classmethod
     def from_json(cls, raw: Mapping[str, JSON]) -> ExecutionState:
         suspension = raw.get("suspension")
         error = raw.get("error")
+        last_failure = raw.get("last_failure")
         return cls(
             execution_id=raw["execution_id"],
             flow_id=raw["flow_id"],
@@ -258,4 +334,5 @@ class ExecutionState:
                 node: NodeTiming.from_json(timing)
                 for node, timing in (raw.get("node_timings") or {}).items()
             },
+            last_failure=None if last_failure is None else NodeFailure.from_json(last_failure),
         )

@@ -41,6 +41,7 @@ DEFAULT_HISTORY_PAGE = 100
 
 
 class HistoryKind(enum.StrEnum):
+    ACCEPTED = "accepted"
     STARTED = "started"
     NODE_STARTED = "node_started"
     NODE_FINISHED = "node_finished"
@@ -220,8 +221,23 @@ def json_size(value: JSON) -> int:
 # --- builders -------------------------------------------------------------------------------
 
 
+def accepted(
+    at_ms: int, *, input_size: int, via: str, by: str, dedup_key: str | None
+) -> HistoryEntry:
+    """A start was accepted (the ``pending`` state, ADR 0022): through which entry point
+    (``via``: api, cli, sdk …), by whom (a token's name, an OS user), the input's size."""
+    facts: dict[str, JSON] = {
+        "input_bytes": input_size,
+        "via": bounded(via, MAX_NAME_CHARS),
+        "by": bounded(by, MAX_NAME_CHARS),
+    }
+    if dedup_key is not None:
+        facts["dedup_key"] = bounded(dedup_key, MAX_NAME_CHARS)
+    return HistoryEntry(HistoryKind.ACCEPTED, at_ms, detail=facts)
+
+
 def started(at_ms: int, *, input_size: int, via: str, worker: str | None) -> HistoryEntry:
-    """The first checkpoint of a run: the input's size and the carrier that started it."""
+    """A worker took the execution up: the input's size and the carrier that started it."""
     return HistoryEntry(
         HistoryKind.STARTED,
         at_ms,
@@ -381,3 +397,50 @@ def ended(
     if message is not None:
         detail["message"] = bounded(message)
     return HistoryEntry(HistoryKind.ENDED, at_ms, _name(node_id), None, _name(worker), detail)
+
+
+@attrs.frozen
+class HistorySummary:
+    """What an execution's history adds up to, for ``executions show`` (and its ``--json``):
+    how many entries, how many the cap dropped, node attempts, failures, retries scheduled,
+    events received, operator actions, and the newest entry's kind and time."""
+
+    entries: int = 0
+    dropped: int = 0
+    attempts: int = 0
+    failures: int = 0
+    retries: int = 0
+    events: int = 0
+    operator_actions: int = 0
+    last_kind: str | None = None
+    last_at_ms: int | None = None
+
+    def to_json(self) -> dict[str, JSON]:
+        return attrs.asdict(self)
+
+
+_COUNTED = {
+    HistoryKind.NODE_STARTED: "attempts",
+    HistoryKind.NODE_FAILED: "failures",
+    HistoryKind.RETRY_SCHEDULED: "retries",
+    HistoryKind.EVENT_RECEIVED: "events",
+    HistoryKind.OPERATOR_ACTION: "operator_actions",
+}
+
+
+def summarize(entries: Sequence[HistoryEntry], *, dropped: int) -> HistorySummary:
+    """The summary of the kept ``entries`` (oldest first); ``dropped`` older ones are not
+    counted, only reported."""
+    counts = dict.fromkeys(_COUNTED.values(), 0)
+    for entry in entries:
+        field = _COUNTED.get(entry.kind)
+        if field is not None:
+            counts[field] += 1
+    last = entries[-1] if entries else None
+    return HistorySummary(
+        entries=len(entries) + dropped,
+        dropped=dropped,
+        last_kind=None if last is None else last.kind.value,
+        last_at_ms=None if last is None else last.at_ms,
+        **counts,
+    )

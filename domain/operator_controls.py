@@ -152,11 +152,11 @@ def decide_retry(
     to go (its own event or timer is what normally moves it).
     """
     xid, status = state.execution_id, state.status
-    if status is ExecutionStatus.RUNNING:
+    if status.advances_on_continue:
         return RetryDecision(
             Verdict.CONFLICT,
             "execution_running",
-            f"cannot retry execution {xid!r}: it is running (a worker advances it); wait for "
+            f"cannot retry execution {xid!r}: it is {status} (a worker advances it); wait for "
             "it to end, or cancel it and then retry",
         )
     if status is ExecutionStatus.COMPLETED:

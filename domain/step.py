@@ -67,6 +67,12 @@ def apply_step(
         last_branch=step.last_branch,
         steps=state.steps + 1,
         node_timings=timings,
+        # The failed node has run: its failure is history now (ADR 0022).
+        last_failure=(
+            None
+            if state.last_failure is not None and state.last_failure.node_id == step.node_id
+            else state.last_failure
+        ),
     )
     if step.suspension is not None:
         return advanced.transition(

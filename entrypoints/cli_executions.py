@@ -33,7 +33,13 @@ from plaita.domain.errors import (
 )
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.failures import ExecutionCancelledError
-from plaita.domain.history import MAX_HISTORY_PAGE, HistoryEntry
+from plaita.domain.history import (
+    HISTORY_CAP,
+    MAX_HISTORY_PAGE,
+    HistoryEntry,
+    HistorySummary,
+    summarize,
+)
 from plaita.domain.limits import INPUT_LIMIT
 from plaita.domain.operator_controls import (
     MAX_BULK_LIMIT,
@@ -400,23 +406,42 @@ def executions_start(
 def executions_show(
     execution_id: str, tenant_id: str, redis_url: str | None, as_json: bool
 ) -> None:
-    """Show an execution's status, position, times, result and error.
+    """Show an execution's status, position, times, result and error, its last failure
+    (attempt, error, next retry) and what its history adds up to.
 
     --json prints every field (execution_view: status, input, node_results, waiting_for,
-    result, error, the *_ms times, paused, cancel_requested, parked …).
+    result, error, last_failure, the *_ms times, paused, cancel_requested, parked, and
+    history: entries, dropped, attempts, failures, retries, events, operator_actions,
+    last_kind, last_at_ms).
     """
     settings = settings_from(backend="redis", redis_url=redis_url)
 
     async def body(container: Container) -> tuple[dict[str, Any], int]:
         state = await container.get_execution()(execution_id)
         flags = await container.controls().get(execution_id)  # W23: paused, cancel asked
-        return {**execution_view(state), **flags.to_json()}, container.clock().now_ms()
+        summary = await _history_summary(container, execution_id)
+        view = {**execution_view(state), **flags.to_json(), "history": summary.to_json()}
+        return view, container.clock().now_ms()
 
     view, now_ms = run_with_container(settings, body, tenant_id=tenant_id)
     if as_json:
         echo_json(view)
         return
     echo_rows(execution_rows(view, now_ms))
+
+
+async def _history_summary(container: Container, execution_id: str) -> HistorySummary:
+    """Read the whole kept history (at most the cap, a few pages) and sum it up."""
+    read = container.execution_history()
+    entries: list[HistoryEntry] = []
+    page = await read(execution_id, limit=MAX_HISTORY_PAGE)
+    entries += page.entries
+    for _ in range(HISTORY_CAP // MAX_HISTORY_PAGE + 1):
+        if page.next_cursor is None:
+            break
+        page = await read(execution_id, after=page.next_cursor, limit=MAX_HISTORY_PAGE)
+        entries += page.entries
+    return summarize(entries, dropped=page.dropped)
 
 
 def execution_rows(view: dict[str, Any], now_ms: int) -> list[tuple[str, str]]:
@@ -430,8 +455,13 @@ def execution_rows(view: dict[str, Any], now_ms: int) -> list[tuple[str, str]]:
     waiting = view.get("waiting_for")
     if waiting:
         rows.append(("waiting", _waiting_line(waiting, now_ms)))
-    elif view.get("next_node_id") and view["status"] == ExecutionStatus.RUNNING.value:
+    elif view["status"] == ExecutionStatus.PENDING.value:
+        rows.append(("waiting", "for a worker to pick it up (accepted, not started yet)"))
+    if view.get("next_node_id") and ExecutionStatus(view["status"]).advances_on_continue:
         rows.append(("next node", view["next_node_id"]))
+    failure = view.get("last_failure")
+    if failure:
+        rows += _failure_rows(failure, now_ms)
     rows += [
         ("last node", view.get("last_node_id") or "-"),
         ("steps", str(view.get("steps", 0))),
@@ -444,7 +474,48 @@ def execution_rows(view: dict[str, Any], now_ms: int) -> list[tuple[str, str]]:
         rows.append(("error", f"{error['kind']} (code {error['code']}){at}: {error['message']}"))
     if view["status"] == ExecutionStatus.COMPLETED.value:
         rows.append(("result", json.dumps(view.get("result"), sort_keys=True, default=str)))
+    summary = view.get("history")
+    if summary:
+        rows.append(("history", _summary_line(summary, now_ms)))
     return rows
+
+
+def _failure_rows(failure: dict[str, Any], now_ms: int) -> list[tuple[str, str]]:
+    kind = "transient" if failure["transient"] else "not transient"
+    rows = [
+        (
+            "last failure",
+            f"attempt {failure['attempt']} of node {failure['node_id']}, "
+            f"{human_time(failure['at_ms'], now_ms)}",
+        ),
+        ("last error", f"{failure['error_class']} ({kind}): {failure['message']}"),
+    ]
+    retry_at = failure.get("retry_at_ms")
+    rows.append(
+        ("next retry", "none scheduled" if retry_at is None else human_time(retry_at, now_ms))
+    )
+    return rows
+
+
+def _summary_line(summary: dict[str, Any], now_ms: int) -> str:
+    parts = [f"{summary['entries']} entries"]
+    parts += [
+        f"{summary[field]} {label}"
+        for field, label in (
+            ("attempts", "node attempts"),
+            ("failures", "failures"),
+            ("retries", "retries scheduled"),
+            ("events", "events received"),
+            ("operator_actions", "operator actions"),
+        )
+        if summary.get(field)
+    ]
+    if summary.get("dropped"):
+        parts.append(f"{summary['dropped']} oldest dropped")
+    line = ", ".join(parts)
+    if summary.get("last_kind"):
+        line += f"; last: {summary['last_kind']} {human_time(summary['last_at_ms'], now_ms)}"
+    return line + " (plaita executions history ID)"
 
 
 def _status_line(view: dict[str, Any]) -> str:

@@ -57,6 +57,7 @@ def execution_view(state: ExecutionState) -> dict[str, JSON]:
         "waiting_for": None if state.suspension is None else state.suspension.to_json(),
         "result": state.result,
         "error": None if state.error is None else state.error.to_json(),
+        "last_failure": None if state.last_failure is None else state.last_failure.to_json(),
         "node_results": dict(state.node_results),
         "steps": state.steps,
         "created_at_ms": state.created_at_ms,

@@ -125,6 +125,20 @@ class MemoryExecutionRepository:
         self._append(scoped(execution_id), history)
         await self._change_lifetime(execution_id, delta.lifetime)
 
+    async def accept(self, state: ExecutionState, *, history: Sequence[HistoryEntry] = ()) -> bool:
+        execution_id = state.execution_id
+        check_same_tenant(state.tenant_id, current_tenant(), f"execution {execution_id!r}")
+        if (
+            self._live_header(scoped(execution_id)) is not None
+            or self._live_tombstone(execution_id) is not None
+        ):
+            return False
+        delta = checkpoint_delta(None, state)
+        self._apply(delta)
+        self._append(scoped(execution_id), history)
+        await self._change_lifetime(execution_id, delta.lifetime)
+        return True
+
     def _append(self, key: ScopedId, entries: Sequence[HistoryEntry]) -> None:
         """What the save script's RPUSH, LTRIM and INCRBY do."""
         if not entries:

@@ -68,6 +68,7 @@ DEFAULT_HEARTBEAT_TTL_MS = 360_000
 _FENCED = "fenced"
 _DELETED = "deleted"
 _MISSING = "missing"
+_OK = "ok"
 
 
 class RedisExecutionRepository(ExecutionIndexReads):
@@ -156,6 +157,20 @@ class RedisExecutionRepository(ExecutionIndexReads):
             await self._client.zrem(self._keys.executions(), state.execution_id)
             check_fenced_write(state.execution_id, fence, current, None)
 
+    async def accept(self, state: ExecutionState, *, history: Sequence[HistoryEntry] = ()) -> bool:
+        check_same_tenant(state.tenant_id, current_tenant(), f"execution {state.execution_id!r}")
+        entries = [entry.encode() for entry in history]
+        outcome, _ = await self._fenced_save(
+            checkpoint_delta(None, state), None, state.updated_at_ms, entries
+        )
+        if outcome == _OK:
+            return True
+        # Stored already (its index entry left as it was), or deleted: the id the pipeline
+        # put back into the index is taken out again, as after a refused save.
+        if outcome == _DELETED:
+            await self._client.zrem(self._keys.executions(), state.execution_id)
+        return False
+
     async def append_history(self, execution_id: str, entries: Sequence[HistoryEntry]) -> None:
         if not entries:
             return
@@ -170,9 +185,10 @@ class RedisExecutionRepository(ExecutionIndexReads):
         )
 
     async def _fenced_save(
-        self, delta: CheckpointDelta, fence: int, updated_at_ms: int, history: list[str]
+        self, delta: CheckpointDelta, fence: int | None, updated_at_ms: int, history: list[str]
     ) -> tuple[str, int | None]:
-        """Run the fenced save and the index update in one round trip.
+        """Run the fenced save (``fence`` None: an acceptance) and the index update in one
+        round trip.
 
         The index lives in another hash slot, so it cannot join the script. It is advisory:
         ``list`` skips ids that have no state, so an entry left by a rejected save is harmless.
@@ -198,7 +214,8 @@ class RedisExecutionRepository(ExecutionIndexReads):
             # execute_command, not pipe.evalsha: redis-py's cluster pipeline refuses the
             # latter, and routes the former by its keys (all of one execution's hash tag).
             pipe.execute_command("EVALSHA", self._save.sha, len(keys), *keys, *args)
-            pipe.zadd(index, {execution_id: updated_at_ms})
+            # An acceptance never moves an execution that exists already (NX).
+            pipe.zadd(index, {execution_id: updated_at_ms}, nx=fence is None)
             if delta.full:
                 # Where the janitor finds this tenant's index; a full save starts every run.
                 pipe.sadd(self._keys.execution_indexes(), index)
@@ -294,13 +311,17 @@ class RedisExecutionRepository(ExecutionIndexReads):
 
 
 def _save_arguments(
-    delta: CheckpointDelta, fence: int, retention_ms: int, history: list[str], history_cap: int
+    delta: CheckpointDelta,
+    fence: int | None,
+    retention_ms: int,
+    history: list[str],
+    history_cap: int,
 ) -> list[str | int]:
     header = _pairs(delta.header)
     nodes = _pairs(delta.nodes)
     variables = _pairs(delta.variables)
     return [
-        fence,
+        "" if fence is None else fence,
         "1" if delta.full else "0",
         delta.lifetime.value,
         retention_ms,

@@ -36,6 +36,7 @@ from plaita.adapters.sqlalchemy.fencing import (
     claim_fence,
     ensure_lease_row,
     key,
+    live_tombstone,
     refuse_if_deleted,
     revoke,
     upsert,
@@ -264,6 +265,35 @@ class SqlExecutionRepository:
         if self._controls is not None and delta.lifetime is not Lifetime.KEEP:
             ttl = self._retention_ms if delta.lifetime is Lifetime.EXPIRE else None
             await self._controls.retain(execution_id, ttl_ms=ttl)
+
+    async def accept(self, state: ExecutionState, *, history: Sequence[HistoryEntry] = ()) -> bool:
+        execution_id = state.execution_id
+        tenant_id = current_tenant()
+        check_same_tenant(state.tenant_id, tenant_id, f"execution {execution_id!r}")
+        delta = checkpoint_delta(None, state)
+        now_ms = self._clock.now_ms()
+        async with transaction(self._writer) as connection:
+            # The lease row is the execution's lock, as for a delete: a worker's first save or
+            # a delete racing this acceptance waits for it, then sees what it wrote.
+            await ensure_lease_row(connection, tenant_id, execution_id)
+            await connection.execute(
+                sa.update(leases)
+                .where(key(leases, tenant_id, execution_id))
+                .values(generation=leases.c.generation)
+            )
+            taken = sa.or_(
+                live_tombstone(tenant_id, execution_id, now_ms),
+                sa.exists().where(key(executions, tenant_id, execution_id), alive(now_ms)),
+            )
+            if await connection.scalar(sa.select(taken)):
+                return False
+            await write_full(
+                connection, tenant_id, delta, now_ms=now_ms, retention_ms=self._retention_ms
+            )
+            await history_rows.append(
+                connection, tenant_id, execution_id, history, cap=self._history_cap
+            )
+        return True
 
     async def heartbeat(self, execution_id: str, *, fence: int, node_id: str, now_ms: int) -> None:
         tenant_id = current_tenant()

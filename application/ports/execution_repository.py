@@ -70,6 +70,16 @@ class ExecutionRepository(Protocol):
         """
         ...
 
+    async def accept(self, state: ExecutionState, *, history: Sequence[HistoryEntry] = ()) -> bool:
+        """Store a new execution's first state (``pending``, ADR 0022) where it has none.
+
+        True when written, with ``history`` as its first entries, atomically; False, nothing
+        written, when the execution has a state already (a reused id: the start carrier
+        decides what it means) or a live tombstone (W13). Never fenced: no lease exists yet,
+        and a holder of one has written a state already. Does not touch the generation.
+        """
+        ...
+
     async def history(
         self, execution_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE
     ) -> HistoryPage:

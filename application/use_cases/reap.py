@@ -155,7 +155,12 @@ class ReapZombies:
         self._alive_within_ms = ALIVE_WITHIN_HEARTBEATS * interval
 
     async def __call__(self, *, dry_run: bool = False, limit: int = DEFAULT_LIMIT) -> ReapReport:
-        running = await self._executions.list(status=ExecutionStatus.RUNNING, limit=limit)
+        # A pending execution (accepted, ADR 0022) whose start carrier never reached the queue
+        # is one more kind of running execution without a carrier.
+        running = [
+            *await self._executions.list(status=ExecutionStatus.RUNNING, limit=limit),
+            *await self._executions.list(status=ExecutionStatus.PENDING, limit=limit),
+        ]
         suspended = await self._executions.list(status=ExecutionStatus.SUSPENDED, limit=limit)
         flows_present: dict[tuple[str, str], bool] = {}
         items: list[ReapItem] = []
@@ -253,7 +258,7 @@ class ReapZombies:
             lease.holder_id,
             lease.generation,
         )
-        if state.status is ExecutionStatus.RUNNING:
+        if state.status.advances_on_continue:
             await self._queue.enqueue(
                 _continue_carrier(state, self._clock.now_ms(), self._generations)
             )

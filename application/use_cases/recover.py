@@ -3,9 +3,9 @@
 `plaita dev --db` keeps state and definitions in a database but its task queue, delay queue
 and subscriptions in memory. When the process restarts, every carrier, timer and
 subscription is gone while the checkpoints remain — invariant I0 would be broken for every
-live execution. This use case restores it from the checkpoints alone: a ``running``
-execution gets a continue carrier (it continues from its checkpoint, never from its first
-node, W6/W7); a ``suspended`` one gets its wait back — the timer of a ``sleep`` or of an
+live execution. This use case restores it from the checkpoints alone: a ``running`` or
+``pending`` execution gets a continue carrier (it continues from its checkpoint, never from
+its first node, W6/W7); a ``suspended`` one gets its wait back — the timer of a ``sleep`` or of an
 ``event`` timeout is scheduled again for its recorded ``wake_at_ms`` (at once when that
 already passed), and an ``event`` wait's subscription is registered again under its own id,
 so a later event resumes it exactly as before the restart.
@@ -75,9 +75,10 @@ class RecoverAfterRestart:
     async def __call__(self) -> RecoveryReport:
         """Restore the carriers, timers and subscriptions of the current tenant's executions."""
         report = RecoveryReport(reindexed=await self._executions.reindex())
-        async for state in self._states(ExecutionStatus.RUNNING):
-            await self._queue.enqueue(self._carrier(state, ResumeType.CONTINUE, None))
-            report = attrs.evolve(report, continued=report.continued + 1)
+        for status in (ExecutionStatus.PENDING, ExecutionStatus.RUNNING):
+            async for state in self._states(status):
+                await self._queue.enqueue(self._carrier(state, ResumeType.CONTINUE, None))
+                report = attrs.evolve(report, continued=report.continued + 1)
         async for state in self._states(ExecutionStatus.SUSPENDED):
             report = await self._restore_wait(state, report)
         log.info(

@@ -1,5 +1,5 @@
 """Start an execution: check the ids, the input's limits and that the flow exists, claim the
-dedup key, enqueue the start carrier."""
+dedup key, store the ``pending`` state (ADR 0022), enqueue the start carrier."""
 
 from __future__ import annotations
 
@@ -8,13 +8,17 @@ from typing import Any
 
 import attrs
 
+from plaita.application.actor import current_actor
 from plaita.application.codec import ENVELOPE_FIELD, encode_envelope
-from plaita.application.ports import Clock, IdGenerator, TaskQueue
+from plaita.application.ports import Clock, ExecutionRepository, IdGenerator, TaskQueue
 from plaita.application.tenancy import current_tenant
 from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.flows import FlowCatalog
+from plaita.domain import history
 from plaita.domain.dedup import StartKind, StartRequest
 from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
+from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.flow import Flow
 from plaita.domain.ids import validate_execution_id, validate_flow_id
 from plaita.domain.limits import ENVELOPE_LIMIT, INPUT_LIMIT, check_json_text, check_json_value
 from plaita.domain.tenancy import check_same_tenant
@@ -37,11 +41,13 @@ class StartExecution:
         flows: FlowCatalog,
         queue: TaskQueue,
         claims: DedupClaims,
+        executions: ExecutionRepository,
         clock: Clock,
         ids: IdGenerator,
         generations: CarrierGenerations,
     ) -> None:
         self._flows = flows
+        self._executions = executions
         self._generations = generations
         self._queue = queue
         self._claims = claims
@@ -104,7 +110,43 @@ class StartExecution:
                 return StartedExecution(
                     decision.execution_id, flow.flow_id, flow.version, deduplicated=True
                 )
+        # ADR 0022: the execution exists from here on, before any worker saw its carrier. An
+        # id that names a stored execution already is left to the carrier (W6).
+        await self._executions.accept(
+            _pending(envelope, flow), history=[_accepted(envelope, params or {})]
+        )
         await self._queue.enqueue(envelope)
         if dedup_key is not None:
             await self._claims.confirm(request, tenant_id=tenant_id)
         return StartedExecution(execution_id, flow.flow_id, flow.version)
+
+
+def _pending(envelope: TaskEnvelope, flow: Flow) -> ExecutionState:
+    """The state the start carrier's worker would build, not yet picked up (ADR 0022)."""
+    state = ExecutionState.new(
+        execution_id=envelope.execution_id,
+        flow_id=flow.flow_id,
+        flow_version=flow.version,
+        fingerprint=flow.fingerprint,
+        start_node_id=flow.start_node.id,
+        input=envelope.params,
+        now_ms=envelope.timestamp_ms,
+        tenant_id=envelope.tenant_id,
+        status=ExecutionStatus.PENDING,
+    )
+    return attrs.evolve(
+        state,
+        subgraph_fingerprint=flow.subgraph_fingerprint(flow.start_node.id),
+        dedup_key=envelope.dedup_key,
+    )
+
+
+def _accepted(envelope: TaskEnvelope, params: Mapping[str, JSON]) -> history.HistoryEntry:
+    actor = current_actor()
+    return history.accepted(
+        envelope.timestamp_ms,
+        input_size=history.json_size(params),
+        via=actor.via,
+        by=actor.name,
+        dedup_key=envelope.dedup_key,
+    )

@@ -88,6 +88,7 @@ class UseCases(Stores):
         flows=Stores.flows,
         queue=Stores.queue,
         claims=dedup_claims,
+        executions=Stores.executions,
         clock=Stores.clock,
         ids=Stores.ids,
         generations=Stores.generations,

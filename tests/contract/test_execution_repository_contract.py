@@ -31,13 +31,16 @@ from plaita.application.ports import (
     NodeHeartbeat,
 )
 from plaita.application.tenancy import tenant_scope
+from plaita.domain import history
 from plaita.domain.errors import ExecutionLeaseError
 from plaita.domain.execution import (
     ExecutionError,
     ExecutionState,
     ExecutionStatus,
+    NodeFailure,
     Suspension,
 )
+from plaita.domain.history import HistoryKind
 from plaita.domain.tombstone import Tombstone
 
 from .sql_fixtures import PostgresEngine, SqliteEngine, SqlStores
@@ -72,6 +75,7 @@ def state(
 
 EXAMPLE_IDS = itertools.count()
 TOMBSTONE = Tombstone(tenant_id="default", deleted_at_ms=NOW_MS + 50, reason="operator request")
+HISTORY_NOTE = history.accepted(NOW_MS, input_size=2, via="cli", by="bob", dedup_key="k-1")
 
 json_scalars = (
     st.none()
@@ -257,6 +261,66 @@ class ExecutionRepositoryContract:
         assert await repository.load("x:1") is None
         assert list(await repository.list()) == []
 
+    # --- accept: the pending state of a start (ADR 0022) --------------------------------
+
+    async def test_accept_stores_a_pending_state_with_its_history_and_lists_it(
+        self, repository: ExecutionRepository
+    ) -> None:
+        pending = state(status=ExecutionStatus.PENDING)
+        accepted = history.accepted(NOW_MS, input_size=11, via="api", by="alice", dedup_key=None)
+
+        assert await repository.accept(pending, history=[accepted]) is True
+
+        assert await repository.load("x:1") == pending
+        assert [e.kind for e in (await repository.history("x:1")).entries] == [
+            HistoryKind.ACCEPTED
+        ]
+        listed = await repository.list(status=ExecutionStatus.PENDING)
+        assert [s.execution_id for s in listed] == ["x:1"]
+
+    async def test_accept_writes_nothing_over_a_stored_state(
+        self, repository: ExecutionRepository, store: Store
+    ) -> None:
+        """A reused id: the stored execution stays exactly as it was, history included."""
+        running = state(updated_at_ms=NOW_MS + 5)
+        await store(running)
+
+        again = state(status=ExecutionStatus.PENDING, updated_at_ms=NOW_MS + 9)
+        assert await repository.accept(again, history=[HISTORY_NOTE]) is False
+
+        assert await repository.load("x:1") == running
+        assert (await repository.history("x:1")).entries == ()
+        assert [s.updated_at_ms for s in await repository.list()] == [NOW_MS + 5]
+
+    async def test_accept_never_brings_a_deleted_execution_back(
+        self, repository: ExecutionRepository
+    ) -> None:
+        await repository.delete("x:1", fence=None, tombstone=TOMBSTONE, tombstone_ttl_ms=60_000)
+
+        accepted = await repository.accept(
+            state(status=ExecutionStatus.PENDING), history=[HISTORY_NOTE]
+        )
+
+        assert accepted is False
+        assert await repository.load("x:1") is None
+        assert await repository.list() == []
+
+    async def test_the_first_worker_save_over_an_accepted_state_lands(
+        self, leases: LeaseManager, repository: ExecutionRepository
+    ) -> None:
+        """accept takes no generation: the first lease's fence writes over it, in full or
+        incrementally."""
+        pending = state(status=ExecutionStatus.PENDING)
+        await repository.accept(pending, history=[HISTORY_NOTE])
+        lease = await leases.acquire("x:1", "w1", ttl_ms=10_000)
+        assert lease is not None
+
+        running = pending.transition(ExecutionStatus.RUNNING, now_ms=NOW_MS + 1)
+        await repository.save(running, fence=lease.generation, previous=pending)
+
+        assert await repository.load("x:1") == running
+        assert len((await repository.history("x:1")).entries) == 1
+
     async def test_load_of_an_unknown_id_is_none(self, repository: ExecutionRepository) -> None:
         assert await repository.load("nobody") is None
 
@@ -277,6 +341,15 @@ class ExecutionRepositoryContract:
             error=ExecutionError(code=500, message="boom", node_id="a"),
             steps=3,
             dedup_key="order-7",
+            last_failure=NodeFailure.of(
+                node_id="a",
+                attempt=2,
+                error_class="ConnectionError",
+                message="refused ü",
+                transient=True,
+                at_ms=NOW_MS + 4,
+                retry_at_ms=NOW_MS + 9,
+            ),
         )
         with tenant_scope("acme"):  # a state is stored in its own tenant's namespace (W24)
             await store(full)

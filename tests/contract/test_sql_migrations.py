@@ -34,8 +34,8 @@ from .sql_fixtures import fresh_postgres_database, postgres_url, sqlite_url
 from .test_execution_repository_contract import state
 from .test_flow_repository_contract import flow
 
-#: The newest migration (0003: the execution history).
-HEAD = "0003"
+#: The newest migration (0004: the last failure of a node, in the state).
+HEAD = "0004"
 
 
 def differences(connection: Connection, target: sa.MetaData) -> list[Any]:

@@ -6,7 +6,9 @@
 -- KEYS[3] nodes (hash)   KEYS[4] vars (hash)   KEYS[5] tombstone   KEYS[6] counters
 -- KEYS[7] heartbeat   KEYS[8] control (operator flags)   KEYS[9] parked (carriers)
 -- KEYS[10] history (list, oldest first)   KEYS[11] history total (entries ever appended)
--- ARGV[1] fence the writer holds
+-- ARGV[1] fence the writer holds; '' for an acceptance (ADR 0022): a full save of a new
+--         execution's first state, written only where it has no state (no fence: no lease
+--         exists yet; a worker that holds one has written a state already)
 -- ARGV[2] '1': full save (replace every part) | '0': delta on top of the stored state
 -- ARGV[3] lifetime: 'keep' | 'expire' | 'persist' (plaita.domain.retention.lifetime_change)
 -- ARGV[4] retention in ms (read for 'expire')
@@ -19,9 +21,14 @@
 --   'ok'       written;
 --   'fenced'   the generation is not ARGV[1]: nothing written;
 --   'deleted'  a tombstone exists: nothing written;
---   'missing'  a delta met no stored state: nothing written, the caller saves in full.
+--   'missing'  a delta met no stored state: nothing written, the caller saves in full;
+--   'exists'   an acceptance met a stored state: nothing written.
 local current = redis.call('GET', KEYS[1])
-if current ~= ARGV[1] then
+if ARGV[1] == '' then
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    return {'exists', current}
+  end
+elseif current ~= ARGV[1] then
   return {'fenced', current}
 end
 if redis.call('EXISTS', KEYS[5]) == 1 then

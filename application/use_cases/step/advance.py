@@ -45,8 +45,8 @@ from plaita.domain.budgets import (
 )
 from plaita.domain.envelope import CarrierKind, ResumeType, TaskEnvelope, copy_envelope
 from plaita.domain.errors import FlowDefinitionError
-from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus
-from plaita.domain.failures import FlowErrorException
+from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus, NodeFailure
+from plaita.domain.failures import FailureKind, FlowErrorException
 from plaita.domain.flow import EventNode, Flow
 from plaita.domain.history import HistoryEntry
 from plaita.domain.step import StepRecord, apply_step
@@ -103,11 +103,12 @@ class Advance:
         event or timer); it rides the first checkpoint, with the history of each node run."""
         worker = held.writes.worker
         pending = list(lead)
-        if stored is None:
+        taken_up = stored is None or stored.status is ExecutionStatus.PENDING
+        if taken_up:
             pending.insert(
                 0,
                 history.started(
-                    state.created_at_ms,
+                    state.created_at_ms if stored is None else self._clock.now_ms(),
                     input_size=history.json_size(state.input),
                     via=held.envelope.kind.value,
                     worker=worker,
@@ -116,7 +117,13 @@ class Advance:
         try:
             self._flows.validate(flow)
         except FlowDefinitionError as exc:
-            return await held.writes.fail(state, exc, previous=stored)
+            return await held.writes.fail(state, exc, previous=stored, lead=pending)
+        if state.status is ExecutionStatus.PENDING:
+            # ADR 0022: seen running (and by which worker) before its start node runs — one
+            # save per execution, never per step.
+            state = state.transition(ExecutionStatus.RUNNING, now_ms=self._clock.now_ms())
+            await held.writes.checkpoint(state, previous=stored, history=pending)
+            pending, stored = [], state
         context = ExecutionContext.from_state(state)
         context.cancel_event = held.run.lost
         context.attempts = counters.attempts()  # E15: ctx.attempt across deliveries
@@ -242,8 +249,21 @@ class Advance:
                 duration_ms=now_ms - started_ms,
             )
         )
-        if decision.retries:
-            due = now_ms + (decision.delay_ms or 0)
+        due = now_ms + (decision.delay_ms or 0) if decision.retries else None
+        if failed_node is not None:
+            state = attrs.evolve(
+                state,
+                last_failure=NodeFailure.of(
+                    node_id=failed_node,
+                    attempt=attempt,
+                    error_class=type(original).__name__,
+                    message=str(original),
+                    transient=failure is FailureKind.TRANSIENT,
+                    at_ms=now_ms,
+                    retry_at_ms=due,
+                ),
+            )
+        if due is not None:
             pending.append(
                 history.retry_scheduled(
                     now_ms,

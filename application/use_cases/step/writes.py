@@ -62,9 +62,15 @@ class Writes:
             )
 
     async def fail(
-        self, state: ExecutionState, error: Exception, *, previous: ExecutionState | None
+        self,
+        state: ExecutionState,
+        error: Exception,
+        *,
+        previous: ExecutionState | None,
+        lead: Sequence[HistoryEntry] = (),
     ) -> DispatchResult:
-        """End the execution in error at its next node (a definition it cannot run)."""
+        """End the execution in error at its next node (a definition it cannot run);
+        ``lead`` is what happened before, written with the end."""
         now_ms = self._clock.now_ms()
         failed = state.transition(
             ExecutionStatus.ERROR,
@@ -81,7 +87,7 @@ class Writes:
             error_code=CODE_FLOW_ERROR,
             message=f"{type(error).__name__}: {error}",
         )
-        await self.checkpoint(failed, previous=previous, history=[ended])
+        await self.checkpoint(failed, previous=previous, history=[*lead, ended])
         self.ended(state.execution_id, error)
         return ack("failed", str(error))
 

@@ -54,14 +54,13 @@ async def start(clock: FakeClock, ids: SequentialIds, queue: MemoryTaskQueue) ->
         Flow.from_document({"flow_id": "f", "start": "a", "nodes": [{"id": "a", "type": "end"}]}),
         owner=SHARED,
     )
-    claims = DedupClaims(
-        dedup=MemoryDedupStore(clock),
-        executions=MemoryExecutionRepository(MemoryLeaseManager(clock)),
-    )
+    executions = MemoryExecutionRepository(MemoryLeaseManager(clock))
+    claims = DedupClaims(dedup=MemoryDedupStore(clock), executions=executions)
     return StartExecution(
         flows=catalog,
         queue=queue,
         claims=claims,
+        executions=executions,
         clock=clock,
         ids=ids,
         generations=LEGACY_GENERATIONS,

@@ -139,6 +139,7 @@ class Twin:
             flows=self.catalog,
             queue=self.queue,
             claims=claims,
+            executions=self.executions,
             clock=self.clock,
             ids=self.ids,
             generations=LEGACY_GENERATIONS,

@@ -154,6 +154,14 @@ def test_a_hit_on_a_running_execution_enqueues_a_continue_for_it_then_acks() -> 
     assert decision.execution_id == "x-old" and decision.ack
 
 
+def test_a_hit_on_a_pending_execution_is_in_flight_and_enqueues_nothing() -> None:
+    """D5a (ADR 0022): accepted, its start carrier queued; a lost one is the reaper's."""
+    decision = decide_dedup_claim(KEYED, holder(ExecutionStatus.PENDING))
+
+    assert decision.kind is StartKind.IN_FLIGHT
+    assert decision.execution_id == "x-old" and decision.ack
+
+
 def test_a_hit_on_a_suspended_execution_returns_its_current_state() -> None:
     """D6 (W6): its own event, timer or cancel resumes it; a start must not."""
     decision = decide_dedup_claim(KEYED, holder(SUSPENDED))

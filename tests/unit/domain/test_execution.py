@@ -13,10 +13,12 @@ from hypothesis import strategies as st
 from plaita.domain.errors import IllegalTransitionError
 from plaita.domain.execution import (
     LEGAL_TRANSITIONS,
+    MAX_FAILURE_MESSAGE_CHARS,
     TERMINAL_STATUSES,
     ExecutionError,
     ExecutionState,
     ExecutionStatus,
+    NodeFailure,
     Suspension,
     check_transition,
 )
@@ -65,6 +67,17 @@ states = st.builds(
     result=json_values,
     error=st.none() | execution_errors,
     steps=st.integers(min_value=0, max_value=10**6),
+    last_failure=st.none()
+    | st.builds(
+        NodeFailure,
+        node_id=ids,
+        attempt=st.integers(min_value=1, max_value=10**6),
+        error_class=ids,
+        message=st.text(max_size=40),
+        transient=st.booleans(),
+        at_ms=millis,
+        retry_at_ms=st.none() | millis,
+    ),
 )
 
 
@@ -85,14 +98,55 @@ def new_state(**overrides: Any) -> ExecutionState:
 
 
 def test_transition_table_is_the_one_the_spec_describes() -> None:
-    """Terminal states absorb; `error` only wakes up to `running` on a retry (W7, R1)."""
+    """Terminal states absorb; `error` only wakes up to `running` on a retry (W7, R1);
+    `pending` moves wherever `running` does and nothing moves back to it (ADR 0022)."""
     assert {
+        ExecutionStatus.PENDING: {RUNNING, SUSPENDED, COMPLETED, ERROR, CANCELLED},
         RUNNING: {RUNNING, SUSPENDED, COMPLETED, ERROR, CANCELLED},
         SUSPENDED: {RUNNING, ERROR, CANCELLED},
         ERROR: {RUNNING},
         COMPLETED: set(),
         CANCELLED: set(),
     } == LEGAL_TRANSITIONS
+
+
+def test_pending_and_running_advance_on_a_continue_and_nothing_else_does() -> None:
+    assert [s for s in ExecutionStatus if s.advances_on_continue] == [
+        ExecutionStatus.PENDING,
+        RUNNING,
+    ]
+
+
+def test_a_new_execution_is_pending_or_running_only() -> None:
+    pending = attrs.evolve(new_state(), status=ExecutionStatus.PENDING)
+    assert pending.transition(RUNNING, now_ms=2_000).status is RUNNING
+    with pytest.raises(ValueError, match="pending or running"):
+        ExecutionState.new(
+            execution_id="x",
+            flow_id="f",
+            flow_version="1",
+            fingerprint="",
+            start_node_id="a",
+            input={},
+            now_ms=0,
+            status=SUSPENDED,
+        )
+
+
+def test_the_last_failure_round_trips_and_its_message_is_bounded() -> None:
+    failure = NodeFailure.of(
+        node_id="charge",
+        attempt=3,
+        error_class="ConnectionError",
+        message="x" * 5_000,
+        transient=True,
+        at_ms=5,
+        retry_at_ms=9,
+    )
+    assert len(failure.message) == MAX_FAILURE_MESSAGE_CHARS and failure.message.endswith("…")
+    state = attrs.evolve(new_state(), last_failure=failure)
+    assert ExecutionState.from_json(state.to_json()) == state
+    assert ExecutionState.from_json({**state.to_json(), "last_failure": None}).last_failure is None
 
 
 def test_every_status_has_a_row_in_the_table() -> None:

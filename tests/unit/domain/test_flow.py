@@ -182,13 +182,14 @@ def test_bytes_that_are_not_utf8_raise_invalid_flow_document() -> None:
         lambda: two_node_document(params={"x": "\ud800"}),
         lambda: json.loads(
             '{"flow_id": "f", "start": "a", "nodes": [{"id": "a", "type": "task", '
-            '"handler": "m:f", "next": "b", "params": {"x": "\\udfff"}}, {"id": "b", "type": "end"}]}'
+            '"handler": "m:f", "next": "b", "params": {"x": "\\udfff"}}, '
+            '{"id": "b", "type": "end"}]}'
         ),
     ],
     ids=["python-text", "json-escape"],
 )
 def test_a_lone_surrogate_in_a_definition_is_a_named_definition_error(make: Any) -> None:
-    with pytest.raises(InvalidFlowDocumentError, match="flow 'f' .* lone surrogate"):
+    with pytest.raises(InvalidFlowDocumentError, match=r"flow 'f' .* lone surrogate"):
         Flow.from_document(make())
 
 

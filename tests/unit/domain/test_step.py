@@ -10,6 +10,7 @@ import pytest
 from plaita.domain.execution import (
     ExecutionState,
     ExecutionStatus,
+    NodeFailure,
     NodeTiming,
     Suspension,
 )
@@ -124,3 +125,38 @@ def test_a_step_that_ends_completes_with_its_result_and_no_next_node() -> None:
 def test_a_step_record_says_exactly_one_of_suspend_end_or_next(outcome: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="exactly one"):
         record("request", **outcome)
+
+
+FAILED_REQUEST = NodeFailure.of(
+    node_id="request",
+    attempt=2,
+    error_class="ConnectionError",
+    message="refused",
+    transient=True,
+    at_ms=3,
+    retry_at_ms=8,
+)
+
+
+def test_the_failed_nodes_success_clears_its_last_failure() -> None:
+    """ADR 0022: the summary shows a failure until the node that failed has run."""
+    after = apply_step(
+        running(last_failure=FAILED_REQUEST),
+        record("request", next_node_id="wait"),
+        flow=FLOW,
+        started_ms=10,
+        now_ms=15,
+    )
+    assert after.last_failure is None
+
+
+def test_another_nodes_step_keeps_the_last_failure() -> None:
+    state = running(next_node_id="wait", steps=1, last_failure=FAILED_REQUEST)
+    after = apply_step(
+        state,
+        record("wait", suspension=Suspension("wait", "sub-1", None)),
+        flow=FLOW,
+        started_ms=10,
+        now_ms=15,
+    )
+    assert after.last_failure == FAILED_REQUEST
