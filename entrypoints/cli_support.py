@@ -20,6 +20,7 @@ import redis.exceptions
 from click.core import ParameterSource
 from pydantic import ValidationError
 
+from plaita.application.actor import Actor, actor_scope
 from plaita.application.tenancy import tenant_scope
 from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.envelope import CarrierGenerations
@@ -528,7 +529,7 @@ def run_with_container(
     if target is not None:
         from plaita.entrypoints.dev_control import run_on_dev
 
-        with named_errors(f"the plaita dev on {target}"):
+        with named_errors(f"the plaita dev on {target}"), actor_scope(Actor.os_user("cli")):
             return run_on_dev(target, body, tenant_id=tenant_id)
 
     async def go() -> T:
@@ -536,7 +537,10 @@ def run_with_container(
         try:
             if settings.backend == "redis":
                 await container.redis_client().ping()
-            with tenant_scope(tenant_id) if tenant_id is not None else contextlib.nullcontext():
+            with (
+                tenant_scope(tenant_id) if tenant_id is not None else contextlib.nullcontext(),
+                actor_scope(Actor.os_user("cli")),
+            ):
                 return await body(container)
         finally:
             if settings.backend == "redis":

@@ -48,6 +48,7 @@ from typing import Any, TypeVar, cast
 
 import attrs
 
+from plaita.application.actor import Actor, actor_scope, current_actor
 from plaita.application.ports import Clock
 from plaita.application.tenancy import current_tenant, no_tenant_scope, tenant_scope
 from plaita.domain.errors import (
@@ -163,6 +164,8 @@ class Call:
     kwargs: Mapping[str, Any]
     #: The tenant scope the command had open (None: none, and the call runs in none).
     tenant: str | None
+    #: Who the command acts for (its history entries name them).
+    actor: Actor = Actor.UNKNOWN
 
     def describe(self) -> str:
         return self.provider if self.method is None else f"{self.provider}().{self.method}"
@@ -379,7 +382,7 @@ class ControlServer:
         args = [bound(value) for value in call.args]
         kwargs = {name: bound(value) for name, value in call.kwargs.items()}
         scope = no_tenant_scope() if call.tenant is None else tenant_scope(call.tenant)
-        with scope:
+        with scope, actor_scope(call.actor):
             result = target(*args, **kwargs)
             if inspect.isawaitable(result):
                 result = await result
@@ -517,6 +520,7 @@ class RemoteObject:
             args=tuple(carried(value) for value in args),
             kwargs={name: carried(value) for name, value in kwargs.items()},
             tenant=_open_tenant(),
+            actor=current_actor(),
         )
         return await self.container.call(call, callbacks)
 

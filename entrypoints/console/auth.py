@@ -20,6 +20,7 @@ from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from plaita.application.actor import Actor
 from plaita.domain.errors import InvalidTenantIdError, PlaitaError
 from plaita.domain.tenancy import DEFAULT_TENANT, validate_tenant_id
 
@@ -282,6 +283,11 @@ def require(role: Role) -> Callable[..., ConsoleToken]:
 
     dependency.__name__ = f"require_{role.label}"
     return dependency
+
+
+def api_actor(token: ConsoleToken) -> Actor:
+    """Who a request acts for, as the execution's history records it: the token's name."""
+    return Actor("api", f"token {token.name}")
 
 
 def authorize_tenant(token: ConsoleToken, tenant_id: str) -> str:

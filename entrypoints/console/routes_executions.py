@@ -11,6 +11,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from plaita.application.actor import actor_scope
 from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.operator_controls import ControlResult
 from plaita.domain.execution import ExecutionStatus
@@ -22,6 +23,7 @@ from plaita.entrypoints.console.auth import (
     ConsoleToken,
     Operator,
     ViewerAccess,
+    api_actor,
     authorize_tenant,
 )
 from plaita.entrypoints.console.context import Console, ConsoleDep, responses
@@ -44,7 +46,7 @@ async def start_execution(
 ) -> schemas.StartedExecutionView:
     """Start an execution of a registered flow (W6: a dedup key starts it at most once)."""
     tenant = authorize_tenant(token, body.tenant)
-    with tenant_scope(tenant):
+    with tenant_scope(tenant), actor_scope(api_actor(token)):
         started = await console.container.start_execution()(
             body.flow_id,
             version=body.version,
@@ -155,7 +157,7 @@ async def _act(
     act: Act,
 ) -> schemas.ActionResult:
     tenant = authorize_tenant(token, (body or schemas.ActionRequest()).tenant)
-    with tenant_scope(tenant):
+    with tenant_scope(tenant), actor_scope(api_actor(token)):
         result = await act(console)(execution_id)
     return schemas.ActionResult.model_validate(result.to_json())
 
@@ -268,7 +270,7 @@ async def bulk_action(
     Each execution's failure is listed with its error and never stops the others.
     """
     tenant = authorize_tenant(token, body.tenant)
-    with tenant_scope(tenant):
+    with tenant_scope(tenant), actor_scope(api_actor(token)):
         result = await console.container.bulk_action()(
             body.action,
             flow_id=body.flow_id,

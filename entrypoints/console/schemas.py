@@ -119,8 +119,22 @@ class WaitingFor(_Response):
     wake_at_ms: int | None
 
 
-# An execution's summary wherever it appears (C8, partly built): its status and last error;
-# attempts and the next retry time are not part of it yet.
+class NodeFailureView(_Response):
+    """The last failed attempt of a node that has not succeeded since."""
+
+    node_id: str
+    attempt: int = Field(description="The attempt that failed, counted across deliveries.")
+    error_class: str
+    message: str
+    transient: bool = Field(description="Retried with a delay; a non-transient error is not.")
+    at_ms: int
+    retry_at_ms: int | None = Field(
+        description="When the next attempt is due; null when none is scheduled."
+    )
+
+
+# An execution's summary wherever it appears: its status, its last error, and the attempt,
+# error and next retry time of a node that is failing.
 class ExecutionSummary(_Response):
     execution_id: str
     flow_id: str
@@ -135,6 +149,7 @@ class ExecutionSummary(_Response):
     created_at_ms: int
     updated_at_ms: int
     error: ExecutionErrorView | None
+    last_failure: NodeFailureView | None = None
 
 
 NodeStatus = Literal["completed", "failed", "running", "waiting"]

@@ -66,6 +66,9 @@ def _summary_fields(state: ExecutionState, flags: ControlFlags) -> dict[str, JSO
         else schemas.ExecutionErrorView(
             code=error.code, message=error.message, node_id=error.node_id, kind=error.kind
         ),
+        "last_failure": None
+        if state.last_failure is None
+        else schemas.NodeFailureView(**state.last_failure.to_json()),
     }
 
 

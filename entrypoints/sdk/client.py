@@ -11,9 +11,10 @@ client stamps the same generations on its carriers as the workers of its pool.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, Union
@@ -23,6 +24,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from plaita.application.actor import Actor, actor_scope
 from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.flows import Registration, validate_registration
 from plaita.application.use_cases.operator_controls.shared import ControlResult
@@ -221,7 +223,7 @@ class Client:
             # The embedded worker will import the handlers: check every one now.
             validate_registration(definition, self._worker_handlers)
         owner = SHARED if self.tenant is None else FlowOwner.tenant(self.tenant)
-        with tenant_scope(self.tenant_id):
+        with _acting(self.tenant_id):
             registration: Registration = await container.flows().register(
                 definition, owner=owner, latest=latest
             )
@@ -244,7 +246,7 @@ class Client:
         """
         if not isinstance(flow_id, str):
             flow_id = flow_id.flow_id
-        with tenant_scope(self.tenant_id):
+        with _acting(self.tenant_id):
             started: StartedExecution = await self.container.start_execution()(
                 flow_id,
                 version=version,
@@ -270,7 +272,7 @@ class Client:
         wanted = None if status is None else ExecutionStatus(status)
         cursor: str | None = None
         while True:
-            with tenant_scope(self.tenant_id):
+            with _acting(self.tenant_id):
                 listing = await self.container.list_executions()(
                     flow_id=flow_id, status=wanted, limit=limit, cursor=cursor
                 )
@@ -297,7 +299,7 @@ class Client:
         """Publish an event for this tenant; its id. An execution waiting for ``event_type``
         whose execution id is ``correlation_id`` (and whose filter matches) resumes with it;
         one that starts waiting later finds it in its inbox."""
-        with tenant_scope(self.tenant_id):
+        with _acting(self.tenant_id):
             event = await self.container.publish_event()(
                 event_type,
                 data=data,
@@ -327,7 +329,7 @@ class ExecutionHandle:
     async def status(self) -> ExecutionStatus:
         """The execution's status now; ``UnknownExecutionError`` when no worker stored it
         yet (its start carrier still queued) or it does not exist."""
-        with tenant_scope(self._client.tenant_id):
+        with _acting(self._client.tenant_id):
             state = await self._client.container.get_execution()(self.execution_id)
         return state.status
 
@@ -338,7 +340,7 @@ class ExecutionHandle:
         error, ``ExecutionCancelledError`` when cancelled, ``ResultTimeoutError`` after
         ``timeout`` seconds (None: no limit) — the execution goes on.
         """
-        with tenant_scope(self._client.tenant_id):
+        with _acting(self._client.tenant_id):
             return await self._client.container.await_result()(self.execution_id, timeout_s=timeout)
 
     async def cancel(self) -> ControlResult:
@@ -355,14 +357,14 @@ class ExecutionHandle:
 
     async def retry(self, from_node: str | None = None) -> ControlResult:
         """Run a failed execution again from the node that failed, or from ``from_node``."""
-        with tenant_scope(self._client.tenant_id):
+        with _acting(self._client.tenant_id):
             result: ControlResult = await self._client.container.retry_execution()(
                 self.execution_id, from_node=from_node
             )
         return result
 
     async def _control(self, use_case: str) -> ControlResult:
-        with tenant_scope(self._client.tenant_id):
+        with _acting(self._client.tenant_id):
             result: ControlResult = await getattr(self._client.container, use_case)()(
                 self.execution_id
             )
@@ -428,3 +430,13 @@ def load_definition(flow: FlowSource) -> FlowDefinition:
     if isinstance(flow, os.PathLike):
         return FlowDefinition.from_json(Path(flow).read_bytes())
     return FlowDefinition.from_json(flow)
+
+
+@contextlib.contextmanager
+def _acting(tenant_id: str) -> Iterator[None]:
+    """The tenant a client call acts for, and who: this process's user, through the SDK."""
+    with tenant_scope(tenant_id), actor_scope(_SDK_ACTOR):
+        yield
+
+
+_SDK_ACTOR = Actor.os_user("sdk")

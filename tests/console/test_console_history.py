@@ -110,6 +110,7 @@ async def test_a_transient_failure_retried_twice_then_success(client: httpx.Asyn
 
     page = await history(client, execution_id)
     assert kinds(page) == [
+        ("accepted", None),
         ("started", None),
         ("node_started", "call"),
         ("node_failed", "call"),
@@ -124,7 +125,8 @@ async def test_a_transient_failure_retried_twice_then_success(client: httpx.Asyn
         ("ended", None),
     ]
     entries = page["entries"]
-    assert [entry["seq"] for entry in entries] == list(range(1, 13))
+    assert [entry["seq"] for entry in entries] == list(range(1, 14))
+    assert entries[0]["detail"] == {"input_bytes": 2, "via": "api", "by": "token ops"}
     assert [e["attempt"] for e in entries if e["kind"] == "node_started"][:3] == [1, 2, 3]
     failures = [entry for entry in entries if entry["kind"] == "node_failed"]
     for attempt, failure in enumerate(failures, start=1):
@@ -133,7 +135,7 @@ async def test_a_transient_failure_retried_twice_then_success(client: httpx.Asyn
         assert failure["detail"]["failure"] == "transient"
         traceback = failure["detail"]["traceback"]
         assert "in fails_twice" in traceback and "TransientNodeError" in traceback
-    retry = entries[3]
+    retry = entries[4]
     assert retry["detail"]["next_attempt"] == 2 and retry["detail"]["due_ms"] >= retry["at_ms"]
     assert entries[-1]["detail"] == {"status": "completed"}
     assert (page["next_cursor"], page["dropped"]) == (None, 0)
@@ -142,6 +144,8 @@ async def test_a_transient_failure_retried_twice_then_success(client: httpx.Asyn
     assert [entry["seq"] for entry in first["entries"]] == [1, 2, 3, 4, 5]
     rest = await history(client, execution_id, after=first["next_cursor"])
     assert rest["entries"][0]["seq"] == 6 and rest["next_cursor"] is None
+    shown = (await client.get(f"/api/v1/executions/{execution_id}", headers=auth("viewer"))).json()
+    assert shown["last_failure"] is None  # the node that failed twice succeeded
 
 
 async def test_a_deterministic_failure(client: httpx.AsyncClient) -> None:
@@ -152,16 +156,25 @@ async def test_a_deterministic_failure(client: httpx.AsyncClient) -> None:
 
     page = await history(client, execution_id)
     assert kinds(page) == [
+        ("accepted", None),
         ("started", None),
         ("node_started", "request"),
         ("node_failed", "request"),
         ("ended", "request"),
     ]
-    failed = page["entries"][2]["detail"]
+    failed = page["entries"][3]["detail"]
     assert failed["error_class"] == "ValueError" and failed["failure"] == "deterministic"
     assert "amount must be a non-negative number" in failed["message"]
     assert "in create_request" in failed["traceback"]
-    assert page["entries"][3]["detail"]["status"] == "error"
+    assert page["entries"][4]["detail"]["status"] == "error"
+    shown = (await client.get(f"/api/v1/executions/{execution_id}", headers=auth("viewer"))).json()
+    failure = shown["last_failure"]
+    assert (failure["node_id"], failure["attempt"], failure["error_class"]) == (
+        "request",
+        1,
+        "ValueError",
+    )
+    assert failure["transient"] is False and failure["retry_at_ms"] is None
 
 
 async def test_suspend_event_resume(client: httpx.AsyncClient) -> None:
@@ -219,7 +232,11 @@ async def test_an_operator_cancel(client: httpx.AsyncClient) -> None:
 
     page = await history(client, execution_id)
     assert kinds(page)[-2:] == [("operator_action", None), ("ended", "wait_decision")]
-    assert page["entries"][-2]["detail"] == {"who": "operator", "action": "cancel"}
+    assert page["entries"][-2]["detail"] == {
+        "who": "token ops (api)",
+        "action": "cancel",
+        "outcome": "cancel_requested",
+    }
     assert page["entries"][-1]["detail"]["status"] == "cancelled"
 
 

@@ -14,6 +14,7 @@ from dependency_injector import providers
 from plaita.application.ports import Delivery, WorkerInstance
 from plaita.application.tenancy import tenant_scope
 from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
+from plaita.domain.execution import ExecutionStatus
 from plaita.entrypoints.console import create_app
 from plaita.entrypoints.container import Container, build_container
 
@@ -512,7 +513,10 @@ async def test_starts_are_scoped_to_the_tenant_named_in_the_body(
     assert delivery.envelope is not None
     assert delivery.envelope.tenant_id == "acme"
     with tenant_scope("acme"):
-        assert await container.executions().load("t-1") is None  # not started yet: no worker
+        state = await container.executions().load("t-1")  # accepted, no worker picked it up
+        assert state is not None and state.status is ExecutionStatus.PENDING
+    with tenant_scope("default"):
+        assert await container.executions().load("t-1") is None
 
 
 async def test_whoami_names_the_token_without_its_secret(client: httpx.AsyncClient) -> None:

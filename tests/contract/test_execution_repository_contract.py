@@ -272,9 +272,7 @@ class ExecutionRepositoryContract:
         assert await repository.accept(pending, history=[accepted]) is True
 
         assert await repository.load("x:1") == pending
-        assert [e.kind for e in (await repository.history("x:1")).entries] == [
-            HistoryKind.ACCEPTED
-        ]
+        assert [e.kind for e in (await repository.history("x:1")).entries] == [HistoryKind.ACCEPTED]
         listed = await repository.list(status=ExecutionStatus.PENDING)
         assert [s.execution_id for s in listed] == ["x:1"]
 

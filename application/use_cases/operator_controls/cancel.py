@@ -5,7 +5,6 @@ from __future__ import annotations
 from plaita.application.use_cases.operator_controls.shared import (
     ControlResult,
     WithQueue,
-    audit_result,
     refuse,
 )
 from plaita.domain.envelope import ResumeType
@@ -34,5 +33,4 @@ class CancelExecution(WithQueue):
             flags,
             "the worker cancels it under the lease at its next dispatch",
         )
-        audit_result(OperatorAction.CANCEL, result)
-        return result
+        return await self._audited(OperatorAction.CANCEL, result)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from plaita.application.use_cases.operator_controls.shared import (
     ControlResult,
     WithQueue,
-    audit_result,
     parked_note,
     refuse,
 )
@@ -36,5 +35,4 @@ class ContinueExecution(WithQueue):
             flags,
             detail + parked_note(flags),
         )
-        audit_result(OperatorAction.RESUME, result)
-        return result
+        return await self._audited(OperatorAction.RESUME, result)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from plaita.application.use_cases.operator_controls.shared import (
     ControlResult,
     OneExecution,
-    audit_result,
     refuse,
 )
 from plaita.domain.operator_controls import OperatorAction, Verdict, decide_pause
@@ -29,5 +28,4 @@ class PauseExecution(OneExecution):
         result = ControlResult(
             execution_id, OperatorAction.PAUSE, decision.reason, state.status, flags, detail
         )
-        audit_result(OperatorAction.PAUSE, result)
-        return result
+        return await self._audited(OperatorAction.PAUSE, result)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from plaita.application.actor import current_actor
 from plaita.application.ports import (
     Clock,
     CounterStore,
@@ -100,8 +101,7 @@ class RetryExecution(WithQueue):
                 "the worker wakes it up at its failed node, or refuses with a reason in its "
                 "log (W7 caps)" + parked_note(flags),
             )
-            audit_result(OperatorAction.RETRY, result)
-            return result
+            return await self._audited(OperatorAction.RETRY, result)
         assert decision.node_id is not None
         restarted = await self._restart(state, decision.node_id, from_node, nodes, flow)
         # Only once the restart landed: a refused retry (409) leaves every flag as it was.
@@ -157,7 +157,7 @@ class RetryExecution(WithQueue):
 
         action = history.operator_action(
             self._clock.now_ms(),
-            who=self._borrow.holder_id,
+            who=str(current_actor()),
             action="retry",
             detail={"from_node": node_id},
         )

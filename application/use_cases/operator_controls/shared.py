@@ -9,8 +9,10 @@ from typing import Any
 
 import attrs
 
+from plaita.application.actor import current_actor
 from plaita.application.ports import Clock, ExecutionControls, ExecutionRepository, TaskQueue
 from plaita.application.use_cases.executions import GetExecution
+from plaita.domain import history
 from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
 from plaita.domain.errors import ExecutionRunningError, OperatorActionRefusedError, UnknownNodeError
 from plaita.domain.execution import ExecutionState, ExecutionStatus
@@ -96,6 +98,32 @@ class OneExecution:
     async def _load(self, execution_id: str) -> tuple[ExecutionState, ControlFlags]:
         state = await self._get(execution_id)
         return state, await self._controls.get(execution_id)
+
+    async def _audited(self, action: OperatorAction, result: ControlResult) -> ControlResult:
+        """Log the action and record it in the execution's history: who asked (the scope's
+        actor), what, and what came of it. The history entry is best effort — the action
+        took effect whatever happens to it — and a failure to write it is logged."""
+        audit_result(action, result)
+        actor = current_actor()
+        entry = history.operator_action(
+            self._clock.now_ms(),
+            who=str(actor),
+            action=action.value,
+            detail={"outcome": result.outcome, "node_id": result.node_id}
+            if result.node_id
+            else {"outcome": result.outcome},
+        )
+        try:
+            await self._executions.append_history(result.execution_id, [entry])
+        except Exception as exc:
+            audit.warning(
+                "event=history.append_failed execution_id=%s action=%s error=%r: the action "
+                "took effect; only its history entry is missing",
+                result.execution_id,
+                action.value,
+                exc,
+            )
+        return result
 
 
 class WithQueue(OneExecution):

@@ -12,7 +12,6 @@ from plaita.application.ports import (
 from plaita.application.use_cases.operator_controls.shared import (
     ControlResult,
     WithQueue,
-    audit_result,
 )
 from plaita.domain.envelope import CarrierGenerations, ResumeType
 from plaita.domain.operator_controls import OperatorAction, decide_unpause
@@ -64,8 +63,7 @@ class UnpauseExecution(WithQueue):
                 flags,
                 decision.detail,
             )
-            audit_result(OperatorAction.UNPAUSE, result)
-            return result
+            return await self._audited(OperatorAction.UNPAUSE, result)
         live = not state.status.is_terminal
         if live and flags.parked:
             due = self._clock.now_ms() + self._safety_net_ms
@@ -88,5 +86,4 @@ class UnpauseExecution(WithQueue):
             detail,
             requeued=len(carriers),
         )
-        audit_result(OperatorAction.UNPAUSE, result)
-        return result
+        return await self._audited(OperatorAction.UNPAUSE, result)

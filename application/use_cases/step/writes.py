@@ -99,8 +99,8 @@ class Writes:
             now_ms=now_ms,
             error=ExecutionError(CODE_CANCELLED, "cancelled by request", state.next_node_id),
         )
+        # The operator's request is in the history already (written when it was made).
         entries = [
-            history.operator_action(now_ms, who="operator", action="cancel"),
             history.ended(
                 now_ms,
                 status=cancelled.status.value,
