@@ -13,7 +13,8 @@ from collections.abc import Mapping
 
 import attrs
 
-from plaita.domain.envelope import CURRENT_SCHEMA_VERSION, CarrierKind
+from plaita.domain.envelope import CURRENT_SCHEMA_VERSION, CarrierKind, ResumeType
+from plaita.domain.execution import ExecutionStatus
 from plaita.domain.tombstone import Tombstone, parse_stream_id_ms
 
 REPLAY_MARKER_TTL_SECONDS = 7 * 24 * 60 * 60
@@ -124,6 +125,7 @@ class ReplayOutcome(enum.StrEnum):
     ALREADY_REPLAYED = "already_replayed"
     SCHEMA_TOO_NEW = "schema_too_new"
     EXECUTION_DELETED = "execution_deleted"
+    EXECUTION_ENDED = "execution_ended"
     TENANT_MISMATCH = "tenant_mismatch"
 
 
@@ -139,6 +141,8 @@ class DlqEntry:
     schema_version: int | None  # None: legacy v1
     tenant_id: str | None
     dedup_key: str | None = None
+    #: A resume carrier's type (None for a start, or a carrier that named none).
+    resume_type: ResumeType | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.kind is CarrierKind.RESUME and not self.execution_id:
@@ -180,8 +184,12 @@ def decide_replay(
     tombstone: Tombstone | None,
     requested_tenant: str | None,
     build_schema_version: int = CURRENT_SCHEMA_VERSION,
+    status: ExecutionStatus | None = None,
 ) -> ReplayDecision:
-    """Replay a DLQ entry at most once per marker lifetime, never into a deleted execution."""
+    """Replay a DLQ entry at most once per marker lifetime, never into a deleted execution,
+    and never into one that has ended, where the carrier would do nothing (``status`` is the
+    stored execution's, None when there is none): only a retry carrier acts on an execution
+    in ``error`` (it wakes it up, W7)."""
     if marker_set:
         return ReplayDecision(ReplayOutcome.ALREADY_REPLAYED)
     version = CURRENT_SCHEMA_VERSION if entry.schema_version is None else entry.schema_version
@@ -200,10 +208,32 @@ def decide_replay(
     execution_id = target_execution_id(entry)
     if tombstone is not None and tombstone.blocks(tenant):
         return ReplayDecision(ReplayOutcome.EXECUTION_DELETED, execution_id=execution_id)
+    if status is not None and status.is_terminal and not _wakes(entry, status):
+        return ReplayDecision(
+            ReplayOutcome.EXECUTION_ENDED,
+            execution_id=execution_id,
+            detail=(
+                f"execution {execution_id} has already ended ({status}): its carrier would "
+                "do nothing, so nothing was replayed"
+                + (
+                    f"; to run it again, retry it (plaita executions retry {execution_id})"
+                    if status is not ExecutionStatus.COMPLETED
+                    else "; start a new execution if the work is needed again"
+                )
+            ),
+        )
     dedup_key = entry.dedup_key
     if entry.kind is CarrierKind.START and not entry.execution_id and dedup_key is None:
         dedup_key = f"dlq-replay:{entry.dlq_key}:{entry.dlq_id}"
     return ReplayDecision(ReplayOutcome.REPLAYED, execution_id, tenant, dedup_key, version)
+
+
+def _wakes(entry: DlqEntry, status: ExecutionStatus) -> bool:
+    return (
+        status is ExecutionStatus.ERROR
+        and entry.kind is CarrierKind.RESUME
+        and entry.resume_type is ResumeType.RETRY
+    )
 
 
 def replay_timestamp_ms(

@@ -131,7 +131,9 @@ def dlq_replay(
 ) -> None:
     """Put a dead letter's carrier back on the task stream, once (the entry is kept).
 
-    Exits 1 when the replay is refused (schema_too_new, execution_deleted, tenant_mismatch).
+    Exits 1 when the replay is refused (already_replayed, schema_too_new, execution_deleted,
+    execution_ended: its execution has already ended and the carrier would do nothing,
+    tenant_mismatch).
     """
     settings = _settings(redis_url=redis_url, queue_name=queue_name)
 

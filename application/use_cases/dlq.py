@@ -41,6 +41,7 @@ from plaita.domain.dead_letter import (
 )
 from plaita.domain.envelope import (
     CarrierKind,
+    ResumeType,
     SchemaVerdict,
     TaskEnvelope,
     copy_envelope,
@@ -194,11 +195,18 @@ class ReplayDeadLetter:
             self._dlq_key, dlq_id, marker, ttl_ms=REPLAY_MARKER_TTL_MS
         )
         tombstone = None
+        stored = None
         if claimed:
-            with tenant_scope(entry_tenant):  # the tombstone lives in the entry's tenant (W24)
+            # The tombstone and the state live in the entry's tenant (W24).
+            with tenant_scope(entry_tenant):
                 tombstone = await self._executions.tombstone(execution_id)
+                stored = await self._executions.load(execution_id)
         decision = decide_replay(
-            entry, marker_set=not claimed, tombstone=tombstone, requested_tenant=tenant_id
+            entry,
+            marker_set=not claimed,
+            tombstone=tombstone,
+            requested_tenant=tenant_id,
+            status=None if stored is None else stored.status,
         )
         if decision.outcome is not ReplayOutcome.REPLAYED:
             if claimed:
@@ -288,6 +296,13 @@ async def _view(letter: DeadLetter, markers: ReplayMarkerStore, dlq_key: str) ->
     )
 
 
+def _resume_type(value: object) -> ResumeType | None:
+    try:
+        return ResumeType(value) if isinstance(value, str) else None
+    except ValueError:
+        return None  # a type this build does not know: decided as any other resume
+
+
 def _entry(dlq_key: str, letter: DeadLetter) -> DlqEntry:
     """What ``decide_replay`` needs, read from the carrier's raw fields.
 
@@ -316,6 +331,7 @@ def _entry(dlq_key: str, letter: DeadLetter) -> DlqEntry:
             schema_version=version,
             tenant_id=_text(document.get("tenant_id")),
             dedup_key=_text(document.get("dedup_key")),
+            resume_type=_resume_type(document.get("resume_type")),
         )
     except ValueError as exc:
         raise UnreadableDeadLetterError(f"dead letter {letter.dlq_id}: {exc}") from None

@@ -17,8 +17,9 @@ class GetExecution:
         state = await self._executions.load(execution_id)
         if state is None:
             raise UnknownExecutionError(
-                f"execution {execution_id!r} does not exist (if it was just started, its start "
-                "carrier may still be queued: is a worker running?)"
+                f"execution {execution_id!r} does not exist for this tenant: it was never "
+                "started, or it was deleted or has passed its retention (check the id and the "
+                "tenant; plaita executions list shows what exists)"
             )
         return state
 

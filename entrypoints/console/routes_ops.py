@@ -219,7 +219,8 @@ async def dlq_show(
         409: {
             "model": schemas.ReplayRefusal,
             "description": "The replay was refused: already_replayed, schema_too_new, "
-            "execution_deleted or tenant_mismatch; the entry is kept.",
+            "execution_deleted, execution_ended (it has ended; the carrier would do nothing) "
+            "or tenant_mismatch; the entry is kept.",
         },
     },
 )

@@ -332,7 +332,12 @@ class DeadLetterList(_Response):
 class ReplayResultView(_Response):
     dlq_id: str
     outcome: Literal[
-        "replayed", "already_replayed", "schema_too_new", "execution_deleted", "tenant_mismatch"
+        "replayed",
+        "already_replayed",
+        "schema_too_new",
+        "execution_deleted",
+        "execution_ended",
+        "tenant_mismatch",
     ]
     execution_id: str | None
     message_id: str | None

@@ -327,8 +327,8 @@ class ExecutionHandle:
         self.deduplicated = started.deduplicated if started is not None else False
 
     async def status(self) -> ExecutionStatus:
-        """The execution's status now; ``UnknownExecutionError`` when no worker stored it
-        yet (its start carrier still queued) or it does not exist."""
+        """The execution's status now — ``PENDING`` from its start until a worker picks it
+        up; ``UnknownExecutionError`` when it does not exist (never started, or deleted)."""
         with _acting(self._client.tenant_id):
             state = await self._client.container.get_execution()(self.execution_id)
         return state.status

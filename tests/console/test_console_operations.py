@@ -14,7 +14,7 @@ from dependency_injector import providers
 from plaita.application.ports import Delivery, WorkerInstance
 from plaita.application.tenancy import tenant_scope
 from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
-from plaita.domain.execution import ExecutionStatus
+from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus
 from plaita.entrypoints.console import create_app
 from plaita.entrypoints.container import Container, build_container
 
@@ -294,6 +294,46 @@ async def test_dlq_list_show_and_replay_once(
 
     marked = await client.get(f"/api/v1/dlq/{dlq_id}", headers=auth("admin"))
     assert marked.json()["replayed"]["execution_id"] == "dead-1"
+
+
+async def test_a_replay_into_an_execution_that_ended_is_refused_and_changes_nothing(
+    client: httpx.AsyncClient, container: Container
+) -> None:
+    """A replay that would do nothing says so (409 execution_ended), enqueues nothing and
+    keeps the entry's one replay."""
+    dlq_id = await _dead_letter(container, "ended-1")
+    with tenant_scope("default"):
+        lease = await container.leases().acquire("ended-1", "test", ttl_ms=10_000)
+        assert lease is not None
+        state = ExecutionState.new(
+            execution_id="ended-1",
+            flow_id="approval",
+            flow_version="1",
+            fingerprint="",
+            start_node_id="request",
+            input={"amount": 1},
+            now_ms=1_760_000_000_000,
+        )
+        failed = state.transition(
+            ExecutionStatus.ERROR,
+            now_ms=1_760_000_000_001,
+            error=ExecutionError(500, "boom", "request"),
+        )
+        await container.executions().save(failed, fence=lease.generation)
+        await container.leases().release(lease)
+    stream_before = (await container.queue().stats()).length
+
+    answer = await client.post(
+        f"/api/v1/dlq/{dlq_id}/replay", json={"tenant": "default"}, headers=auth("admin")
+    )
+
+    assert answer.status_code == 409, answer.text
+    assert answer.json()["outcome"] == "execution_ended"
+    assert "has already ended (error)" in answer.json()["message"]
+    assert "plaita executions retry ended-1" in answer.json()["message"]
+    assert (await container.queue().stats()).length == stream_before
+    shown = await client.get(f"/api/v1/dlq/{dlq_id}", headers=auth("admin"))
+    assert shown.json()["replayed"] is None
 
 
 async def test_dlq_entries_of_another_tenant_are_hidden_and_not_replayed(

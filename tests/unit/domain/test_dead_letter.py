@@ -33,7 +33,8 @@ from plaita.domain.dead_letter import (
     replay_timestamp_ms,
     target_execution_id,
 )
-from plaita.domain.envelope import CURRENT_SCHEMA_VERSION, CarrierKind
+from plaita.domain.envelope import CURRENT_SCHEMA_VERSION, CarrierKind, ResumeType
+from plaita.domain.execution import ExecutionStatus
 from plaita.domain.tombstone import Tombstone
 
 E = ExecutionLookup
@@ -232,6 +233,58 @@ def test_a_resume_entry_is_replayed_under_its_own_id_tenant_and_schema() -> None
     decision = replay(entry())
 
     assert decision == ReplayDecision(ReplayOutcome.REPLAYED, "x-1", "acme", None, 1)
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "resume_type", "outcome"),
+    [
+        (
+            ExecutionStatus.ERROR,
+            CarrierKind.RESUME,
+            ResumeType.CONTINUE,
+            ReplayOutcome.EXECUTION_ENDED,
+        ),
+        (ExecutionStatus.ERROR, CarrierKind.START, None, ReplayOutcome.EXECUTION_ENDED),
+        (ExecutionStatus.ERROR, CarrierKind.RESUME, ResumeType.RETRY, ReplayOutcome.REPLAYED),
+        (
+            ExecutionStatus.COMPLETED,
+            CarrierKind.RESUME,
+            ResumeType.RETRY,
+            ReplayOutcome.EXECUTION_ENDED,
+        ),
+        (
+            ExecutionStatus.CANCELLED,
+            CarrierKind.RESUME,
+            ResumeType.EVENT,
+            ReplayOutcome.EXECUTION_ENDED,
+        ),
+        (ExecutionStatus.RUNNING, CarrierKind.RESUME, ResumeType.CONTINUE, ReplayOutcome.REPLAYED),
+        (ExecutionStatus.SUSPENDED, CarrierKind.RESUME, ResumeType.EVENT, ReplayOutcome.REPLAYED),
+        (ExecutionStatus.PENDING, CarrierKind.START, None, ReplayOutcome.REPLAYED),
+        (None, CarrierKind.START, None, ReplayOutcome.REPLAYED),
+    ],
+)
+def test_a_replay_into_an_execution_that_ended_is_refused_unless_it_wakes_it(
+    status: ExecutionStatus | None,
+    kind: CarrierKind,
+    resume_type: ResumeType | None,
+    outcome: ReplayOutcome,
+) -> None:
+    """A replay that would do nothing never claims success: only a retry wakes an error."""
+    decision = decide_replay(
+        entry(kind=kind, resume_type=resume_type),
+        marker_set=False,
+        tombstone=None,
+        requested_tenant=None,
+        status=status,
+    )
+
+    assert decision.outcome is outcome
+    if outcome is ReplayOutcome.EXECUTION_ENDED:
+        assert f"has already ended ({status})" in decision.detail
+        assert ("plaita executions retry x-1" in decision.detail) == (
+            status is not ExecutionStatus.COMPLETED
+        )
 
 
 def test_a_second_replay_of_the_same_entry_is_already_replayed() -> None:
