@@ -12,6 +12,7 @@ from fastapi import Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
 from plaita.domain.execution import ExecutionStatus
+from plaita.domain.execution_query import MAX_CONDITION_CHARS
 from plaita.domain.flow import FlowDocument
 from plaita.domain.flow_versions import LatestReason
 from plaita.domain.ids import ID_PATTERN, MAX_ID_LENGTH
@@ -46,6 +47,24 @@ IdPath = Annotated[
 ]
 IdQuery = Annotated[
     str, Query(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN, description=_ID_RULE)
+]
+
+#: The latest time the API takes (the year 9999), in ms since the epoch.
+MAX_EPOCH_MS = 253_402_300_800_000
+_CREATED_FROM = "Only executions created at or after this time (ms since the epoch)."
+_CREATED_TO = "Only executions created at or before this time (ms since the epoch)."
+_INPUT_CONDITION = (
+    "Only executions whose input holds this field and value, written `path = value`: "
+    "`customer.id = 42` (keys separated by dots; the value as JSON, or the text typed, which "
+    'also finds a string field: 42 finds 42 and "42").'
+)
+CreatedFromQuery = Annotated[int | None, Query(ge=0, le=MAX_EPOCH_MS, description=_CREATED_FROM)]
+CreatedToQuery = Annotated[int | None, Query(ge=0, le=MAX_EPOCH_MS, description=_CREATED_TO)]
+InputConditionQuery = Annotated[
+    str | None,
+    Query(
+        alias="input", min_length=1, max_length=MAX_CONDITION_CHARS, description=_INPUT_CONDITION
+    ),
 ]
 
 
@@ -214,6 +233,19 @@ class BulkRequest(_Request):
     action: OperatorAction
     flow_id: Id | None = None
     status: ExecutionStatus | None = None
+    created_from_ms: StrictInt | None = Field(
+        default=None, ge=0, le=MAX_EPOCH_MS, description=_CREATED_FROM
+    )
+    created_to_ms: StrictInt | None = Field(
+        default=None, ge=0, le=MAX_EPOCH_MS, description=_CREATED_TO
+    )
+    input_condition: str | None = Field(
+        default=None,
+        alias="input",
+        min_length=1,
+        max_length=MAX_CONDITION_CHARS,
+        description=_INPUT_CONDITION,
+    )
     tenant: TenantId = DEFAULT_TENANT
     dry_run: StrictBool = Field(default=False, description="Only count and list the matches.")
     limit: StrictInt = Field(default=100, ge=1, le=MAX_BULK_LIMIT)
