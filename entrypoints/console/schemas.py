@@ -168,6 +168,11 @@ class TimelineEntry(_Response):
     status: NodeStatus
 
 
+class ActionAvailabilityView(_Response):
+    available: bool = Field(description="Whether the action can work on the execution now.")
+    reason: str = Field(description="Why it cannot, for an operator; empty when it can.")
+
+
 class ExecutionDetail(ExecutionSummary):
     input: dict[str, JSON]
     result: JSON
@@ -175,6 +180,11 @@ class ExecutionDetail(ExecutionSummary):
     steps: int
     waiting_for: WaitingFor | None
     timeline: list[TimelineEntry]
+    actions: dict[str, ActionAvailabilityView] = Field(
+        description="Each operator action (resume, retry, retry_from_node, cancel, pause, "
+        "unpause, publish_event, delete) and whether it can work now; the action's endpoint "
+        "refuses the unavailable ones with the same reason. Roles are not taken into account."
+    )
 
 
 class ExecutionPage(_Response):
