@@ -428,6 +428,12 @@ class FlowGraph(_Response):
     edges: list[GraphEdge]
 
 
+class FlowVersionList(FlowOwnerFields):
+    flow_id: str
+    latest_version: str = Field(description="The version an execution runs when none is named.")
+    versions: list[str] = Field(description="Every registered version, highest first.")
+
+
 class FlowDetail(FlowOwnerFields):
     flow_id: str
     version: str
