@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI
-from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from swagger_ui_bundle import swagger_ui_path
 
 from plaita.application.ports import ConsoleMetrics
 from plaita.domain.errors import InvalidConfigurationError
@@ -40,7 +39,7 @@ from plaita.entrypoints.container import Container
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 #: Resolved through the editable install's links, so files added later are served too.
 STATIC_DIR = Path(__file__).resolve().parent / "static"
-#: Where /docs loads Swagger UI's scripts and styles from (``swagger-ui-bundle``'s files).
+#: Where /docs loads Swagger UI's scripts and styles from (``fastapi-offline``'s files).
 DOCS_ASSETS = "/docs-assets"
 
 _DESCRIPTION = """\
@@ -77,12 +76,15 @@ def create_app(
             f"max_body_bytes must be a positive number of bytes, got {max_body_bytes!r}; "
             f"the default is {DEFAULT_MAX_BODY_BYTES} (1 MiB)"
         )
-    app = FastAPI(
+    # /docs loads Swagger UI from the installed fastapi-offline package (DOCS_ASSETS), never
+    # from a CDN: a console without internet access still shows its API.
+    app = FastAPIOffline(
         title="plaita console",
         version=_version(),
         description=_DESCRIPTION,
-        docs_url=None,  # served by _serve_docs from the installed assets, never a CDN
+        docs_url="/docs",
         redoc_url=None,
+        static_url=DOCS_ASSETS,
         openapi_url="/openapi.json",
         dependencies=[Depends(single_query_values)],
     )
@@ -103,7 +105,6 @@ def create_app(
     app.include_router(routes_events.router)
     app.include_router(routes_ops.flows)
     _serve_page(app, static_dir or STATIC_DIR)
-    _serve_docs(app)
     app.add_middleware(BodyLimits, max_bytes=max_body_bytes)
     app.add_middleware(RequestCounter, metrics=metrics)
     return app
@@ -123,23 +124,6 @@ def _serve_page(app: FastAPI, static_dir: Path) -> None:
         return FileResponse(index, media_type="text/html")
 
     app.mount("/static", StaticFiles(directory=static_dir, check_dir=False), name="static")
-
-
-def _serve_docs(app: FastAPI) -> None:
-    """``/docs``: Swagger UI from the ``swagger-ui-bundle`` package's files, so the API's
-    pages work where the console cannot reach the internet (a CDN would leave them blank)."""
-
-    @app.get("/docs", include_in_schema=False)
-    async def docs() -> Response:
-        return get_swagger_ui_html(
-            openapi_url="/openapi.json",
-            title=f"{app.title} — API",
-            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
-            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
-            swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
-        )
-
-    app.mount(DOCS_ASSETS, StaticFiles(directory=Path(str(swagger_ui_path))), name="docs-assets")
 
 
 class RequestCounter:

@@ -175,6 +175,9 @@ class ActionAvailabilityView(_Response):
 
 class ExecutionDetail(ExecutionSummary):
     input: dict[str, JSON]
+    variables: dict[str, JSON] = Field(
+        description="The flow's variables as the last step left them."
+    )
     result: JSON
     node_results: dict[str, JSON]
     steps: int

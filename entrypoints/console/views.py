@@ -33,6 +33,7 @@ def detail(state: ExecutionState, flags: ControlFlags) -> schemas.ExecutionDetai
     return schemas.ExecutionDetail(
         **_summary_fields(state, flags),
         input=dict(state.input),
+        variables=dict(state.variables),
         result=state.result,
         node_results=dict(state.node_results),
         steps=state.steps,
