@@ -142,7 +142,7 @@ def test_search_finds_an_execution_by_an_input_field(console: ConsoleServer, pag
 
     page.get_by_role("button", name="Cancel all…").click()
     dialog = page.get_by_role("dialog")
-    expect(dialog).to_contain_text("1 execution match this search")
+    expect(dialog).to_contain_text("1 execution matches this search")
     screenshot(page, "console-search.png")
     dialog.get_by_role("button", name="Cancel", exact=True).click()
 

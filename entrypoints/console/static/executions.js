@@ -171,7 +171,7 @@ export function executionsView(ctx, query) {
     const answer = await confirmAction({
       title: `${verb} ${counted.matched} execution${counted.matched === 1 ? "" : "s"}?`,
       message:
-        `${counted.matched} execution${counted.matched === 1 ? "" : "s"} match this search` +
+        `${counted.matched} execution${counted.matched === 1 ? " matches" : "s match"} this search` +
         `${counted.matched >= 1000 ? " (at least; one action covers 1,000)" : ""}. ` +
         (action === "cancel"
           ? "Each one stops at its next step; those that cannot be cancelled (already ended) are listed as refused."

@@ -86,7 +86,7 @@ function describe(entry, onNode, nowMs) {
   const d = entry.detail ?? {};
   switch (entry.kind) {
     case "started":
-      return ["Started", d.via ? ` (by ${d.via})` : "", d.input_bytes !== undefined ? `, input ${d.input_bytes} bytes` : ""];
+      return ["Started", d.via && d.via !== "start" ? ` (by ${d.via})` : "", d.input_bytes !== undefined ? `, input ${d.input_bytes} bytes` : ""];
     case "node_started":
       return ["Node ", node, " started ", attempt];
     case "node_finished":
