@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from plaita.application.ports import EndNotices, ExecutionPage, ExecutionRepository, NodeHeartbeat
 from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.execution_query import EVERY_EXECUTION, ExecutionQuery
 from plaita.domain.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from plaita.domain.results import ends_execution
 from plaita.domain.tombstone import Tombstone
@@ -106,5 +107,8 @@ class AnnouncingExecutions:
         status: ExecutionStatus | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        query: ExecutionQuery = EVERY_EXECUTION,
     ) -> ExecutionPage:
-        return await self.store.page(flow_id=flow_id, status=status, limit=limit, cursor=cursor)
+        return await self.store.page(
+            flow_id=flow_id, status=status, limit=limit, cursor=cursor, query=query
+        )

@@ -382,3 +382,12 @@ class DevServerMismatchError(DevServerError):
 
 class DevServerRunningError(DevServerError):
     """Another ``plaita dev`` already serves the control socket of this directory."""
+
+
+class InvalidExecutionQueryError(InvalidOperatorRequestError):
+    """An execution search was asked with a filter that cannot be read: an empty time range,
+    an input condition that is not ``path = value`` (C1). ``parameter`` names the filter."""
+
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(f"{parameter}: {message}")
+        self.parameter = parameter

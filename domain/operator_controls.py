@@ -7,11 +7,14 @@ operator sets them without the lease; the worker reads them once per dispatch.
  action    running        suspended            error                 completed  cancelled
  pause     pause          pause                refused               refused    refused
  unpause   unpause (also drains parked carriers of any status; no-op when nothing is paused)
- resume    continue       continue (no effect)  refused: retry it     refused    refused
+ resume    continue       refused: its event   refused: retry it     refused    refused
+                          or timer moves it
  cancel    flag + carrier flag + carrier        refused               refused    refused
  retry     conflict       needs --from-node     W7 wake-up, or node   refused    restart at node
 
-"refused" and "conflict" name their reason; the use cases turn them into named errors.
+What is refused, and why, is ``plaita.domain.operator_actions``'s table (the console offers
+its buttons from the same table); "refused" and "conflict" name their reason there, and the
+use cases turn them into named errors.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from plaita.domain.budgets import Counter, CounterChange, CounterOp
 from plaita.domain.envelope import ResumeType, TaskEnvelope
 from plaita.domain.errors import InvalidOperatorRequestError
 from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.operator_actions import ExecutionAction, action_availability
 
 #: Upper bound of one bulk action; larger sweeps run in several calls (the CLI pages).
 MAX_BULK_LIMIT = 10_000
@@ -92,54 +96,54 @@ class RetryDecision:
     node_id: str | None = None
 
 
-def _refused(execution_id: str, status: ExecutionStatus, action: str, hint: str) -> ActionDecision:
+def _decided(
+    action: ExecutionAction, execution_id: str, status: ExecutionStatus, flags: ControlFlags
+) -> ActionDecision | None:
+    """The table's refusal (or no-op) of ``action``, worded for the caller; None: it can work."""
+    rule = action_availability(action, status, flags)
+    if rule.available:
+        return None
+    verdict = Verdict.NO_OP if rule.no_op else Verdict.REFUSE
+    if rule.no_op:
+        return ActionDecision(verdict, rule.code, f"{execution_id}: {rule.reason}")
+    name = action.value.replace("_", " ")
     return ActionDecision(
-        Verdict.REFUSE,
-        f"execution_{status.value}",
-        f"cannot {action} execution {execution_id!r}: it is {status.value}; {hint}",
+        verdict,
+        rule.code,
+        f"cannot {name} execution {execution_id!r}: it is {status.value}. {rule.reason}",
     )
 
 
 def decide_pause(execution_id: str, status: ExecutionStatus, flags: ControlFlags) -> ActionDecision:
-    if status.is_terminal:
-        return _refused(execution_id, status, "pause", "only a running or suspended one can be")
-    if flags.paused:
-        return ActionDecision(Verdict.NO_OP, "already_paused", f"{execution_id} is already paused")
-    return ActionDecision(Verdict.PROCEED, "paused", f"pause {execution_id}")
+    refused = _decided(ExecutionAction.PAUSE, execution_id, status, flags)
+    return refused or ActionDecision(Verdict.PROCEED, "paused", f"pause {execution_id}")
 
 
 def decide_unpause(
     execution_id: str, status: ExecutionStatus, flags: ControlFlags
 ) -> ActionDecision:
     """Any status: parked carriers left behind (an unpause that crashed) are drained too."""
-    if not flags.paused and flags.parked == 0:
-        return ActionDecision(Verdict.NO_OP, "not_paused", f"{execution_id} is not paused")
-    return ActionDecision(Verdict.PROCEED, "unpaused", f"unpause {execution_id}")
+    refused = _decided(ExecutionAction.UNPAUSE, execution_id, status, flags)
+    return refused or ActionDecision(Verdict.PROCEED, "unpaused", f"unpause {execution_id}")
 
 
 def decide_cancel(
     execution_id: str, status: ExecutionStatus, flags: ControlFlags
 ) -> ActionDecision:
     """A repeated cancel proceeds: its carrier replaces one that may have been lost."""
-    if status.is_terminal:
-        hint = (
-            "an execution in error stays as it is (delete it to remove it)"
-            if status is ExecutionStatus.ERROR
-            else "it has already ended"
-        )
-        return _refused(execution_id, status, "cancel", hint)
-    return ActionDecision(Verdict.PROCEED, "cancel_requested", f"cancel {execution_id}")
+    refused = _decided(ExecutionAction.CANCEL, execution_id, status, flags)
+    return refused or ActionDecision(Verdict.PROCEED, "cancel_requested", f"cancel {execution_id}")
 
 
 def decide_resume_request(
     execution_id: str, status: ExecutionStatus, flags: ControlFlags
 ) -> ActionDecision:
-    """The operator's "resume": a continue carrier for a live execution (a stuck one, W19)."""
-    if status in (ExecutionStatus.ERROR, ExecutionStatus.CANCELLED):
-        return _refused(execution_id, status, "resume", "retry it instead")
-    if status.is_terminal:
-        return _refused(execution_id, status, "resume", "it has already ended")
-    return ActionDecision(Verdict.PROCEED, "continue_enqueued", f"continue {execution_id}")
+    """The operator's "resume": a continue carrier for a running execution whose worker went
+    away (W19). A suspended one is refused: its event or timer is what moves it."""
+    refused = _decided(ExecutionAction.RESUME, execution_id, status, flags)
+    return refused or ActionDecision(
+        Verdict.PROCEED, "continue_enqueued", f"continue {execution_id}"
+    )
 
 
 def decide_retry(
@@ -152,29 +156,22 @@ def decide_retry(
     to go (its own event or timer is what normally moves it).
     """
     xid, status = state.execution_id, state.status
-    if status.advances_on_continue:
+    action = ExecutionAction.RETRY if from_node is None else ExecutionAction.RETRY_FROM_NODE
+    rule = action_availability(action, status, ControlFlags())
+    if not rule.available:
+        verdict = Verdict.CONFLICT if rule.code == "execution_running" else Verdict.REFUSE
+        where = ""
+        if status is ExecutionStatus.SUSPENDED:
+            waiting = state.suspension.node_id if state.suspension else state.next_node_id
+            where = f" at node {waiting!r}"
+        hint = " (name the node with --from-node)" if rule.code == "suspended_needs_node" else ""
         return RetryDecision(
-            Verdict.CONFLICT,
-            "execution_running",
-            f"cannot retry execution {xid!r}: it is {status} (a worker advances it); wait for "
-            "it to end, or cancel it and then retry",
-        )
-    if status is ExecutionStatus.COMPLETED:
-        return RetryDecision(
-            Verdict.REFUSE,
-            "execution_completed",
-            f"cannot retry execution {xid!r}: it completed; start a new execution instead",
+            verdict,
+            rule.code,
+            f"cannot retry execution {xid!r}: it is {status.value}{where}. {rule.reason}{hint}",
         )
     if from_node is None and status is ExecutionStatus.ERROR:
         return RetryDecision(Verdict.PROCEED, "wake_up", f"wake {xid} up", RetryKind.WAKE_UP)
-    if from_node is None and status is ExecutionStatus.SUSPENDED:
-        waiting = state.suspension.node_id if state.suspension else state.next_node_id
-        return RetryDecision(
-            Verdict.REFUSE,
-            "suspended_needs_node",
-            f"execution {xid!r} is suspended at node {waiting!r} and waits for its event or "
-            "timer; name the node to move it to with --from-node",
-        )
     node = from_node if from_node is not None else state.stopped_at
     if node is None or node not in flow_nodes:
         where = "" if from_node is not None else " (where it was cancelled)"

@@ -54,3 +54,10 @@ class MemoryFlowRepository:
 
     async def list_ids(self, *, owner: FlowOwner) -> Sequence[str]:
         return sorted(flow_id for tenant, flow_id in self._latest if tenant == owner.tenant_id)
+
+    async def versions(self, flow_id: str, *, owner: FlowOwner) -> Sequence[str]:
+        return sorted(
+            version
+            for tenant, stored_id, version in self._documents
+            if tenant == owner.tenant_id and stored_id == flow_id
+        )

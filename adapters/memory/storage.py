@@ -31,6 +31,7 @@ from plaita.domain.checkpoint import (
     state_from_parts,
 )
 from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.execution_query import EVERY_EXECUTION, ExecutionQuery
 from plaita.domain.history import (
     DEFAULT_HISTORY_PAGE,
     HISTORY_CAP,
@@ -329,9 +330,11 @@ class MemoryExecutionRepository:
         status: ExecutionStatus | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        query: ExecutionQuery = EVERY_EXECUTION,
     ) -> ExecutionPage:
         """ExecutionRepository.page, in the order of the Redis index (C1)."""
         check_page_limit(limit)
+        where = query.narrowed(flow_id=flow_id, status=status)
         after = None if cursor is None else PageCursor.decode(cursor)
         tenant_id = current_tenant()
         # The index's entries: (score, id), newest first, as ZREVRANGEBYSCORE returns them.
@@ -348,11 +351,7 @@ class MemoryExecutionRepository:
         for _score, execution_id in candidates:
             examined += 1
             state = await self.load(execution_id)
-            if (
-                state is not None
-                and (flow_id is None or state.flow_id == flow_id)
-                and (status is None or state.status is status)
-            ):
+            if state is not None and where.matches(state):
                 items.append(state)
             if len(items) == limit or examined == PAGE_SCAN_BUDGET:
                 break

@@ -21,6 +21,7 @@ from plaita.adapters.redis.streams import text, text_fields
 from plaita.application.ports import PAGE_SCAN_BUDGET, ExecutionPage
 from plaita.domain.checkpoint import state_from_parts
 from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.execution_query import EVERY_EXECUTION, ExecutionQuery
 from plaita.domain.operator_controls import PageCursor, check_page_limit
 
 #: A filtered listing reads the index at least this many ids at a time.
@@ -147,12 +148,14 @@ class ExecutionIndexReads:
         status: ExecutionStatus | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        query: ExecutionQuery = EVERY_EXECUTION,
     ) -> ExecutionPage:
         """ExecutionRepository.page: batches of the index below the cursor, filtered here (C1)."""
         check_page_limit(limit)
+        where = query.narrowed(flow_id=flow_id, status=status)
         after = None if cursor is None else PageCursor.decode(cursor)
         top: float | str = "+inf" if after is None else after.score
-        batch = limit if flow_id is None and status is None else max(limit, LIST_PAGE)
+        batch = limit if where == EVERY_EXECUTION else max(limit, LIST_PAGE)
         key = self._keys.executions()
         items: list[ExecutionState] = []
         dead: list[str] = []
@@ -181,9 +184,7 @@ class ExecutionIndexReads:
                 state = assemble(*loaded[3 * index : 3 * index + 3])
                 if state is None:
                     dead.append(entry[1])
-                elif (flow_id is None or state.flow_id == flow_id) and (
-                    status is None or state.status is status
-                ):
+                elif where.matches(state):
                     items.append(state)
                 if len(items) == limit or examined >= PAGE_SCAN_BUDGET:
                     stopped_at = skipped + index

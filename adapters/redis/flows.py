@@ -16,8 +16,9 @@ from plaita.domain.flow_owners import FlowOwner
 
 
 class RedisFlowRepository:
-    """FlowRepository on ``…:{<flow_id>}:v:<version>``, ``…:{<flow_id>}:latest`` and the
-    owner's id set (``RedisKeys.flow_version``, ``flow_latest``, ``flows``).
+    """FlowRepository on ``…:{<flow_id>}:v:<version>``, ``…:{<flow_id>}:latest``, the flow's
+    version set ``…:{<flow_id>}:versions`` and the owner's id set (``RedisKeys.flow_version``,
+    ``flow_latest``, ``flow_versions``, ``flows``).
 
     The version and the latest pointer share the flow's hash tag and are written by one
     script (``flow_put.lua``), so of two concurrent registrations of one version exactly one
@@ -39,6 +40,7 @@ class RedisFlowRepository:
             keys=[
                 self._keys.flow_version(owner, flow.flow_id, flow.version),
                 self._keys.flow_latest(owner, flow.flow_id),
+                self._keys.flow_versions(owner, flow.flow_id),
             ],
             args=[document, flow.version],
         )
@@ -74,3 +76,15 @@ class RedisFlowRepository:
     async def list_ids(self, *, owner: FlowOwner) -> Sequence[str]:
         members = await self._client.smembers(self._keys.flows(owner))
         return sorted(text(flow_id) for flow_id in members)
+
+    async def versions(self, flow_id: str, *, owner: FlowOwner) -> Sequence[str]:
+        """The flow's version set, and its latest: a version stored before the set existed
+        is listed once it is registered again (or while it is the latest)."""
+        async with self._client.pipeline(transaction=False) as pipe:
+            pipe.smembers(self._keys.flow_versions(owner, flow_id))
+            pipe.get(self._keys.flow_latest(owner, flow_id))
+            members, latest = await pipe.execute()
+        found = {text(version) for version in members}
+        if latest is not None:
+            found.add(text(latest))
+        return sorted(found)

@@ -158,6 +158,10 @@ class RedisKeys:
         """The owner's latest version of the flow; same hash tag as its versions (one script)."""
         return f"{self._flow_catalog(owner)}:{{{flow_id}}}:latest"
 
+    def flow_versions(self, owner: FlowOwner, flow_id: str) -> str:
+        """Set of the owner's stored versions of the flow; same hash tag (``flow_put.lua``)."""
+        return f"{self._flow_catalog(owner)}:{{{flow_id}}}:versions"
+
     def flows(self, owner: FlowOwner) -> str:
         """Set of the owner's flow ids, added to after the version (RedisFlowRepository)."""
         return f"{self._flow_catalog(owner)}s"

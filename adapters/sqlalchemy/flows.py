@@ -130,3 +130,12 @@ class SqlFlowRepository:
         )
         async with transaction(self._engine) as connection:
             return list((await connection.scalars(query)).all())
+
+    async def versions(self, flow_id: str, *, owner: FlowOwner) -> Sequence[str]:
+        query = (
+            sa.select(flows.c.version)
+            .where(flows.c.owner == _owner(owner), flows.c.flow_id == flow_id)
+            .order_by(flows.c.version)
+        )
+        async with transaction(self._engine) as connection:
+            return sorted((await connection.scalars(query)).all())

@@ -42,10 +42,17 @@ from plaita.adapters.sqlalchemy.fencing import (
     upsert,
 )
 from plaita.adapters.sqlalchemy.schema import executions, heartbeats, leases, tombstones
-from plaita.application.ports import Clock, ExecutionControls, ExecutionPage, NodeHeartbeat
+from plaita.application.ports import (
+    PAGE_SCAN_BUDGET,
+    Clock,
+    ExecutionControls,
+    ExecutionPage,
+    NodeHeartbeat,
+)
 from plaita.application.tenancy import current_tenant
 from plaita.domain.checkpoint import checkpoint_delta
 from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.execution_query import EVERY_EXECUTION, ExecutionQuery
 from plaita.domain.history import (
     DEFAULT_HISTORY_PAGE,
     HISTORY_CAP,
@@ -62,6 +69,8 @@ from plaita.domain.tombstone import Tombstone
 
 #: Three lease TTLs of the default 120 s lease: the record outlives the reaper's window.
 DEFAULT_HEARTBEAT_TTL_MS = 360_000
+#: Rows a page with input conditions reads at a time (``PAGE_SCAN_BUDGET`` bounds the call).
+SCAN_BATCH = 100
 
 
 class ForgetsCounters(Protocol):
@@ -135,25 +144,28 @@ class SqlExecutionRepository:
         status: ExecutionStatus | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        query: ExecutionQuery = EVERY_EXECUTION,
     ) -> ExecutionPage:
         """ExecutionRepository.page in the order of the Redis index (C1).
 
-        The filters run in the query, on the index of the filtered columns, so the work of a
-        call is bounded by ``limit`` and every page but the last is full (the Redis scan
-        budget, ``PAGE_SCAN_BUDGET``, has nothing to bound here).
+        Flow, status and the creation window run in the query, on the index of the filtered
+        columns, so such a call's work is bounded by ``limit`` and every page but the last
+        is full. Input conditions are read from the rows, in batches, at most
+        ``PAGE_SCAN_BUDGET`` rows a call, as the Redis store does.
         """
         check_page_limit(limit)
+        where = query.narrowed(flow_id=flow_id, status=status)
         after = None if cursor is None else PageCursor.decode(cursor)
         tenant_id = current_tenant()
-        query = self._listing(tenant_id, flow_id, status)
-        if after is not None:
-            # Strictly after the cursor's entry: later writes move to the front, never in.
-            query = query.where(
-                sa.tuple_(executions.c.updated_at_ms, executions.c.execution_id)
-                < sa.tuple_(sa.literal(after.score), sa.literal(after.execution_id))
-            )
+        select = self._listing(tenant_id, where.flow_id, where.status)
+        if where.created_from_ms is not None:
+            select = select.where(executions.c.created_at_ms >= where.created_from_ms)
+        if where.created_to_ms is not None:
+            select = select.where(executions.c.created_at_ms <= where.created_to_ms)
         async with transaction(self._reader) as connection:
-            headers = (await connection.execute(query.limit(limit + 1))).all()
+            if where.input_conditions:
+                return await self._scan(connection, tenant_id, select, where, limit, after)
+            headers = (await connection.execute(_below(select, after).limit(limit + 1))).all()
             states = await read_states(connection, tenant_id, headers[:limit])
         if len(headers) <= limit:
             return ExecutionPage(tuple(states))
@@ -161,6 +173,33 @@ class SqlExecutionRepository:
         return ExecutionPage(
             tuple(states), PageCursor(last.updated_at_ms, last.execution_id).encode()
         )
+
+    async def _scan(
+        self,
+        connection: AsyncConnection,
+        tenant_id: str,
+        select: sa.Select[tuple[object, ...]],
+        where: ExecutionQuery,
+        limit: int,
+        after: PageCursor | None,
+    ) -> ExecutionPage:
+        """``page`` for filters the rows answer: batches below the cursor, bounded work."""
+        batch = max(limit, SCAN_BATCH)
+        items: list[ExecutionState] = []
+        examined = 0
+        while True:
+            rows = (await connection.execute(_below(select, after).limit(batch + 1))).all()
+            states = await read_states(connection, tenant_id, rows[:batch])
+            for index, state in enumerate(states):
+                examined += 1
+                after = PageCursor(rows[index].updated_at_ms, rows[index].execution_id)
+                if where.matches(state):
+                    items.append(state)
+                if len(items) == limit or examined >= PAGE_SCAN_BUDGET:
+                    more = index + 1 < len(rows)
+                    return ExecutionPage(tuple(items), after.encode() if more else None)
+            if len(rows) <= batch:
+                return ExecutionPage(tuple(items))
 
     def _listing(
         self, tenant_id: str, flow_id: str | None, status: ExecutionStatus | None
@@ -423,3 +462,15 @@ class SqlExecutionRepository:
 def _check_positive(what: str, value: int) -> None:
     if value <= 0:
         raise ValueError(f"{what} must be a positive number of milliseconds, got {value}")
+
+
+def _below(
+    select: sa.Select[tuple[object, ...]], after: PageCursor | None
+) -> sa.Select[tuple[object, ...]]:
+    """Rows strictly after the cursor's entry: later writes move to the front, never in."""
+    if after is None:
+        return select
+    return select.where(
+        sa.tuple_(executions.c.updated_at_ms, executions.c.execution_id)
+        < sa.tuple_(sa.literal(after.score), sa.literal(after.execution_id))
+    )

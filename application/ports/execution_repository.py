@@ -9,6 +9,7 @@ from typing import Protocol
 import attrs
 
 from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.execution_query import EVERY_EXECUTION, ExecutionQuery
 from plaita.domain.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
 from plaita.domain.tombstone import Tombstone
 
@@ -154,8 +155,13 @@ class ExecutionRepository(Protocol):
         status: ExecutionStatus | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        query: ExecutionQuery = EVERY_EXECUTION,
     ) -> ExecutionPage:
         """One page of the current tenant's executions, newest first (index score, then id).
+
+        The executions shown are those ``query`` matches (``ExecutionQuery.matches``), also
+        limited to ``flow_id`` and ``status`` when given (``query.narrowed``:
+        ``InvalidExecutionQueryError`` when they contradict it).
 
         ``cursor`` is a previous page's ``next_cursor`` (opaque; ``InvalidOperatorRequestError``
         when it is not one). Filters are applied to candidates read from the index in batches,

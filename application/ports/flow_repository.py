@@ -53,3 +53,8 @@ class FlowRepository(Protocol):
     async def list_ids(self, *, owner: FlowOwner) -> Sequence[str]:
         """Ids of every flow ``owner`` has registered, sorted."""
         ...
+
+    async def versions(self, flow_id: str, *, owner: FlowOwner) -> Sequence[str]:
+        """Every version of ``flow_id`` ``owner`` has stored, sorted as text (empty: none);
+        the version order is the domain's (``plaita.domain.flow_versions.version_key``)."""
+        ...

@@ -26,7 +26,7 @@ from plaita.domain.flow_owners import (
     lookup_order,
     registration_outcome,
 )
-from plaita.domain.flow_versions import LatestDecision, latest_decision
+from plaita.domain.flow_versions import LatestDecision, latest_decision, version_key
 
 log = logging.getLogger("plaita.flows")
 
@@ -59,6 +59,16 @@ class CatalogEntry:
 
     flow: Flow
     owner: FlowOwner
+
+
+@attrs.frozen
+class FlowVersions:
+    """A flow's versions in one catalogue, highest first by the version order, and its latest."""
+
+    flow_id: str
+    owner: FlowOwner
+    versions: tuple[str, ...]
+    latest: str
 
 
 @attrs.frozen
@@ -228,6 +238,14 @@ class FlowCatalog:
             if flow is not None:
                 entries.append(CatalogEntry(flow, owner))
         return entries
+
+    async def versions(self, flow_id: str, *, shared_only: bool = False) -> FlowVersions:
+        """The versions of ``flow_id`` in the catalogue the current tenant's lookups find it
+        in (its own, else the shared one), or UnknownFlowError."""
+        entry = await self._resolve(flow_id, None, shared_only=shared_only)
+        stored = await self._flows.versions(flow_id, owner=entry.owner)
+        ordered = sorted(stored, key=version_key, reverse=True)
+        return FlowVersions(flow_id, entry.owner, tuple(ordered), entry.flow.version)
 
     # --- details --------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import Depends, FastAPI
 from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from plaita.application.ports import ConsoleMetrics
@@ -38,6 +39,8 @@ from plaita.entrypoints.container import Container
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 #: Resolved through the editable install's links, so files added later are served too.
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+#: Where /docs loads Swagger UI's scripts and styles from (``fastapi-offline``'s files).
+DOCS_ASSETS = "/docs-assets"
 
 _DESCRIPTION = """\
 The plaita console API. Every request under `/api/v1` and `/metrics` needs
@@ -73,12 +76,15 @@ def create_app(
             f"max_body_bytes must be a positive number of bytes, got {max_body_bytes!r}; "
             f"the default is {DEFAULT_MAX_BODY_BYTES} (1 MiB)"
         )
-    app = FastAPI(
+    # /docs loads Swagger UI from the installed fastapi-offline package (DOCS_ASSETS), never
+    # from a CDN: a console without internet access still shows its API.
+    app = FastAPIOffline(
         title="plaita console",
         version=_version(),
         description=_DESCRIPTION,
         docs_url="/docs",
         redoc_url=None,
+        static_url=DOCS_ASSETS,
         openapi_url="/openapi.json",
         dependencies=[Depends(single_query_values)],
     )
@@ -145,8 +151,11 @@ class RequestCounter:
             # Templates only (never raw paths): ids must not become label values.
             template = getattr(scope.get("route"), "path", None)
             if template is None:
-                static = str(scope.get("path", "")).startswith("/static/")
-                template = "/static/{path}" if static else "unmatched"
+                path = str(scope.get("path", ""))
+                mount = next(
+                    (m for m in ("/static", DOCS_ASSETS) if path.startswith(f"{m}/")), None
+                )
+                template = "unmatched" if mount is None else f"{mount}/{{path}}"
             self.metrics.answered(scope["method"], str(template), status)
 
 

@@ -115,7 +115,10 @@ async def _named_error(request: Request, exc: Exception) -> JSONResponse:
             exc_info=exc,
         )
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return error_response(status, name, str(exc), headers=headers)
+    parameter = getattr(exc, "parameter", None)
+    # A search filter that cannot be read names its parameter, as a validation error does.
+    fields = None if parameter is None else [{"loc": [str(parameter)], "msg": str(exc)}]
+    return error_response(status, name, str(exc), fields, headers=headers)
 
 
 def field_errors_of(exc: RequestValidationError) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from plaita.application.actor import actor_scope
 from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.operator_controls import ControlResult
 from plaita.domain.execution import ExecutionStatus
+from plaita.domain.execution_query import ExecutionQuery
 from plaita.domain.history import DEFAULT_HISTORY_PAGE, MAX_HISTORY_PAGE
 from plaita.domain.operator_controls import MAX_PAGE_LIMIT
 from plaita.entrypoints.console import schemas, views
@@ -91,16 +92,30 @@ async def list_executions(
     console: ConsoleDep,
     flow_id: schemas.IdQuery | None = None,
     status: ExecutionStatus | None = None,
+    created_from_ms: schemas.CreatedFromQuery = None,
+    created_to_ms: schemas.CreatedToQuery = None,
+    input_condition: schemas.InputConditionQuery = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_LIMIT)] = 50,
     cursor: Annotated[
         str | None,
         Query(min_length=1, max_length=1024, description="A previous page's next_cursor."),
     ] = None,
 ) -> schemas.ExecutionPage:
-    """The tenant's executions, newest first, filtered by flow and status, a page at a time."""
+    """The tenant's executions, newest first, a page at a time: filtered by flow, status,
+    creation time (both ends inclusive) and one condition on the input (``customer.id =
+    42``). A filter that cannot be read is ``InvalidExecutionQueryError`` (422), naming it.
+
+    With a creation window or an input condition a page may hold fewer than ``limit``
+    executions, even none, and still have a ``next_cursor``: at most 2,000 executions are
+    looked at per call; follow the cursor for more."""
+    query = ExecutionQuery.build(
+        created_from_ms=created_from_ms,
+        created_to_ms=created_to_ms,
+        input_condition=input_condition,
+    )
     with tenant_scope(access.tenant):
         listing = await console.container.list_executions()(
-            flow_id=flow_id, status=status, limit=limit, cursor=cursor
+            flow_id=flow_id, status=status, limit=limit, cursor=cursor, query=query
         )
     return schemas.ExecutionPage(
         items=[views.summary(state, flags) for state, flags in listing.items],
@@ -265,7 +280,9 @@ async def unpause_execution(
 async def bulk_action(
     body: schemas.BulkRequest, token: Operator, console: ConsoleDep
 ) -> schemas.BulkResult:
-    """One action over the tenant's executions matching the filter, newest first (W23).
+    """One action over the tenant's executions matching the filter, newest first (W23):
+    the same filters as the listing, so a search's executions are the ones acted on
+    (``dry_run`` counts them first).
 
     Each execution's failure is listed with its error and never stops the others.
     """
@@ -277,5 +294,10 @@ async def bulk_action(
             status=body.status,
             dry_run=body.dry_run,
             limit=body.limit,
+            query=ExecutionQuery.build(
+                created_from_ms=body.created_from_ms,
+                created_to_ms=body.created_to_ms,
+                input_condition=body.input_condition,
+            ),
         )
     return schemas.BulkResult.model_validate(result.to_json())

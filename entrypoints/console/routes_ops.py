@@ -270,6 +270,27 @@ async def flow_list(
     return schemas.FlowList(items=[views.flow_summary(e.flow, e.owner) for e in entries])
 
 
+@flows.get(
+    "/{flow_id}/versions",
+    response_model=schemas.FlowVersionList,
+    responses=responses(403, 404, 422),
+)
+async def flow_versions(
+    flow_id: FlowId, access: ViewerAccess, console: ConsoleDep, shared: SharedQuery = False
+) -> schemas.FlowVersionList:
+    """Every registered version of a flow in the catalogue the tenant's executions run it
+    from (its own, else the deployment-wide one), highest first, and which is the latest."""
+    with tenant_scope(access.tenant):
+        found = await console.container.flows().versions(flow_id, shared_only=shared)
+    return schemas.FlowVersionList(
+        flow_id=found.flow_id,
+        tenant_id=found.owner.tenant_id,
+        shared=found.owner.shared,
+        latest_version=found.latest,
+        versions=list(found.versions),
+    )
+
+
 @flows.get("/{flow_id}", response_model=schemas.FlowDetail, responses=responses(403, 404, 422))
 async def flow_show(
     flow_id: FlowId,

@@ -12,6 +12,7 @@ from fastapi import Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
 from plaita.domain.execution import ExecutionStatus
+from plaita.domain.execution_query import MAX_CONDITION_CHARS
 from plaita.domain.flow import FlowDocument
 from plaita.domain.flow_versions import LatestReason
 from plaita.domain.ids import ID_PATTERN, MAX_ID_LENGTH
@@ -46,6 +47,24 @@ IdPath = Annotated[
 ]
 IdQuery = Annotated[
     str, Query(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN, description=_ID_RULE)
+]
+
+#: The latest time the API takes (the year 9999), in ms since the epoch.
+MAX_EPOCH_MS = 253_402_300_800_000
+_CREATED_FROM = "Only executions created at or after this time (ms since the epoch)."
+_CREATED_TO = "Only executions created at or before this time (ms since the epoch)."
+_INPUT_CONDITION = (
+    "Only executions whose input holds this field and value, written `path = value`: "
+    "`customer.id = 42` (keys separated by dots; the value as JSON, or the text typed, which "
+    'also finds a string field: 42 finds 42 and "42").'
+)
+CreatedFromQuery = Annotated[int | None, Query(ge=0, le=MAX_EPOCH_MS, description=_CREATED_FROM)]
+CreatedToQuery = Annotated[int | None, Query(ge=0, le=MAX_EPOCH_MS, description=_CREATED_TO)]
+InputConditionQuery = Annotated[
+    str | None,
+    Query(
+        alias="input", min_length=1, max_length=MAX_CONDITION_CHARS, description=_INPUT_CONDITION
+    ),
 ]
 
 
@@ -164,13 +183,26 @@ class TimelineEntry(_Response):
     status: NodeStatus
 
 
+class ActionAvailabilityView(_Response):
+    available: bool = Field(description="Whether the action can work on the execution now.")
+    reason: str = Field(description="Why it cannot, for an operator; empty when it can.")
+
+
 class ExecutionDetail(ExecutionSummary):
     input: dict[str, JSON]
+    variables: dict[str, JSON] = Field(
+        description="The flow's variables as the last step left them."
+    )
     result: JSON
     node_results: dict[str, JSON]
     steps: int
     waiting_for: WaitingFor | None
     timeline: list[TimelineEntry]
+    actions: dict[str, ActionAvailabilityView] = Field(
+        description="Each operator action (resume, retry, retry_from_node, cancel, pause, "
+        "unpause, publish_event, delete) and whether it can work now; the action's endpoint "
+        "refuses the unavailable ones with the same reason. Roles are not taken into account."
+    )
 
 
 class ExecutionPage(_Response):
@@ -229,6 +261,19 @@ class BulkRequest(_Request):
     action: OperatorAction
     flow_id: Id | None = None
     status: ExecutionStatus | None = None
+    created_from_ms: StrictInt | None = Field(
+        default=None, ge=0, le=MAX_EPOCH_MS, description=_CREATED_FROM
+    )
+    created_to_ms: StrictInt | None = Field(
+        default=None, ge=0, le=MAX_EPOCH_MS, description=_CREATED_TO
+    )
+    input_condition: str | None = Field(
+        default=None,
+        alias="input",
+        min_length=1,
+        max_length=MAX_CONDITION_CHARS,
+        description=_INPUT_CONDITION,
+    )
     tenant: TenantId = DEFAULT_TENANT
     dry_run: StrictBool = Field(default=False, description="Only count and list the matches.")
     limit: StrictInt = Field(default=100, ge=1, le=MAX_BULK_LIMIT)
@@ -404,6 +449,12 @@ class GraphEdge(_Response):
 class FlowGraph(_Response):
     nodes: list[GraphNode]
     edges: list[GraphEdge]
+
+
+class FlowVersionList(FlowOwnerFields):
+    flow_id: str
+    latest_version: str = Field(description="The version an execution runs when none is named.")
+    versions: list[str] = Field(description="Every registered version, highest first.")
 
 
 class FlowDetail(FlowOwnerFields):

@@ -16,6 +16,7 @@ from plaita.domain.flow import (
     TaskNode,
 )
 from plaita.domain.flow_owners import FlowOwner
+from plaita.domain.operator_actions import available_actions
 from plaita.domain.operator_controls import ControlFlags
 from plaita.entrypoints.console import schemas
 
@@ -32,6 +33,7 @@ def detail(state: ExecutionState, flags: ControlFlags) -> schemas.ExecutionDetai
     return schemas.ExecutionDetail(
         **_summary_fields(state, flags),
         input=dict(state.input),
+        variables=dict(state.variables),
         result=state.result,
         node_results=dict(state.node_results),
         steps=state.steps,
@@ -43,6 +45,10 @@ def detail(state: ExecutionState, flags: ControlFlags) -> schemas.ExecutionDetai
             wake_at_ms=suspension.wake_at_ms,
         ),
         timeline=timeline(state),
+        actions={
+            action.value: schemas.ActionAvailabilityView(**found.to_json())
+            for action, found in available_actions(state.status, flags).items()
+        },
     )
 
 

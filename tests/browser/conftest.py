@@ -11,20 +11,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import os
 import shutil
 import threading
+import types
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 import uvicorn
+from dependency_injector import providers
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from plaita.application.codec import encode_envelope
+from plaita.application.handlers import HandlerRegistry
 from plaita.application.ports import Delivery
 from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
+from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED
 from plaita.entrypoints.cli_support import import_handler_modules, load_flow_file
 from plaita.entrypoints.console.app import create_app
@@ -41,6 +46,38 @@ STOP_TIMEOUT_SECONDS = 10.0
 BROWSER_TIMEOUT_MS = 15_000
 
 T = TypeVar("T")
+#: The browser tests' own handler module, resolved by the registry without an import.
+BROWSER_HANDLERS = "browser"
+#: Attempts of ``browser:flaky`` that fail before one succeeds, per execution.
+FLAKY_FAILURES = 2
+_flaky_attempts: dict[str, int] = {}
+
+
+def _flaky(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """Fails twice with a temporary error (retried), then answers: a retrying execution."""
+    seen = _flaky_attempts[ctx.execution_id] = _flaky_attempts.get(ctx.execution_id, 0) + 1
+    if seen <= FLAKY_FAILURES:
+        raise ConnectionError(f"the customer service did not answer (try {seen})")
+    return {"customer": params.get("customer"), "plan": "gold"}
+
+
+browser_handlers = types.SimpleNamespace(flaky=_flaky)
+LOOKUP_FLOW: dict[str, Any] = {
+    "flow_id": "lookup",
+    "version": "1",
+    "start": "fetch",
+    "nodes": [
+        {
+            "id": "fetch",
+            "type": "task",
+            "handler": f"{BROWSER_HANDLERS}:flaky",
+            "params": {"customer": "${customer}"},
+            "retryTimes": 3,
+            "next": "done",
+        },
+        {"id": "done", "type": "end", "output": "$NODE['fetch']"},
+    ],
+}
 
 
 class ConsoleServer:
@@ -118,10 +155,23 @@ class ConsoleServer:
             concurrency=4,
         )
         container = self.container = build_container(settings)
+        container.handlers.override(
+            providers.Object(
+                HandlerRegistry(
+                    [*settings.handler_modules, BROWSER_HANDLERS],
+                    importer=lambda name: (
+                        browser_handlers
+                        if name == BROWSER_HANDLERS
+                        else importlib.import_module(name)
+                    ),
+                )
+            )
+        )
         import_handler_modules(settings.handler_modules)
         await container.flows().register(
             load_flow_file(REPO_ROOT / "examples/flows/approval.json"), owner=SHARED
         )
+        await container.flows().register(Flow.from_document(LOOKUP_FLOW), owner=SHARED)
         app = create_app(
             container,
             tokens=[

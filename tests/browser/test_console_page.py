@@ -70,7 +70,7 @@ def test_operator_starts_an_approval_and_completes_it_with_a_published_decision(
     expect(form.get_by_role("status")).to_contain_text("Published approval_decision")
 
     expect(_status_badge(page)).to_have_text("completed", timeout=STATUS_TIMEOUT_MS)
-    expect(page.locator(".result")).to_contain_text('"outcome": "shipped"')
+    expect(page.locator(".result")).to_contain_text('outcome: "shipped"')
     timeline = page.locator("svg.timeline")
     expect(timeline).to_be_visible()
     for node in ("request", "check", "wait_decision", "record_decision", "ship", "done"):

@@ -71,6 +71,7 @@ ENDPOINTS = [
     Endpoint("GET", "/api/v1/config", "viewer"),
     Endpoint("GET", "/api/v1/flows", "viewer"),
     Endpoint("GET", "/api/v1/flows/approval", "viewer"),
+    Endpoint("GET", "/api/v1/flows/approval/versions", "viewer"),
     Endpoint("POST", "/api/v1/flows", "admin", {**approval_document(), "version": "7"}),
 ]
 OPEN = ["/healthz", "/readyz", "/", "/openapi.json", "/docs"]

@@ -165,20 +165,37 @@ async def test_an_unknown_execution_is_404(client: httpx.AsyncClient) -> None:
     assert "'missing'" in answer.json()["message"]
 
 
-async def test_resume_of_a_suspended_execution_enqueues_a_harmless_continue(
+async def test_resume_of_a_suspended_execution_is_refused_and_says_what_moves_it(
     client: httpx.AsyncClient,
 ) -> None:
+    """A continue for a suspended execution did nothing yet answered continue_enqueued
+    (issue 16): it is a 409 now, and the view says so before anyone presses the button."""
     await register_approval(client)
     execution_id = await start(client, 5000)
-    await wait_for(client, execution_id, {"suspended"})
+    waiting = await wait_for(client, execution_id, {"suspended"})
+    assert waiting["actions"]["resume"]["available"] is False
+    assert "publish the event" in waiting["actions"]["resume"]["reason"]
+    assert waiting["actions"]["publish_event"] == {"available": True, "reason": ""}
+    assert waiting["actions"]["retry_from_node"]["available"] is True
     answer = await client.post(
         f"/api/v1/executions/{execution_id}/resume", json={}, headers=auth("operator")
     )
-    assert answer.status_code == 202, answer.text
-    assert answer.json()["action"] == "resume"
-    assert answer.json()["outcome"] == "continue_enqueued"
+    assert answer.status_code == 409, answer.text
+    assert answer.json()["error"] == "OperatorActionRefusedError"
+    assert waiting["actions"]["resume"]["reason"] in answer.json()["message"]
     still = await wait_for(client, execution_id, {"suspended"})
     assert still["waiting_for"]["node_id"] == "wait_decision"
+
+
+async def test_a_completed_execution_offers_no_action_but_delete_and_says_why(
+    client: httpx.AsyncClient,
+) -> None:
+    await register_approval(client)
+    done = await wait_for(client, await start(client, 10), TERMINAL)
+    actions = done["actions"]
+    assert [name for name, found in actions.items() if found["available"]] == ["delete"]
+    assert actions["publish_event"]["reason"].startswith("It has ended")
+    assert actions["retry_from_node"]["reason"].startswith("It completed")
 
 
 async def test_resume_of_a_completed_execution_is_409_and_changes_nothing(

@@ -261,6 +261,37 @@ async def test_a_higher_version_becomes_the_latest_by_the_version_order(
     assert shown.json()["version"] == "1.10"
 
 
+async def test_a_flows_versions_are_listed_highest_first_with_the_latest(
+    client: httpx.AsyncClient,
+) -> None:
+    """The console's flows page: every version of a flow, and which one runs by default."""
+    for version in ("1.9", "1.10", "2"):
+        await register(client, pay(version, version=version), ("admin", "*"), tenant="acme")
+    await register(client, pay("old", version="1"), ("admin", "*"), tenant="acme", latest=True)
+    await register(client, pay("shared"), ("admin", "*"), shared=True)
+
+    listed = await client.get(
+        "/api/v1/flows/pay/versions", params={"tenant": "acme"}, headers=auth("viewer", "acme")
+    )
+
+    assert listed.status_code == 200, listed.text
+    assert listed.json() == {
+        "flow_id": "pay",
+        "tenant_id": "acme",
+        "shared": False,
+        "latest_version": "1",
+        "versions": ["2", "1.10", "1.9", "1"],
+    }
+    default = await client.get("/api/v1/flows/pay/versions", headers=auth("viewer", "*"))
+    assert (default.json()["shared"], default.json()["versions"]) == (True, ["1"])
+
+
+async def test_the_versions_of_an_unknown_flow_are_a_named_404(client: httpx.AsyncClient) -> None:
+    answer = await client.get("/api/v1/flows/nope/versions", headers=auth("viewer", "*"))
+    assert answer.status_code == 404
+    assert answer.json()["error"] == "UnknownFlowError"
+
+
 async def test_latest_must_be_a_boolean_and_is_not_part_of_the_document(
     client: httpx.AsyncClient, container: Container
 ) -> None:

@@ -4,6 +4,7 @@ page on the memory twin (C1, C2, C5, W10, W16)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -523,6 +524,20 @@ async def test_openapi_and_docs_are_served(client: httpx.AsyncClient) -> None:
     assert schema.status_code == 200
     assert schema.json()["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
     assert docs.status_code == 200
+
+
+async def test_docs_load_swagger_ui_from_the_console_never_a_cdn(
+    client: httpx.AsyncClient,
+) -> None:
+    """/docs works without internet (issue 16): every asset it names is served here."""
+    page = (await client.get("/docs")).text
+    assets = re.findall(r'(?:src|href)="([^"]+)"', page)
+    assert assets and all(url.startswith("/docs-assets/") for url in assets), assets
+    assert "cdn" not in page.lower()
+    for url in assets:
+        answer = await client.get(url)
+        assert answer.status_code == 200, url
+        assert len(answer.content) > 100
 
 
 @pytest.mark.parametrize("path", ["/api/v1/nowhere", "/api/v2/executions"])

@@ -1,9 +1,11 @@
 """ExecutionRepository.page contract (C1, W23): cursor pagination of a tenant's executions.
 
-Run against memory, fakeredis (bytes and str) and real Redis: newest first by the index
-score then id, every execution exactly once across pages, filters applied to candidates
-(AND), executions written while paging never shift later pages, an opaque cursor that is
-refused with a named error when it was not returned by a listing, and bounded work per call.
+Run against memory, fakeredis (bytes and str), real Redis, SQLite and PostgreSQL: newest
+first by the index score then id, every execution exactly once across pages, filters
+applied to candidates (AND) — flow, status and the console's search (``ExecutionQuery``:
+creation window, input conditions) —, executions written while paging never shift later
+pages, an opaque cursor that is refused with a named error when it was not returned by a
+listing, and bounded work per call.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from plaita.adapters.redis.lease import RedisLeaseManager
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.application.ports import ExecutionRepository, LeaseManager
 from plaita.application.tenancy import tenant_scope
-from plaita.domain.errors import InvalidOperatorRequestError
+from plaita.domain.errors import InvalidExecutionQueryError, InvalidOperatorRequestError
 from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.execution_query import ExecutionQuery
 from plaita.domain.tombstone import Tombstone
 
 from .conftest import FakeClock
@@ -56,6 +59,8 @@ class PagingContract:
             flow_id: str = "f",
             status: ExecutionStatus = ExecutionStatus.RUNNING,
             tenant_id: str = "default",
+            input: dict[str, Any] | None = None,
+            created_at_ms: int | None = None,
         ) -> ExecutionState:
             state = ExecutionState(
                 execution_id=execution_id,
@@ -63,9 +68,10 @@ class PagingContract:
                 flow_version="1",
                 fingerprint="fp",
                 status=status,
-                created_at_ms=at_ms,
+                created_at_ms=at_ms if created_at_ms is None else created_at_ms,
                 updated_at_ms=at_ms,
                 tenant_id=tenant_id,
+                input=input or {},
                 next_node_id=None if status.is_terminal else "n1",
             )
             lease = await leases.acquire(execution_id, "w1", ttl_ms=10_000)
@@ -205,6 +211,70 @@ class PagingContract:
             await save(f"x:{n}", NOW_MS + 1 + n)
 
         pages = await self.walk(repository, limit=5, flow_id="rare")
+
+        assert flat(pages) == ["wanted"]
+        assert pages[0] == [] and len(pages) == 3
+
+    # --- the console's search (ExecutionQuery) ----------------------------------------
+
+    async def test_an_input_condition_finds_the_executions_whose_input_holds_it(
+        self, repository: ExecutionRepository, save: Save
+    ) -> None:
+        for n in range(6):
+            await save(f"x:{n}", NOW_MS + n, input={"customer": {"id": 42 if n % 2 else 7}})
+        await save("text", NOW_MS + 10, input={"customer": {"id": "42"}})
+        await save("flat", NOW_MS + 11, input={"customer": 42})
+
+        query = ExecutionQuery.build(input_condition="customer.id = 42")
+        pages = await self.walk(repository, limit=2, query=query)
+
+        assert flat(pages) == ["text", "x:5", "x:3", "x:1"]
+        assert all(len(page) <= 2 for page in pages)
+
+    async def test_the_creation_window_keeps_both_ends(
+        self, repository: ExecutionRepository, save: Save
+    ) -> None:
+        for n in range(6):
+            await save(f"x:{n}", NOW_MS + 10 * n + 5, created_at_ms=NOW_MS + 10 * n)
+
+        query = ExecutionQuery(created_from_ms=NOW_MS + 10, created_to_ms=NOW_MS + 30)
+        pages = await self.walk(repository, limit=2, query=query)
+
+        assert flat(pages) == ["x:3", "x:2", "x:1"]
+
+    async def test_a_query_and_the_flow_and_status_filters_apply_together(
+        self, repository: ExecutionRepository, save: Save
+    ) -> None:
+        done = ExecutionStatus.COMPLETED
+        await save("a", NOW_MS, input={"k": 1}, flow_id="f", status=done)
+        await save("b", NOW_MS + 1, input={"k": 1}, flow_id="g", status=done)
+        await save("c", NOW_MS + 2, input={"k": 1}, flow_id="f")
+        await save("d", NOW_MS + 3, input={"k": 2}, flow_id="f", status=done)
+        query = ExecutionQuery.build(input_condition="k=1")
+
+        page = await repository.page(flow_id="f", status=done, query=query)
+
+        assert [s.execution_id for s in page.items] == ["a"]
+
+    async def test_a_flow_given_twice_differently_is_a_named_error(
+        self, repository: ExecutionRepository
+    ) -> None:
+        with pytest.raises(InvalidExecutionQueryError, match="flow_id"):
+            await repository.page(flow_id="f", query=ExecutionQuery(flow_id="g"))
+
+    async def test_a_sparse_search_returns_early_with_a_cursor_to_go_on_from(
+        self, repository: ExecutionRepository, save: Save, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Bounded work per call: at most PAGE_SCAN_BUDGET executions are looked at."""
+        for module in ("memory.storage", "redis.execution_index", "sqlalchemy.storage"):
+            monkeypatch.setattr(f"plaita.adapters.{module}.PAGE_SCAN_BUDGET", 4)
+        monkeypatch.setattr("plaita.adapters.sqlalchemy.storage.SCAN_BATCH", 3)
+        await save("wanted", NOW_MS, input={"rare": True})
+        for n in range(9):
+            await save(f"x:{n}", NOW_MS + 1 + n)
+
+        query = ExecutionQuery.build(input_condition="rare = true")
+        pages = await self.walk(repository, limit=5, query=query)
 
         assert flat(pages) == ["wanted"]
         assert pages[0] == [] and len(pages) == 3

@@ -236,6 +236,21 @@ class FlowRepositoryContract:
         assert list(await flows.list_ids(owner=SHARED)) == ["billing:eu", "shipping"]
         assert list(await flows.list_ids(owner=ACME)) == ["private"]
 
+    async def test_versions_lists_every_stored_version_of_one_owners_flow(
+        self, flows: FlowRepository
+    ) -> None:
+        """The console's flows page lists a flow's versions (C2)."""
+        assert list(await flows.versions("orders", owner=SHARED)) == []
+        for version in ("2", "10", "1"):
+            await flows.put_if_absent(flow(version=version), owner=SHARED)
+        await flows.put_if_absent(flow(version="2"), owner=SHARED)
+        await flows.put_if_absent(flow(version="7"), owner=ACME)
+        await flows.put_if_absent(flow("shipping", version="3"), owner=SHARED)
+
+        assert list(await flows.versions("orders", owner=SHARED)) == ["1", "10", "2"]
+        assert list(await flows.versions("orders", owner=ACME)) == ["7"]
+        assert list(await flows.versions("missing", owner=SHARED)) == []
+
     async def test_of_concurrent_puts_of_one_version_exactly_one_is_stored(
         self, flows: FlowRepository
     ) -> None:

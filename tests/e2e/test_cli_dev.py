@@ -276,10 +276,12 @@ def test_every_family_of_commands_works_against_the_dev_process(dev: DevThread) 
     """Each provider a command asks for is one the control socket serves (CLI_PROVIDERS)."""
     held = plaita("executions", "start", "hold", "--input", '{"n": 1}')[1].strip()
     plaita("executions", "wait", held, "--timeout", "0.5")
+    # Served, and refused by the dev process: a suspended execution waits for its event.
+    code, _, err = plaita("executions", "resume", held)
+    assert code == 1 and "publish the event it waits for" in err, err
     for args, says in [
         (("executions", "pause", held), "paused"),
         (("executions", "unpause", held), "unpaused"),
-        (("executions", "resume", held), "continue_enqueued"),
         (("executions", "history", held), "started"),
         (("executions", "bulk", "cancel", "--flow", "hold", "--dry-run"), "would cancel"),
         (("executions", "cancel", held), "cancel_requested"),

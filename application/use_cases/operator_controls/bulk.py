@@ -15,6 +15,7 @@ from plaita.application.use_cases.operator_controls.retry import RetryExecution
 from plaita.application.use_cases.operator_controls.shared import ControlResult, audit
 from plaita.application.use_cases.operator_controls.unpause import UnpauseExecution
 from plaita.domain.execution import ExecutionStatus
+from plaita.domain.execution_query import EVERY_EXECUTION, ExecutionQuery
 from plaita.domain.operator_controls import OperatorAction, check_bulk_limit, parse_action
 
 JSON = Any
@@ -102,9 +103,13 @@ class BulkAction:
         dry_run: bool = False,
         limit: int = 100,
         progress: Callable[[BulkProgress], None] | None = None,
+        query: ExecutionQuery = EVERY_EXECUTION,
     ) -> BulkResult:
+        """``query`` is the listing's search (creation window, input conditions): a bulk
+        action acts on exactly the executions that search shows."""
         chosen = action if isinstance(action, OperatorAction) else parse_action(action)
-        matched = await self._matching(flow_id, status, check_bulk_limit(limit))
+        where = query.narrowed(flow_id=flow_id, status=status)
+        matched = await self._matching(where, check_bulk_limit(limit))
         if dry_run:
             return BulkResult(chosen, True, matched)
         act = self._acts[chosen]
@@ -123,28 +128,25 @@ class BulkAction:
                 progress(BulkProgress(number, len(matched), execution_id, ok))
         done = len(matched) - len(failed)
         audit.info(
-            "event=execution.bulk action=%s flow_id=%s status=%s matched=%d done=%d failed=%d",
+            "event=execution.bulk action=%s flow_id=%s status=%s query=%r matched=%d done=%d "
+            "failed=%d",
             chosen.value,
-            flow_id,
-            None if status is None else status.value,
+            where.flow_id,
+            None if where.status is None else where.status.value,
+            where.describe(),
             len(matched),
             done,
             len(failed),
         )
         return BulkResult(chosen, False, matched, done, tuple(failed), outcomes)
 
-    async def _matching(
-        self, flow_id: str | None, status: ExecutionStatus | None, limit: int
-    ) -> tuple[str, ...]:
+    async def _matching(self, where: ExecutionQuery, limit: int) -> tuple[str, ...]:
         found: list[str] = []
         cursor: str | None = None
         # Each page moves the cursor strictly down the index, so the walk ends with it.
         while len(found) < limit:
             page = await self._executions.page(
-                flow_id=flow_id,
-                status=status,
-                limit=min(BULK_PAGE, limit - len(found)),
-                cursor=cursor,
+                limit=min(BULK_PAGE, limit - len(found)), cursor=cursor, query=where
             )
             found.extend(state.execution_id for state in page.items)
             if page.next_cursor is None:

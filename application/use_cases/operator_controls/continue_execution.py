@@ -1,4 +1,4 @@
-"""The operator's "resume": a continue carrier for a live execution (W23)."""
+"""The operator's "resume": a continue carrier for a running execution (W23, W19)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from plaita.application.use_cases.operator_controls.shared import (
     refuse,
 )
 from plaita.domain.envelope import ResumeType
-from plaita.domain.execution import ExecutionStatus
 from plaita.domain.operator_controls import OperatorAction, decide_resume_request
 
 
 class ContinueExecution(WithQueue):
-    """The operator's "resume": a continue carrier for a live execution (e.g. a stuck one)."""
+    """The operator's "resume": a continue carrier for a running execution whose worker went
+    away; a suspended one is refused (``plaita.domain.operator_actions``): its event or timer
+    moves it."""
 
     async def __call__(self, execution_id: str) -> ControlResult:
         state, flags = await self._load(execution_id)
@@ -22,11 +23,7 @@ class ContinueExecution(WithQueue):
         if not decision.proceeds:
             refuse(decision)
         await self._queue.enqueue(self._carrier(state, ResumeType.CONTINUE))
-        detail = (
-            "it is suspended: the continue has no effect; its event or timer resumes it"
-            if state.status is ExecutionStatus.SUSPENDED
-            else "continues from its checkpoint"
-        )
+        detail = "continues from its checkpoint"
         result = ControlResult(
             execution_id,
             OperatorAction.RESUME,

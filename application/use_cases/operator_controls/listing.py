@@ -8,6 +8,7 @@ import attrs
 
 from plaita.application.ports import ExecutionControls, ExecutionRepository
 from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.execution_query import EVERY_EXECUTION, ExecutionQuery
 from plaita.domain.operator_controls import ControlFlags, check_page_limit
 
 JSON = Any
@@ -58,9 +59,15 @@ class ListExecutions:
         status: ExecutionStatus | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        query: ExecutionQuery = EVERY_EXECUTION,
     ) -> ExecutionListing:
+        """``query`` searches further: creation window, input conditions (C1)."""
         page = await self._executions.page(
-            flow_id=flow_id, status=status, limit=check_page_limit(limit), cursor=cursor
+            flow_id=flow_id,
+            status=status,
+            limit=check_page_limit(limit),
+            cursor=cursor,
+            query=query,
         )
         flags = await self._controls.get_many([state.execution_id for state in page.items])
         items = tuple(

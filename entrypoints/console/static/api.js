@@ -44,15 +44,16 @@ export class Api {
     return this.request("GET", path, { params });
   }
 
-  post(path, body) {
-    return this.request("POST", path, { body });
+  // tenant: false sends the body as it is (a shared flow definition names no tenant).
+  post(path, body, { tenant = true } = {}) {
+    return this.request("POST", path, { body, withTenant: tenant });
   }
 
   delete(path, params) {
     return this.request("DELETE", path, { params });
   }
 
-  async request(method, path, { params, body } = {}) {
+  async request(method, path, { params, body, withTenant = true } = {}) {
     const url = new URL(`api/v1/${path}`, document.baseURI);
     const query = { ...params };
     if (body === undefined) query.tenant ??= this.session.tenant;
@@ -64,7 +65,7 @@ export class Api {
     const init = { method, headers };
     if (body !== undefined) {
       headers["Content-Type"] = "application/json";
-      init.body = JSON.stringify({ tenant: this.session.tenant, ...body });
+      init.body = JSON.stringify(withTenant ? { tenant: this.session.tenant, ...body } : body);
     }
     let response;
     try {

@@ -5,6 +5,7 @@ import { Api, Session } from "./api.js";
 import { h, swap } from "./dom.js";
 import { executionView } from "./execution.js";
 import { executionsView } from "./executions.js";
+import { flowView, flowsView } from "./flows.js";
 import { clearErrors, errorRegion, field, setBusy, showError } from "./forms.js";
 import { dlqView, eventsView, queueStrip, workersView } from "./ops.js";
 
@@ -106,6 +107,8 @@ function parseHash() {
 function viewFor({ parts, query }) {
   const [section, id] = parts;
   if (section === "executions" && id) return ["executions", executionView(ctx, id)];
+  if (section === "flows" && id) return ["flows", flowView(ctx, id, query)];
+  if (section === "flows") return ["flows", flowsView(ctx)];
   if (section === "dlq") return ["dlq", dlqView(ctx)];
   if (section === "workers") return ["workers", workersView(ctx)];
   if (section === "events") return ["events", eventsView(ctx, query)];

@@ -3,22 +3,27 @@
 
 import { h, renderIfChanged } from "./dom.js";
 import { statusBadge } from "./executions.js";
-import { TERMINAL, formatJson, formatTime } from "./format.js";
+import { TERMINAL, formatAge, formatTime } from "./format.js";
 import { confirmAction, field } from "./forms.js";
 import { flowGraph } from "./graph.js";
+import { historyLoader, lastFailure, renderHistory } from "./history.js";
+import { jsonView } from "./json.js";
 import { publishForm } from "./publish.js";
 import { timelineChart } from "./timeline.js";
 
-function actionsFor(detail) {
-  const actions = [];
-  const live = !TERMINAL.has(detail.status);
-  if (detail.status === "suspended") actions.push("resume");
-  if (detail.status === "error") actions.push("retry");
-  if (detail.status !== "running") actions.push("retry_from");
-  if (live) actions.push(detail.paused ? "unpause" : "pause");
-  if (live && !detail.cancel_requested) actions.push("cancel");
-  return actions;
-}
+// The buttons, in this order; which ones show comes from the API's `actions` (one rule,
+// shared with the endpoints that perform them). "retry_from" is retry_from_node.
+const ACTION_ORDER = ["resume", "retry", "retry_from_node", "pause", "unpause", "cancel", "publish_event", "delete"];
+const ACTION_NAMES = {
+  resume: "Continue",
+  retry: "Retry",
+  retry_from_node: "Retry from node",
+  pause: "Pause",
+  unpause: "Unpause",
+  cancel: "Cancel execution",
+  publish_event: "Publish an event",
+  delete: "Delete",
+};
 
 export function executionView(ctx, executionId) {
   let detail = null;
@@ -36,6 +41,12 @@ export function executionView(ctx, executionId) {
   const summary = h("dl", { class: "summary" });
   const waiting = h("div", { class: "waiting" });
   const actionBar = h("div", { class: "buttons actions" });
+  const unavailable = h("div", { class: "unavailable" });
+  const retryBox = h("div", { class: "retry-box", "aria-live": "polite" });
+  const historyBox = h("div", { class: "history-box" });
+  const inspector = h("section", { class: "card inspector", "aria-labelledby": "node-title", hidden: true });
+  const history = historyLoader(ctx, executionId);
+  let selectedNode = null;
   const actionStatus = h("div", { class: "action-status", role: "status" });
   const actionError = h("div", { class: "form-error", role: "alert", hidden: true });
   const timelineDetail = h("p", {
@@ -58,16 +69,29 @@ export function executionView(ctx, executionId) {
       "div",
       { class: "card" },
       summary,
+      retryBox,
       waiting,
       h("h2", { class: "visually-hidden", text: "Actions" }),
       actionBar,
       actionError,
       actionStatus,
+      unavailable,
     ),
+    h(
+      "section",
+      { class: "card", "aria-labelledby": "history-title" },
+      h("h2", { id: "history-title", text: "Timeline" }),
+      h("p", {
+        class: "muted",
+        text: "Everything that happened to this execution, oldest first: every attempt of every node. Select a node to see its parameters and result.",
+      }),
+      historyBox,
+    ),
+    inspector,
     h(
       "figure",
       { class: "card", "aria-labelledby": "timeline-title" },
-      h("figcaption", {}, h("h2", { id: "timeline-title", text: "Node timeline" })),
+      h("figcaption", {}, h("h2", { id: "timeline-title", text: "Node durations (latest run of each node)" })),
       timeline,
       timelineDetail,
     ),
@@ -91,15 +115,7 @@ export function executionView(ctx, executionId) {
 
   async function runAction(action, fromNode) {
     actionError.hidden = true;
-    const labels = {
-      resume: "Resume",
-      retry: "Retry",
-      retry_from: `Retry from ${fromNode}`,
-      pause: "Pause",
-      unpause: "Unpause",
-      cancel: "Cancel",
-      delete: "Delete",
-    };
+    const labels = { ...ACTION_NAMES, retry_from: `Retry from ${fromNode}`, cancel: "Cancel" };
     let reason = "";
     if (action === "cancel" || action === "delete" || action === "retry_from") {
       const answer = await confirmAction({
@@ -138,21 +154,29 @@ export function executionView(ctx, executionId) {
     }
   }
 
+  function actionsOf() {
+    // An API without `actions` (an older console) offers nothing rather than a wrong button.
+    return detail.actions ?? {};
+  }
+
   function renderActions() {
     const nodes = flow?.graph?.nodes?.map((node) => node.id) ?? [];
-    const key = { status: detail.status, paused: detail.paused, cancel: detail.cancel_requested, nodes };
+    const actions = actionsOf();
+    const key = { actions, nodes, operator: ctx.can("operator"), admin: ctx.can("admin") };
     renderIfChanged(actionBar, key, () => {
       if (!ctx.can("operator")) return h("p", { class: "muted", text: "Your role can read, not act." });
       const buttons = [];
-      for (const action of actionsFor(detail)) {
-        if (action === "retry_from") {
+      for (const action of ACTION_ORDER) {
+        if (!actions[action]?.available || action === "publish_event") continue;
+        if (action === "delete" && !ctx.can("admin")) continue;
+        if (action === "retry_from_node") {
           if (!nodes.length) continue;
           const select = h(
             "select",
             { name: "from_node", dataset: { focusKey: "from-node" } },
             nodes.map((id) => h("option", { value: id, text: id })),
           );
-          select.value = detail.error?.node_id ?? detail.last_node_id ?? nodes[0];
+          select.value = detail.error?.node_id ?? detail.waiting_for?.node_id ?? detail.last_node_id ?? nodes[0];
           buttons.push(
             h(
               "div",
@@ -161,7 +185,7 @@ export function executionView(ctx, executionId) {
               h("button", {
                 type: "button",
                 class: "secondary",
-                dataset: { focusKey: "retry_from" },
+                dataset: { focusKey: "retry_from", action: "retry_from_node" },
                 text: "Retry from node",
                 onclick: () => runAction("retry_from", select.value),
               }),
@@ -169,37 +193,119 @@ export function executionView(ctx, executionId) {
           );
           continue;
         }
-        const text = {
-          resume: "Resume",
-          retry: "Retry",
-          pause: "Pause",
-          unpause: "Unpause",
-          cancel: "Cancel execution",
-        }[action];
         buttons.push(
           h("button", {
             type: "button",
-            class:
-              action === "cancel" ? "danger" : action === "resume" || action === "retry" ? "" : "secondary",
+            class: action === "cancel" || action === "delete" ? "danger" : action === "resume" || action === "retry" ? "" : "secondary",
             dataset: { focusKey: action, action },
-            text,
+            title: action === "resume" ? "Queue its next step again, from the last saved one (for an execution that seems stuck)" : undefined,
+            text: ACTION_NAMES[action],
             onclick: () => runAction(action),
-          }),
-        );
-      }
-      if (ctx.can("admin")) {
-        buttons.push(
-          h("button", {
-            type: "button",
-            class: "danger",
-            dataset: { focusKey: "delete", action: "delete" },
-            text: "Delete",
-            onclick: () => runAction("delete"),
           }),
         );
       }
       return buttons.length ? buttons : h("p", { class: "muted", text: "No action applies in this state." });
     });
+    renderIfChanged(unavailable, actions, () => {
+      const absent = ACTION_ORDER.filter((action) => actions[action] && !actions[action].available);
+      if (!absent.length) return null;
+      return h(
+        "details",
+        { class: "absent-actions" },
+        h("summary", { text: `Not available now (${absent.length})` }),
+        h(
+          "ul",
+          {},
+          absent.map((action) =>
+            h(
+              "li",
+              { dataset: { action } },
+              h("strong", { text: ACTION_NAMES[action] }),
+              ": ",
+              actions[action].reason,
+            ),
+          ),
+        ),
+      );
+    });
+  }
+
+  function renderRetry() {
+    const failure = detail.last_failure ?? lastFailure(history.entries);
+    const key = [failure, detail.status, Math.floor(Date.now() / 1000)];
+    renderIfChanged(retryBox, key, () => {
+      if (!failure || detail.status === "completed") return null;
+      const retrying = failure.retry_at_ms && !TERMINAL.has(detail.status);
+      return h(
+        "p",
+        { class: `callout ${retrying ? "retrying" : "failed"}` },
+        h("strong", { text: retrying ? "Retrying. " : "Last failure. " }),
+        "Attempt ",
+        h("strong", { class: "attempt-number", text: String(failure.attempt ?? "?") }),
+        " of node ",
+        h("span", { class: "mono", text: failure.node_id ?? "—" }),
+        " failed ",
+        h("span", { title: formatTime(failure.at_ms), text: formatAge(failure.at_ms) }),
+        ": ",
+        h("strong", { class: "mono", text: failure.error_class ?? "error" }),
+        failure.message ? ` ${failure.message}` : "",
+        failure.transient === false ? " (not retried: the same input would fail again)" : "",
+        retrying
+          ? [
+              ". Next attempt ",
+              h("strong", { class: "next-retry", text: formatAge(failure.retry_at_ms) }),
+              ` (${formatTime(failure.retry_at_ms)})`,
+            ]
+          : null,
+        ".",
+      );
+    });
+  }
+
+  function showNode(nodeId) {
+    selectedNode = selectedNode === nodeId ? null : nodeId;
+    renderInspector();
+    renderTimelineHistory();
+    if (selectedNode) inspector.scrollIntoView({ block: "nearest" });
+  }
+
+  function renderInspector() {
+    const node = flow?.document?.nodes?.find((candidate) => candidate.id === selectedNode);
+    const result = detail?.node_results?.[selectedNode];
+    const hasResult = Boolean(detail?.node_results && selectedNode in detail.node_results);
+    renderIfChanged(inspector, [selectedNode, node, result, hasResult], () => {
+      inspector.hidden = !selectedNode;
+      if (!selectedNode) return null;
+      const { id, type, params, ...options } = node ?? {};
+      return [
+        h(
+          "div",
+          { class: "view-head" },
+          h("h2", { id: "node-title" }, "Node ", h("span", { class: "mono", text: selectedNode })),
+          h("button", { type: "button", class: "secondary small", text: "Close", onclick: () => showNode(selectedNode) }),
+        ),
+        node ? h("p", { class: "muted", text: `A ${type} node.` }) : h("p", { class: "muted", text: "This node is not in the flow's definition." }),
+        h("div", { class: "data-grid" },
+          h("section", {},
+            h("h3", { text: "Parameters" }),
+            h("p", { class: "muted", text: "As the definition writes them; expressions are filled in from the input and earlier results when the node runs." }),
+            params === undefined ? h("p", { class: "muted", text: "None." }) : jsonView(params, { label: `Parameters of node ${selectedNode}` }),
+            Object.keys(options).length ? [h("h3", { text: "Options" }), jsonView(options, { label: `Options of node ${selectedNode}`, openDepth: 1 })] : null,
+          ),
+          h("section", {},
+            h("h3", { text: "Result" }),
+            hasResult ? jsonView(result, { label: `Result of node ${selectedNode}` }) : h("p", { class: "muted", text: "No result yet." }),
+          ),
+        ),
+      ];
+    });
+  }
+
+  function renderTimelineHistory() {
+    renderHistory(historyBox, history, { onNode: showNode, node: null });
+    for (const item of historyBox.querySelectorAll("li.entry")) {
+      item.classList.toggle("selected", Boolean(selectedNode) && item.dataset.node === selectedNode);
+    }
   }
 
   function renderSummary() {
@@ -283,20 +389,15 @@ export function executionView(ctx, executionId) {
   }
 
   function renderData() {
-    renderIfChanged(data, [detail.input, detail.result, detail.error, detail.node_results], () => [
+    renderIfChanged(data, [detail.input, detail.variables, detail.result, detail.error, detail.node_results], () => [
+      h("section", { class: "card" }, h("h2", { text: "Input" }), jsonView(detail.input ?? {}, { label: "Input" })),
       h(
         "section",
-        { class: "card" },
-        h("h2", { text: "Input" }),
-        h("pre", { class: "code", tabindex: 0, text: formatJson(detail.input ?? {}) }),
-      ),
-      h(
-        "section",
-        { class: "card" },
+        { class: "card result" },
         h("h2", { text: "Result" }),
         detail.result === null || detail.result === undefined
           ? h("p", { class: "muted", text: TERMINAL.has(detail.status) ? "No result." : "Not finished yet." })
-          : h("pre", { class: "code result", tabindex: 0, text: formatJson(detail.result) }),
+          : jsonView(detail.result, { label: "Result" }),
       ),
       detail.error
         ? h(
@@ -308,24 +409,26 @@ export function executionView(ctx, executionId) {
               {},
               h("strong", { text: detail.error.kind ?? "error" }),
               ` (code ${detail.error.code})`,
-              detail.error.node_id
-                ? [" at node ", h("span", { class: "mono", text: detail.error.node_id })]
-                : null,
+              detail.error.node_id ? [" at node ", h("span", { class: "mono", text: detail.error.node_id })] : null,
             ),
-            h("pre", { class: "code", tabindex: 0, text: detail.error.message }),
+            jsonView(detail.error, { label: "Error", openDepth: 1 }),
           )
         : null,
+      h("section", { class: "card" }, h("h2", { text: "Variables" }), jsonView(detail.variables ?? {}, { label: "Variables", openDepth: 1 })),
       h(
-        "details",
+        "section",
         { class: "card wide" },
-        h("summary", { text: `Node results (${Object.keys(detail.node_results ?? {}).length})` }),
-        h("pre", { class: "code", tabindex: 0, text: formatJson(detail.node_results ?? {}) }),
+        h("h2", { text: `Node results (${Object.keys(detail.node_results ?? {}).length})` }),
+        jsonView(detail.node_results ?? {}, { label: "Node results", openDepth: 1 }),
       ),
     ]);
   }
 
   function renderPublish() {
     if (!ctx.can("operator")) return;
+    const publishable = actionsOf().publish_event?.available !== false;
+    publishSlot.hidden = !publishable;
+    if (!publishable) return;
     const node = flow?.document?.nodes?.find((candidate) => candidate.id === detail.waiting_for?.node_id);
     if (publishSlot.dataset.ready) {
       // The node's event type becomes known once the execution waits; suggest it unless typed.
@@ -366,15 +469,38 @@ export function executionView(ctx, executionId) {
       return;
     }
     root.dataset.status = detail.status;
+    try {
+      await history.refresh();
+    } catch (error) {
+      if (error.status !== 404) historyBox.replaceChildren(h("p", { class: "form-error", text: `${error.error}: ${error.message}` }));
+    }
     renderSummary();
+    renderRetry();
     renderActions();
+    renderTimelineHistory();
     renderTimeline();
     renderData();
     await loadFlow();
     renderSummary();
     renderActions();
     renderGraph();
+    renderInspector();
     renderPublish();
+  }
+
+  // A node clicked in the graph or the durations chart opens in the inspector.
+  for (const box of [graphBox, timeline]) {
+    box.addEventListener("click", (event) => {
+      const target = event.target.closest("[data-node]");
+      if (target) showNode(target.dataset.node);
+    });
+    box.addEventListener("keydown", (event) => {
+      const target = event.target.closest?.("[data-node]");
+      if (target && (event.key === "Enter" || event.key === " ")) {
+        event.preventDefault();
+        showNode(target.dataset.node);
+      }
+    });
   }
 
   return { root, refresh };

@@ -4,6 +4,7 @@ import { h, renderIfChanged, swap } from "./dom.js";
 import { formatAge, formatTime } from "./format.js";
 import {
   clearErrors,
+  confirmAction,
   errorRegion,
   field,
   jsonTextarea,
@@ -16,6 +17,32 @@ import {
 const PAGE_SIZE = 50;
 const MAX_PAGE = 500;
 export const STATUSES = ["running", "suspended", "completed", "error", "cancelled"];
+const SEARCH_KEYS = ["flow_id", "status", "created_from_ms", "created_to_ms", "input"];
+
+// The statuses the API takes, from its OpenAPI document (a status added later shows up).
+let statusesPromise = null;
+function knownStatuses() {
+  statusesPromise ??= fetch(new URL("openapi.json", document.baseURI))
+    .then((response) => response.json())
+    .then((spec) => spec?.components?.schemas?.ExecutionStatus?.enum ?? STATUSES)
+    .catch(() => STATUSES);
+  return statusesPromise;
+}
+
+// <input type="datetime-local"> reads local time without a zone: its value ⇄ epoch ms.
+function localInput(ms) {
+  if (!ms) return "";
+  const date = new Date(Number(ms));
+  const pad = (n) => String(n).padStart(2, "0");
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}T${pad(date.getHours())}:${pad(date.getMinutes())}`;
+}
+function fromLocalInput(value, { end = false } = {}) {
+  if (!value) return "";
+  const ms = new Date(value).getTime();
+  if (Number.isNaN(ms)) return "";
+  // "to 10:05" keeps the whole minute 10:05.
+  return String(end ? ms + 59_999 : ms);
+}
 
 export function statusBadge(status, extra = "") {
   return h("span", { class: `badge status-${status} ${extra}`.trim(), text: status });
@@ -33,11 +60,12 @@ function flowLabel(flow) {
 }
 
 export function executionsView(ctx, query) {
-  const filters = { flow_id: query.get("flow_id") ?? "", status: query.get("status") ?? "" };
+  const filters = Object.fromEntries(SEARCH_KEYS.map((key) => [key, query.get(key) ?? ""]));
   let items = [];
   let nextCursor = null;
   let sequence = 0;
 
+  const idInput = h("input", { name: "execution_id", type: "search", autocomplete: "off", placeholder: "execution id" });
   const flowSelect = h("select", { name: "flow_id" }, h("option", { value: "", text: "Any flow" }));
   const statusSelect = h(
     "select",
@@ -46,29 +74,120 @@ export function executionsView(ctx, query) {
     STATUSES.map((status) => h("option", { value: status, text: status })),
   );
   statusSelect.value = filters.status;
+  knownStatuses().then((statuses) => {
+    swap(
+      statusSelect,
+      h("option", { value: "", text: "Any status" }),
+      statuses.map((status) => h("option", { value: status, text: status })),
+    );
+    statusSelect.value = filters.status;
+  });
+  const fromInput = h("input", { name: "created_from_ms", type: "datetime-local" });
+  const toInput = h("input", { name: "created_to_ms", type: "datetime-local" });
+  fromInput.value = localInput(filters.created_from_ms);
+  toInput.value = localInput(filters.created_to_ms);
+  const inputCondition = h("input", {
+    name: "input",
+    type: "search",
+    autocomplete: "off",
+    placeholder: "customer.id = 42",
+    size: 18,
+  });
+  inputCondition.value = filters.input;
+  const searchError = errorRegion();
   const filterForm = h(
     "form",
-    { class: "filters", role: "search", "aria-label": "Filter executions" },
+    { class: "filters search", role: "search", "aria-label": "Search executions", novalidate: true },
+    field("Execution id", idInput, "Opens it."),
     field("Flow", flowSelect),
     field("Status", statusSelect),
+    field("Created from", fromInput),
+    field("Created to", toInput),
+    field("Input field", inputCondition, "field = value, e.g. customer.id = 42"),
+    h("div", { class: "buttons" }, h("button", { type: "submit", text: "Search" }), h("button", { type: "button", class: "secondary", text: "Clear", onclick: () => clearSearch() })),
+    searchError,
   );
-  // Filters apply in place (the URL follows without a navigation), so the focus stays on
-  // the select a keyboard user is stepping through.
   const applyFilters = (event) => {
     event?.preventDefault();
+    const id = idInput.value.trim();
+    if (id) {
+      ctx.navigate(`#/executions/${encodeURIComponent(id)}`);
+      return;
+    }
     filters.flow_id = flowSelect.value;
     filters.status = statusSelect.value;
+    filters.created_from_ms = fromLocalInput(fromInput.value);
+    filters.created_to_ms = fromLocalInput(toInput.value, { end: true });
+    filters.input = inputCondition.value.trim();
     const params = new URLSearchParams();
-    if (filters.flow_id) params.set("flow_id", filters.flow_id);
-    if (filters.status) params.set("status", filters.status);
+    for (const key of SEARCH_KEYS) if (filters[key]) params.set(key, filters[key]);
     history.replaceState(null, "", `#/executions${params.size ? `?${params}` : ""}`);
     items = [];
     nextCursor = null;
     load();
   };
+  function clearSearch() {
+    for (const control of [idInput, fromInput, toInput, inputCondition]) control.value = "";
+    flowSelect.value = "";
+    statusSelect.value = "";
+    applyFilters();
+  }
   filterForm.addEventListener("submit", applyFilters);
+  // Selects apply in place (the URL follows without a navigation), so the focus stays on
+  // the select a keyboard user is stepping through; typed fields apply on Search.
   flowSelect.addEventListener("change", applyFilters);
   statusSelect.addEventListener("change", applyFilters);
+
+  const bulkBar = ctx.can("operator")
+    ? h(
+        "div",
+        { class: "buttons bulk", role: "group", "aria-label": "Bulk actions" },
+        h("span", { class: "muted", text: "For every execution this search finds:" }),
+        h("button", { type: "button", class: "secondary", dataset: { bulk: "cancel" }, text: "Cancel all…", onclick: () => bulk("cancel") }),
+        h("button", { type: "button", class: "secondary", dataset: { bulk: "retry" }, text: "Retry all…", onclick: () => bulk("retry") }),
+      )
+    : null;
+  const bulkStatus = h("p", { class: "form-status", role: "status" });
+
+  function searchParams() {
+    return Object.fromEntries(SEARCH_KEYS.filter((key) => filters[key]).map((key) => [key, key.endsWith("_ms") ? Number(filters[key]) : filters[key]]));
+  }
+
+  async function bulk(action) {
+    bulkStatus.textContent = "";
+    const request = { action, ...searchParams(), limit: 1000 };
+    let counted;
+    try {
+      counted = await ctx.api.post("executions/bulk", { ...request, dry_run: true });
+    } catch (error) {
+      bulkStatus.textContent = `${error.error}: ${error.message}`;
+      return;
+    }
+    if (!counted.matched) {
+      bulkStatus.textContent = `No execution matches this search: nothing to ${action}.`;
+      return;
+    }
+    const verb = action === "cancel" ? "Cancel" : "Retry";
+    const answer = await confirmAction({
+      title: `${verb} ${counted.matched} execution${counted.matched === 1 ? "" : "s"}?`,
+      message:
+        `${counted.matched} execution${counted.matched === 1 ? " matches" : "s match"} this search` +
+        `${counted.matched >= 1000 ? " (at least; one action covers 1,000)" : ""}. ` +
+        (action === "cancel"
+          ? "Each one stops at its next step; those that cannot be cancelled (already ended) are listed as refused."
+          : "Each failed or cancelled one runs again from where it stopped; the others are listed as refused."),
+      confirmLabel: `${verb} ${counted.matched}`,
+    });
+    if (!answer.confirmed) return;
+    try {
+      const done = await ctx.api.post("executions/bulk", request);
+      const refused = done.failed.length;
+      bulkStatus.textContent = `${verb}: ${done.done} done${refused ? `, ${refused} refused (${done.failed[0].error}${refused > 1 ? " …" : ""})` : ""}.`;
+      load();
+    } catch (error) {
+      bulkStatus.textContent = `${error.error}: ${error.message}`;
+    }
+  }
 
   const listError = h("div", { class: "form-error", role: "alert", hidden: true });
   const tbody = h("tbody");
@@ -114,6 +233,8 @@ export function executionsView(ctx, query) {
       ctx.can("operator") ? startButton : null,
     ),
     filterForm,
+    bulkBar,
+    bulkStatus,
     listError,
     table,
     h("div", { class: "buttons" }, moreButton, summary),
@@ -173,7 +294,9 @@ export function executionsView(ctx, query) {
             h("td", {
               colspan: 6,
               class: "empty",
-              text: "No executions match. Start one with “Start execution”.",
+              text: Object.values(filters).some(Boolean)
+                ? "No execution matches this search (follow “More” if it shows: the search looks at up to 2,000 executions at a time)."
+                : "No executions yet. Start one with “Start execution”.",
             }),
           ),
     );
@@ -185,8 +308,7 @@ export function executionsView(ctx, query) {
   async function load({ more = false } = {}) {
     const mine = ++sequence;
     const params = {
-      flow_id: filters.flow_id,
-      status: filters.status,
+      ...searchParams(),
       limit: more ? PAGE_SIZE : Math.min(MAX_PAGE, Math.max(PAGE_SIZE, items.length)),
       cursor: more ? nextCursor : undefined,
     };
@@ -196,9 +318,15 @@ export function executionsView(ctx, query) {
       items = more ? [...items, ...page.items] : page.items;
       nextCursor = page.next_cursor ?? null;
       listError.hidden = true;
+      clearErrors(filterForm);
       render();
     } catch (error) {
       if (mine !== sequence) return;
+      if (error.error === "InvalidExecutionQueryError" || error.status === 422) {
+        // A filter that cannot be read: said beside its field.
+        showError(filterForm, error);
+        return;
+      }
       listError.replaceChildren(h("strong", { text: `${error.error}: ` }), error.message);
       listError.hidden = false;
     }

@@ -156,12 +156,12 @@ export function dlqView(ctx) {
                 h(
                   "details",
                   {},
-                  h("summary", { text: "Carrier" }),
+                  h("summary", { text: "Task message" }),
                   h("pre", { class: "code", text: formatJson(entry.raw) }),
                   entry.raw_base64
                     ? h("pre", {
                         class: "code",
-                        "aria-label": "The carrier's exact bytes, base64",
+                        "aria-label": "The task message's exact bytes, base64",
                         text: formatJson({ raw_base64: entry.raw_base64 }),
                       })
                     : null,
@@ -190,7 +190,7 @@ export function dlqView(ctx) {
     h("div", { class: "view-head" }, h("h1", { id: "view-title", tabindex: -1, text: "Dead letters" })),
     h("p", {
       class: "muted",
-      text: "Carriers the workers gave up on. Replay puts one back on the task stream, once.",
+      text: "Task messages the workers gave up on. Replay puts one back on the task queue, once; an execution that has already ended is not run again.",
     }),
     h("div", { class: "filters" }, field("Show", count)),
     loadError,
@@ -242,9 +242,9 @@ export function workersView(ctx) {
         "Status",
         "Heartbeat age",
         "Started",
-        "Config family",
-        "Config generation",
-        "Budget generation",
+        "Settings",
+        "Settings version",
+        "Retry limits version",
       ],
       tbody,
     ),

@@ -207,4 +207,4 @@ async def test_a_pending_execution_cannot_be_retried_by_an_operator(
 
     decision = decide_retry(state, from_node=None, flow_nodes={"request"})
 
-    assert decision.verdict is Verdict.CONFLICT and "it is pending" in decision.detail
+    assert decision.verdict is Verdict.REFUSE and "it is pending" in decision.detail

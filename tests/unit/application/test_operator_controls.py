@@ -496,12 +496,12 @@ async def test_every_action_names_an_unknown_execution(world: World, action: str
         await getattr(world.container, action)()("ghost")
 
 
-async def test_resume_enqueues_a_continue_and_refuses_a_failed_execution(world: World) -> None:
+async def test_resume_refuses_a_suspended_and_a_failed_execution(world: World) -> None:
+    """A suspended execution waits for its event or timer: a continue would do nothing."""
     await world.suspended()
-    result = await world.container.continue_execution()("x-1")
-    assert result.outcome == "continue_enqueued"
-    [carrier] = await world.queued()
-    assert carrier.resume_type is ResumeType.CONTINUE
+    with pytest.raises(OperatorActionRefusedError, match="publish the event it waits for"):
+        await world.container.continue_execution()("x-1")
+    assert await world.queued() == []
     await world.failed_at_b("x-2")
     with pytest.raises(OperatorActionRefusedError, match="retry it instead"):
         await world.container.continue_execution()("x-2")

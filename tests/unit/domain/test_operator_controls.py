@@ -110,9 +110,16 @@ def test_a_terminal_execution_cannot_be_cancelled(status: ExecutionStatus) -> No
     assert status.value in decision.detail
 
 
-@pytest.mark.parametrize("status", [S.RUNNING, S.SUSPENDED])
-def test_a_live_execution_can_be_resumed(status: ExecutionStatus) -> None:
-    assert decide_resume_request("x-1", status, NONE).verdict is Verdict.PROCEED
+def test_a_running_execution_can_be_resumed() -> None:
+    assert decide_resume_request("x-1", S.RUNNING, NONE).verdict is Verdict.PROCEED
+
+
+def test_a_suspended_execution_is_not_resumed_its_event_or_timer_moves_it() -> None:
+    """A continue carrier for a suspended execution answered "continue_enqueued" and did
+    nothing (issue 16): it is refused, pointing at what works."""
+    decision = decide_resume_request("x-1", S.SUSPENDED, NONE)
+    assert (decision.verdict, decision.reason) == (Verdict.REFUSE, "execution_suspended")
+    assert "publish the event" in decision.detail
 
 
 @pytest.mark.parametrize("status", [S.ERROR, S.CANCELLED])

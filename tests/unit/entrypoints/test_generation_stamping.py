@@ -178,13 +178,13 @@ async def test_an_event_resume_names_the_event_filters_generations(container: Co
 async def test_operator_resume_continue_and_cancel_name_the_operators_generations(
     container: Container,
 ) -> None:
-    """W12, W23: an operator's continue and cancel are new carriers."""
+    """W12, W23: an operator's continue and cancel are new carriers (the console's resume
+    button refuses a sleeping execution, so its continue comes through resume_execution)."""
     execution_id = await started(container, "nap")
     with tenant_scope("default"):
         await container.resume_execution()(execution_id, ResumeType.CONTINUE)
-        await container.continue_execution()(execution_id)
         await container.cancel_execution()(execution_id)
-    assert await stamps(container) == [container.generations()] * 3
+    assert await stamps(container) == [container.generations()] * 2
 
 
 async def test_an_operator_retry_names_the_operators_generations(container: Container) -> None:
