@@ -502,7 +502,7 @@ def _summary_line(summary: dict[str, Any], now_ms: int) -> str:
     parts += [
         f"{summary[field]} {label}"
         for field, label in (
-            ("attempts", "node attempts"),
+            ("attempts", "node runs"),
             ("failures", "failures"),
             ("retries", "retries scheduled"),
             ("events", "events received"),
@@ -651,11 +651,17 @@ def executions_wait(
 # --- history -------------------------------------------------------------------------------
 
 
+def _is_time(name: str, value: object) -> bool:
+    """A fact that is a moment (``due_ms``, ``timer_due_ms``), printed as a UTC time."""
+    return (name == "due_ms" or name.endswith("_due_ms")) and isinstance(value, int)
+
+
 def _history_line(entry: HistoryEntry) -> str:
     where = f" {entry.node_id}" if entry.node_id else ""
     attempt = f" attempt {entry.attempt}" if entry.attempt is not None else ""
     facts = " ".join(
-        f"{name}={json.dumps(value, default=str)}"
+        f"{name[:-3] if _is_time(name, value) else name}="
+        f"{_when(value) if _is_time(name, value) else json.dumps(value, default=str)}"
         for name, value in entry.detail.items()
         if name != "traceback"
     )

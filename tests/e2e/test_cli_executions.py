@@ -384,3 +384,76 @@ def test_workers_list_shows_status_and_heartbeat_age(ns: Namespace) -> None:
     assert 1500 <= worker["heartbeat_age_ms"] < 60_000
     code, out = ns.invoke("workers", "list")
     assert code == 0 and out.startswith("w-1  running")
+
+
+# --- what happened: start (pending), show, history ---------------------------------------------
+
+
+def test_a_started_execution_is_pending_in_show_and_history_at_once(ns: Namespace) -> None:
+    ns.execution("seed-flow", ExecutionStatus.COMPLETED)  # registers FLOW in the namespace
+    code, out = ns.invoke("executions", "start", "waiting", "--input", '{"order": 7}')
+    assert code == 0, out
+    execution_id = out.strip()
+
+    code, shown = ns.invoke_json("executions", "show", execution_id)
+    assert code == 0 and shown["status"] == "pending" and shown["next_node_id"] == "prepare"
+    assert shown["history"]["entries"] == 1 and shown["history"]["last_kind"] == "accepted"
+    code, out = ns.invoke("executions", "show", execution_id)
+    assert code == 0 and "for a worker to pick it up" in out
+
+    code, out = ns.invoke("executions", "history", execution_id, "--json")
+    assert code == 0, out
+    first, accepted = (json.loads(line) for line in out.splitlines())
+    assert first == {"execution_id": execution_id, "dropped": 0}
+    assert accepted["kind"] == "accepted" and accepted["detail"]["via"] == "cli"
+    code, out = ns.invoke("executions", "history", execution_id)
+    assert code == 0 and "accepted" in out and "input_bytes" in out
+
+
+def test_show_prints_the_last_failure_and_its_next_retry(ns: Namespace) -> None:
+    from plaita.domain.execution import NodeFailure
+
+    now = int(time.time() * 1000)
+
+    async def body(client: redis.Redis, keys: RedisKeys) -> None:
+        await RedisFlowRepository(client, keys).put_if_absent(FLOW, owner=SHARED)
+        state = ExecutionState.new(
+            execution_id="failing-1",
+            flow_id=FLOW.flow_id,
+            flow_version=FLOW.version,
+            fingerprint=FLOW.fingerprint,
+            start_node_id="prepare",
+            input={},
+            now_ms=now,
+        )
+        failing = attrs.evolve(
+            state,
+            last_failure=NodeFailure.of(
+                node_id="prepare",
+                attempt=2,
+                error_class="ConnectionError",
+                message="upstream busy",
+                transient=True,
+                at_ms=now,
+                retry_at_ms=now + 60_000,
+            ),
+        )
+        leases = RedisLeaseManager(client, keys)
+        lease = await leases.acquire("failing-1", "seed", ttl_ms=60_000)
+        assert lease is not None
+        await RedisExecutionRepository(client, keys).save(failing, fence=lease.generation)
+        await leases.release(lease)
+
+    ns.seed(body)
+    code, out = ns.invoke("executions", "show", "failing-1")
+    assert code == 0, out
+    assert "attempt 2 of node prepare" in out
+    assert "ConnectionError (transient): upstream busy" in out
+    assert "next retry" in out and "(in " in out
+    code, shown = ns.invoke_json("executions", "show", "failing-1")
+    assert shown["last_failure"]["retry_at_ms"] == now + 60_000
+
+
+def test_history_of_an_unknown_execution_is_a_named_error(ns: Namespace) -> None:
+    code, out = ns.invoke("executions", "history", "nobody")
+    assert code == 1 and "UnknownExecutionError" in out and "never started" in out

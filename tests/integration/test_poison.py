@@ -27,6 +27,7 @@ from .conftest import (
     GROUP,
     HANDLER_MODULE,
     NODES,
+    REPO_ROOT,
     TERMINAL,
     Plaita,
     poll,
@@ -297,10 +298,63 @@ def test_step_that_crashes_every_worker_is_guarded_and_never_left_without_a_carr
 # --- W10: replay once and only once ----------------------------------------------------
 
 
-def test_dead_letter_replays_once_and_only_once_and_stays_in_the_dlq(plaita: Plaita) -> None:
+def test_a_replay_into_an_execution_that_ended_is_refused_and_keeps_the_entry(
+    plaita: Plaita,
+) -> None:
+    """The failed execution's carrier would do nothing: the replay says so, exits 1,
+    enqueues nothing and leaves the entry unreplayed (retry the execution instead)."""
     execution_id, worker, dlq_id = run_always_failing_node(plaita)
     wait_until_no_pending(plaita)
-    before = plaita.states([execution_id])[execution_id]
+    stream_length = plaita.redis().xlen(plaita.stream)
+
+    refused = plaita.run("dlq", "replay", dlq_id, "--json", check=False)
+
+    assert refused.returncode == 1, refused.stderr
+    answer = json.loads(refused.stdout)
+    assert answer["outcome"] == "execution_ended", answer
+    assert f"plaita executions retry {execution_id}" in answer["detail"], answer
+    assert plaita.redis().xlen(plaita.stream) == stream_length
+    assert plaita.json("dlq", "show", dlq_id)["replayed"] is None
+    assert plaita.stop(worker) == 0, plaita.logs()
+
+
+def _raw_start(plaita: Plaita, execution_id: str, flow_id: str) -> dict[str, str]:
+    """A start carrier as the pool's producers write it (its generations stamped, W12), for
+    a flow no process has registered yet."""
+    from plaita.application.codec import encode_envelope
+    from plaita.domain.envelope import TaskEnvelope
+    from plaita.entrypoints.container import build_container
+
+    generations = build_container(plaita.settings()).generations()
+    envelope = TaskEnvelope.start(
+        execution_id=execution_id,
+        flow_id=flow_id,
+        version="1",
+        params={"n": 1, "plan": {}},
+        now_ms=int(time.time() * 1000),
+        generations=generations,
+    )
+    return encode_envelope(envelope)
+
+
+def test_dead_letter_replays_once_and_only_once_and_stays_in_the_dlq(
+    plaita: Plaita, tmp_path: Any
+) -> None:
+    """The flow a start needed was missing; once it is registered, one replay runs it."""
+    worker = spawn_worker(plaita, "replayer", concurrency=1)
+    execution_id = f"late-{uuid.uuid4().hex[:8]}"
+    plaita.redis().xadd(plaita.stream, _raw_start(plaita, execution_id, "late_chain"))
+    letters = poll(
+        lambda: dead_letters(plaita),
+        timeout=10,
+        what=f"the start of the unknown flow in the DLQ\n{plaita.logs()}",
+    )
+    ((dlq_id, letter),) = letters
+    assert "unknown_flow" in letter["reason"], letter
+    document = json.loads((REPO_ROOT / FLOW_FILE).read_text())
+    late = tmp_path / "late_chain.json"
+    late.write_text(json.dumps({**document, "flow_id": "late_chain", "version": "1"}))
+    plaita.run("flows", "register", str(late), "--handler-modules", HANDLER_MODULE)
     dlq_length = plaita.redis().xlen(plaita.dead_letters)
 
     first = plaita.json("dlq", "replay", dlq_id)
@@ -321,12 +375,13 @@ def test_dead_letter_replays_once_and_only_once_and_stays_in_the_dlq(plaita: Pla
     listed = plaita.json("dlq", "list")["items"]
     assert [entry["dlq_id"] for entry in listed] == [dlq_id], listed
 
-    # The one replayed carrier meets a terminal execution: absorbed, acked, nothing re-runs.
+    # The one replayed carrier runs the execution once, to its end.
+    view = plaita.wait_for_statuses([execution_id], TERMINAL, timeout=20, alive=[worker])[
+        execution_id
+    ]
+    assert view["status"] == "completed", (view, plaita.logs())
+    assert run_counts(plaita, execution_id) == dict.fromkeys(NODES, 1)
     wait_until_no_pending(plaita)
-    replayed = [m for m in carriers_of(plaita, execution_id) if m == first["message_id"]]
-    assert len(replayed) == 1
-    assert plaita.states([execution_id])[execution_id] == before
-    assert run_counts(plaita, execution_id)["a"] == 1 + MAX_DELIVERIES
     assert plaita.redis().xlen(plaita.dead_letters) == dlq_length
     assert worker.poll() is None, plaita.logs()
     assert plaita.stop(worker) == 0, plaita.logs()

@@ -11,8 +11,10 @@ hands over to a fresh carrier, enqueued once the lease is released (W5, I0).
 from __future__ import annotations
 
 import logging
+import sysconfig
 import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import attrs
 
@@ -244,7 +246,7 @@ class Advance:
                 worker=held.writes.worker,
                 error_class=type(original).__name__,
                 message=str(original),
-                traceback="".join(traceback.format_exception(original)),
+                traceback=handler_traceback(original),
                 failure=failure,
                 duration_ms=now_ms - started_ms,
             )
@@ -371,6 +373,30 @@ def _record(outcome: StepOutcome, context: ExecutionContext) -> StepRecord:
         result=output.result,
         next_node_id=None if ended or output.suspension is not None else output.next_node_id,
     )
+
+
+#: Where the frames that call a handler live: the engine (this layer) and the standard
+#: library's asyncio and threads it runs handlers on.
+_ENGINE = str(Path(__file__).resolve().parents[2])
+_STDLIB = str(Path(sysconfig.get_paths()["stdlib"]).resolve())
+
+
+def _calls_handlers(filename: str) -> bool:
+    path = str(Path(filename).resolve())
+    if path.startswith(_ENGINE):
+        return True
+    return path.startswith(_STDLIB) and "-packages" not in path  # site- or dist-packages
+
+
+def handler_traceback(error: BaseException) -> str:
+    """The traceback of what a node raised, from its first frame outside the engine and the
+    standard library (the handler's own code) on: the frames that called the handler tell an
+    operator nothing. All of it when there is no such frame (the engine itself raised)."""
+    report = traceback.TracebackException.from_exception(error)
+    frames = list(report.stack)
+    first = next((i for i, f in enumerate(frames) if not _calls_handlers(f.filename)), 0)
+    report.stack = traceback.StackSummary.from_list(frames[first:])
+    return "".join(report.format())
 
 
 def _original(exc: BaseException) -> BaseException:
