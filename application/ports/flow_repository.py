@@ -55,6 +55,8 @@ class FlowRepository(Protocol):
         ...
 
     async def versions(self, flow_id: str, *, owner: FlowOwner) -> Sequence[str]:
-        """Every version of ``flow_id`` ``owner`` has stored, sorted as text (empty: none);
-        the version order is the domain's (``plaita.domain.flow_versions.version_key``)."""
+        """Every version of ``flow_id`` that ``owner`` stored, sorted as text; empty if none.
+
+        The order people read is the domain's (``plaita.domain.flow_versions.version_key``).
+        """
         ...

@@ -152,8 +152,8 @@ class NodeFailureView(_Response):
     )
 
 
-# An execution's summary wherever it appears: its status, its last error, and the attempt,
-# error and next retry time of a node that is failing.
+# An execution's summary wherever it appears (C8): its status (``pending`` from its
+# acceptance), its last error, and the attempt, error and next retry time of a failing node.
 class ExecutionSummary(_Response):
     execution_id: str
     flow_id: str

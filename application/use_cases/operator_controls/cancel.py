@@ -5,6 +5,7 @@ from __future__ import annotations
 from plaita.application.use_cases.operator_controls.shared import (
     ControlResult,
     WithQueue,
+    audit_result,
     refuse,
 )
 from plaita.domain.envelope import ResumeType
@@ -33,4 +34,5 @@ class CancelExecution(WithQueue):
             flags,
             "the worker cancels it under the lease at its next dispatch",
         )
-        return await self._audited(OperatorAction.CANCEL, result)
+        audit_result(OperatorAction.CANCEL, result)
+        return await self._recorded(OperatorAction.CANCEL, result)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from plaita.application.use_cases.operator_controls.shared import (
     ControlResult,
     WithQueue,
+    audit_result,
     parked_note,
     refuse,
 )
@@ -32,4 +33,5 @@ class ContinueExecution(WithQueue):
             flags,
             detail + parked_note(flags),
         )
-        return await self._audited(OperatorAction.RESUME, result)
+        audit_result(OperatorAction.RESUME, result)
+        return await self._recorded(OperatorAction.RESUME, result)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from plaita.application.use_cases.operator_controls.shared import (
     ControlResult,
     OneExecution,
+    audit_result,
     refuse,
 )
 from plaita.domain.operator_controls import OperatorAction, Verdict, decide_pause
@@ -28,4 +29,5 @@ class PauseExecution(OneExecution):
         result = ControlResult(
             execution_id, OperatorAction.PAUSE, decision.reason, state.status, flags, detail
         )
-        return await self._audited(OperatorAction.PAUSE, result)
+        audit_result(OperatorAction.PAUSE, result)
+        return await self._recorded(OperatorAction.PAUSE, result)

@@ -101,7 +101,8 @@ class RetryExecution(WithQueue):
                 "the worker wakes it up at its failed node, or refuses with a reason in its "
                 "log (W7 caps)" + parked_note(flags),
             )
-            return await self._audited(OperatorAction.RETRY, result)
+            audit_result(OperatorAction.RETRY, result)
+            return await self._recorded(OperatorAction.RETRY, result)
         assert decision.node_id is not None
         restarted = await self._restart(state, decision.node_id, from_node, nodes, flow)
         # Only once the restart landed: a refused retry (409) leaves every flag as it was.

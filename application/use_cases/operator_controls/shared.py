@@ -99,11 +99,10 @@ class OneExecution:
         state = await self._get(execution_id)
         return state, await self._controls.get(execution_id)
 
-    async def _audited(self, action: OperatorAction, result: ControlResult) -> ControlResult:
-        """Log the action and record it in the execution's history: who asked (the scope's
-        actor), what, and what came of it. The history entry is best effort — the action
-        took effect whatever happens to it — and a failure to write it is logged."""
-        audit_result(action, result)
+    async def _recorded(self, action: OperatorAction, result: ControlResult) -> ControlResult:
+        """Record the action in the execution's history (after its ``audit_result`` line):
+        who asked (the scope's actor), what, and what came of it. Best effort — the action
+        took effect whatever happens to the entry — and a failure to write it is logged."""
         actor = current_actor()
         entry = history.operator_action(
             self._clock.now_ms(),

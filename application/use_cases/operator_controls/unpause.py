@@ -12,6 +12,7 @@ from plaita.application.ports import (
 from plaita.application.use_cases.operator_controls.shared import (
     ControlResult,
     WithQueue,
+    audit_result,
 )
 from plaita.domain.envelope import CarrierGenerations, ResumeType
 from plaita.domain.operator_controls import OperatorAction, decide_unpause
@@ -63,7 +64,8 @@ class UnpauseExecution(WithQueue):
                 flags,
                 decision.detail,
             )
-            return await self._audited(OperatorAction.UNPAUSE, result)
+            audit_result(OperatorAction.UNPAUSE, result)
+            return await self._recorded(OperatorAction.UNPAUSE, result)
         live = not state.status.is_terminal
         if live and flags.parked:
             due = self._clock.now_ms() + self._safety_net_ms
@@ -86,4 +88,5 @@ class UnpauseExecution(WithQueue):
             detail,
             requeued=len(carriers),
         )
-        return await self._audited(OperatorAction.UNPAUSE, result)
+        audit_result(OperatorAction.UNPAUSE, result)
+        return await self._recorded(OperatorAction.UNPAUSE, result)
