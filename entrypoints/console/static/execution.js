@@ -6,7 +6,7 @@ import { statusBadge } from "./executions.js";
 import { TERMINAL, formatAge, formatTime } from "./format.js";
 import { confirmAction, field } from "./forms.js";
 import { flowGraph } from "./graph.js";
-import { historyLoader, lastFailure, renderHistory } from "./history.js";
+import { historyLoader, renderHistory } from "./history.js";
 import { jsonView } from "./json.js";
 import { publishForm } from "./publish.js";
 import { timelineChart } from "./timeline.js";
@@ -231,7 +231,7 @@ export function executionView(ctx, executionId) {
   }
 
   function renderRetry() {
-    const failure = detail.last_failure ?? lastFailure(history.entries);
+    const failure = detail.last_failure; // the state's summary: one rule, the server's
     const key = [failure, detail.status, Math.floor(Date.now() / 1000)];
     renderIfChanged(retryBox, key, () => {
       if (!failure || detail.status === "completed") return null;

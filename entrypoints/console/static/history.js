@@ -41,29 +41,6 @@ export function historyLoader(ctx, executionId) {
   };
 }
 
-// The most recent failure still open: a node_failed not followed by that node finishing.
-export function lastFailure(entries) {
-  let failure = null;
-  for (const entry of entries) {
-    if (entry.kind === "node_failed") {
-      failure = {
-        node_id: entry.node_id,
-        attempt: entry.attempt,
-        error_class: entry.detail.error_class,
-        message: entry.detail.message,
-        transient: entry.detail.failure === "transient",
-        at_ms: entry.at_ms,
-        retry_at_ms: null,
-      };
-    } else if (entry.kind === "retry_scheduled" && failure && entry.node_id === failure.node_id) {
-      failure.retry_at_ms = entry.detail.due_ms;
-    } else if (entry.kind === "node_finished" && failure && entry.node_id === failure.node_id) {
-      failure = null;
-    }
-  }
-  return failure;
-}
-
 function nodeButton(nodeId, onNode) {
   if (!nodeId) return null;
   return h("button", {
@@ -80,13 +57,28 @@ function when(ms, nowMs) {
   return h("span", { title: formatTime(ms) }, `${formatTime(ms)} (${formatAge(ms, nowMs)})`);
 }
 
+// How a start reached plaita, in an operator's words (an embedding program says nothing).
+const ENTRY_POINTS = { api: "API", cli: "command line", sdk: "Python client" };
+
 function describe(entry, onNode, nowMs) {
   const node = nodeButton(entry.node_id, onNode);
   const attempt = entry.attempt ? h("span", { class: "badge attempt", text: `attempt ${entry.attempt}` }) : null;
   const d = entry.detail ?? {};
   switch (entry.kind) {
+    case "accepted":
+      return [
+        "Accepted",
+        d.by && d.by !== "unknown" ? ` from ${d.by}` : "",
+        ENTRY_POINTS[d.via] ? ` through the ${ENTRY_POINTS[d.via]}` : "",
+        d.dedup_key ? `, dedup key ${d.dedup_key}` : "",
+        "; waiting for a worker",
+      ];
     case "started":
-      return ["Started", d.via && d.via !== "start" ? ` (by ${d.via})` : "", d.input_bytes !== undefined ? `, input ${d.input_bytes} bytes` : ""];
+      return [
+        "Picked up by a worker",
+        d.via && d.via !== "start" ? ` (given back by ${d.via})` : "",
+        d.input_bytes !== undefined ? `, input ${d.input_bytes} bytes` : "",
+      ];
     case "node_started":
       return ["Node ", node, " started ", attempt];
     case "node_finished":
