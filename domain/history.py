@@ -35,6 +35,8 @@ MAX_MESSAGE_CHARS = 1_000
 MAX_TRACEBACK_CHARS = 8_000
 #: Names (node, worker, event type, error class, operator) are cut to this many characters.
 MAX_NAME_CHARS = 200
+#: A task's rendered params are kept in its ``node_started`` entry up to this many bytes.
+MAX_PARAMS_BYTES = 2_000
 #: The most entries one history page returns.
 MAX_HISTORY_PAGE = 500
 DEFAULT_HISTORY_PAGE = 100
@@ -246,8 +248,24 @@ def started(at_ms: int, *, input_size: int, via: str, worker: str | None) -> His
     )
 
 
-def node_started(at_ms: int, *, node_id: str, attempt: int, worker: str | None) -> HistoryEntry:
-    return HistoryEntry(HistoryKind.NODE_STARTED, at_ms, _name(node_id), attempt, _name(worker))
+def node_started(
+    at_ms: int,
+    *,
+    node_id: str,
+    attempt: int,
+    worker: str | None,
+    params: JSON = None,
+    has_params: bool = False,
+) -> HistoryEntry:
+    """A node began. A task node's params as its handler got them (``has_params``), when
+    they are at most ``MAX_PARAMS_BYTES`` as JSON; larger ones only by their size."""
+    detail: dict[str, JSON] = {}
+    if has_params:
+        size = json_size(params)
+        detail = {"params": params} if size <= MAX_PARAMS_BYTES else {"params_bytes": size}
+    return HistoryEntry(
+        HistoryKind.NODE_STARTED, at_ms, _name(node_id), attempt, _name(worker), detail
+    )
 
 
 def node_finished(

@@ -46,6 +46,9 @@ class ExecutionContext:
         #: The attempt number of each node's next attempt where it is not 1: attempts made in
         #: earlier deliveries count (E15, ``ctx.attempt``).
         self.attempts: dict[str, int] = dict(attempts or {})
+        #: Each task node's params as its handler got them, at its latest attempt (the
+        #: worker records them in the node's history).
+        self.rendered_params: dict[str, JSON] = {}
 
     def attempt_of(self, node_id: str) -> int:
         return self.attempts.get(node_id, 1)

@@ -148,6 +148,7 @@ class NodeRunner:
             try:
                 handler = self._handlers.resolve(node.handler)
                 params = render_template(node.params, context.names())
+                context.rendered_params[node.id] = params
                 result = await self._invoke(
                     handler, params, context, node.id, attempt, limit.timeout_seconds
                 )

@@ -84,6 +84,9 @@ def test_a_failing_then_retrying_execution_shows_its_attempts_and_traceback(
     history.locator('li[data-kind="node_finished"] button[data-node="fetch"]').click()
     inspector = page.locator(".inspector")
     expect(inspector).to_contain_text("Parameters")
+    # The params its handler got (the template filled in), from the history.
+    expect(inspector).to_contain_text("As its handler got them at attempt 3")
+    expect(inspector.locator(".json-view").first).to_contain_text("42")
     expect(inspector.locator(".json-view").last).to_contain_text("gold")
     screenshot(page, "console-execution-retries.png")
     assert errors == [], errors

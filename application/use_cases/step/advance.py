@@ -136,6 +136,7 @@ class Advance:
             assert node_id is not None, "a non-terminal execution always has a next node"
             started_ms = self._clock.now_ms()
             attempt = counters.attempt(node_id)
+            started_at = len(pending)
             pending.append(
                 history.node_started(started_ms, node_id=node_id, attempt=attempt, worker=worker)
             )
@@ -146,6 +147,15 @@ class Advance:
                 )
             finally:
                 held.run.closed()
+            if node_id in context.rendered_params:  # a task: what its handler was given
+                pending[started_at] = history.node_started(
+                    started_ms,
+                    node_id=node_id,
+                    attempt=attempt,
+                    worker=worker,
+                    params=context.rendered_params.pop(node_id),
+                    has_params=True,
+                )
             if outcome.error is not None:
                 failed_at = context.apply_to(state)
                 return await self._node_failed(

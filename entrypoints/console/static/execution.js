@@ -273,7 +273,13 @@ export function executionView(ctx, executionId) {
     const node = flow?.document?.nodes?.find((candidate) => candidate.id === selectedNode);
     const result = detail?.node_results?.[selectedNode];
     const hasResult = Boolean(detail?.node_results && selectedNode in detail.node_results);
-    renderIfChanged(inspector, [selectedNode, node, result, hasResult], () => {
+    // What its handler was given at its latest attempt, as the worker recorded it.
+    const started = [...(history?.entries ?? [])]
+      .reverse()
+      .find((entry) => entry.kind === "node_started" && entry.node_id === selectedNode && entry.detail);
+    const rendered = started?.detail?.params;
+    const renderedBytes = started?.detail?.params_bytes;
+    renderIfChanged(inspector, [selectedNode, node, result, hasResult, rendered, renderedBytes], () => {
       inspector.hidden = !selectedNode;
       if (!selectedNode) return null;
       const { id, type, params, ...options } = node ?? {};
@@ -288,8 +294,21 @@ export function executionView(ctx, executionId) {
         h("div", { class: "data-grid" },
           h("section", {},
             h("h3", { text: "Parameters" }),
-            h("p", { class: "muted", text: "As the definition writes them; expressions are filled in from the input and earlier results when the node runs." }),
-            params === undefined ? h("p", { class: "muted", text: "None." }) : jsonView(params, { label: `Parameters of node ${selectedNode}` }),
+            rendered !== undefined
+              ? [
+                  h("p", { class: "muted", text: `As its handler got them at attempt ${started.attempt ?? 1}.` }),
+                  jsonView(rendered, { label: `Parameters of node ${selectedNode}` }),
+                ]
+              : [
+                  h("p", {
+                    class: "muted",
+                    text:
+                      renderedBytes !== undefined
+                        ? `Its handler got ${renderedBytes} bytes of parameters (too large to keep in the history); as the definition writes them:`
+                        : "As the definition writes them; expressions are filled in from the input and earlier results when the node runs.",
+                  }),
+                  params === undefined ? h("p", { class: "muted", text: "None." }) : jsonView(params, { label: `Parameters of node ${selectedNode}` }),
+                ],
             Object.keys(options).length ? [h("h3", { text: "Options" }), jsonView(options, { label: `Options of node ${selectedNode}`, openDepth: 1 })] : null,
           ),
           h("section", {},

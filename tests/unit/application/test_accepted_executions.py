@@ -208,3 +208,15 @@ async def test_a_pending_execution_cannot_be_retried_by_an_operator(
     decision = decide_retry(state, from_node=None, flow_nodes={"request"})
 
     assert decision.verdict is Verdict.REFUSE and "it is pending" in decision.detail
+
+
+async def test_a_task_nodes_history_has_the_params_its_handler_got(twin: Twin) -> None:
+    await twin.start_execution("approval", params={"amount": 5}, execution_id="x-1")
+    await twin.drain_queue()
+
+    started = [
+        e for e in (await twin.executions.history("x-1")).entries if e.kind == "node_started"
+    ]
+    by_node = {e.node_id: e.detail for e in started}
+    assert "params" in by_node["request"]  # a task: its rendered params (here none: {})
+    assert by_node["check"] == {}  # an if node has no params

@@ -215,3 +215,18 @@ def test_kept_after_append(held: int, appended: int, cap: int, dropped: int) -> 
 def test_json_size_counts_compact_bytes() -> None:
     assert history.json_size({"a": [1, 2]}) == len('{"a":[1,2]}')
     assert history.json_size("é") == len('"\\u00e9"')
+
+
+def test_a_node_started_entry_keeps_small_params_and_only_the_size_of_large_ones() -> None:
+    from plaita.domain.history import MAX_PARAMS_BYTES
+
+    small = history.node_started(
+        1, node_id="a", attempt=2, worker="w", params={"id": 42}, has_params=True
+    )
+    assert small.detail == {"params": {"id": 42}}
+    big_value = {"blob": "x" * MAX_PARAMS_BYTES}
+    big = history.node_started(
+        1, node_id="a", attempt=2, worker="w", params=big_value, has_params=True
+    )
+    assert big.detail == {"params_bytes": history.json_size(big_value)}
+    assert history.node_started(1, node_id="a", attempt=1, worker="w").detail == {}
