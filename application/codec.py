@@ -61,6 +61,8 @@ class EnvelopeDocument(BaseModel):
     subscription_id: str | None = None
     tenant_id: str = Field(default="default", min_length=1)
     dedup_key: str | None = None
+    # Older carriers have none; an unreadable one is dropped (it only feeds the history).
+    origin: Any = None
     # Any: a malformed generation makes the carrier legacy (W12 rule 4), not undecodable.
     config_family: Any = None
     config_generation: Any = None
@@ -84,6 +86,8 @@ def encode_envelope(envelope: TaskEnvelope) -> dict[str, str]:
         "config_generation": envelope.generations.config_generation,
         "budget_generation": envelope.generations.budget_generation,
     }
+    if envelope.origin is not None:
+        document["origin"] = envelope.origin
     return {
         ENVELOPE_FIELD: json.dumps(document, separators=(",", ":")),
         SCHEMA_FIELD: str(envelope.schema_version),
@@ -144,6 +148,7 @@ def decode_envelope(fields: Mapping[str, str]) -> TaskEnvelope:
             dedup_key=document.dedup_key,
             schema_version=schema_version,
             generations=generations.generations,
+            origin=document.origin if isinstance(document.origin, str) else None,
         )
     except (ValueError, InvalidTenantIdError, InvalidIdError) as exc:
         raise InvalidEnvelopeError(f"malformed task envelope: {exc}") from None

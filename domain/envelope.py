@@ -63,6 +63,9 @@ class TaskEnvelope:
     tenant_id: str = "default"
     dedup_key: str | None = None
     schema_version: int = CURRENT_SCHEMA_VERSION
+    #: For an event's resume: the path that routed the event to its wait (an ``EventPath``
+    #: value), recorded in the history; None on every other carrier and on older ones.
+    origin: str | None = None
     #: Required, so no carrier is ever built without saying whose rules it was written under
     #: (W12): a producer passes its own generations, the wire decoder what it read, a copy
     #: (``copy_envelope``) its source's; ``LEGACY_GENERATIONS`` only for a legacy carrier.
@@ -111,6 +114,7 @@ class TaskEnvelope:
         event: Mapping[str, JSON] | None = None,
         subscription_id: str | None = None,
         tenant_id: str = "default",
+        origin: str | None = None,
     ) -> TaskEnvelope:
         """A new resume carrier, stamped with its producer's current ``generations`` (W12)."""
         return cls(
@@ -123,7 +127,19 @@ class TaskEnvelope:
             timestamp_ms=now_ms,
             tenant_id=tenant_id,
             generations=generations,
+            origin=origin,
         )
+
+
+class EventPath(enum.StrEnum):
+    """How an event reached the wait that took it (the history's ``event_received.via``)."""
+
+    #: The event filter routed it when it was published (V4).
+    FILTER = "filter"
+    #: A re-scan of stored events found it after its notification was lost (V10).
+    RECONCILER = "reconciler"
+    #: It was in the execution's inbox before the wait, which took it at once (V6).
+    INBOX = "inbox"
 
 
 class SchemaVerdict(enum.StrEnum):

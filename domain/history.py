@@ -356,11 +356,13 @@ def event_received(
     worker: str | None,
     event_id: str | None,
     event_type: str | None,
+    via: str | None = None,
 ) -> HistoryEntry:
-    """An event's resume carrier (enqueued by the event filter or the reconciler) resumed
-    the execution."""
+    """An event reached the wait: ``via`` is how (``filter``: the event filter routed it
+    when it was published; ``reconciler``: a re-scan found it after its notification was
+    lost; ``inbox``: it was there before the wait, which took it at once)."""
     detail: dict[str, JSON] = {}
-    for name, value in (("event_id", event_id), ("event_type", event_type)):
+    for name, value in (("event_id", event_id), ("event_type", event_type), ("via", via)):
         if value is not None:
             detail[name] = bounded(value, MAX_NAME_CHARS)
     return HistoryEntry(

@@ -74,16 +74,26 @@ class StepOutcome:
     output: StepOutput | None = None
     error: FlowErrorException | None = None
     consumed_subscription_id: str | None = None
+    #: The event a wait took from the inbox in this step (V6), for the history.
+    inbox_event: Event | None = None
 
     @classmethod
-    def of(cls, output: StepOutput, consumed: str | None = None) -> StepOutcome:
+    def of(
+        cls, output: StepOutput, consumed: str | None = None, inbox_event: Event | None = None
+    ) -> StepOutcome:
         if output.suspension is not None:
             kind = StepKind.SUSPENDED
         elif output.is_end:
             kind = StepKind.ENDED
         else:
             kind = StepKind.ADVANCED
-        return cls(kind, output.node_id, output, consumed_subscription_id=consumed)
+        return cls(
+            kind,
+            output.node_id,
+            output,
+            consumed_subscription_id=consumed,
+            inbox_event=inbox_event,
+        )
 
     @classmethod
     def failed(cls, node_id: str, error: BaseException) -> StepOutcome:
@@ -147,7 +157,7 @@ class DistributedStrategy:
                 node, context, self._callbacks, registered.event.to_json()
             )
             output = StepOutput(node.id, node.type, result, None, next_id, is_end=next_id is None)
-            return StepOutcome.of(output, registered.subscription_id)
+            return StepOutcome.of(output, registered.subscription_id, registered.event)
         waiting = f"waiting for {node.event_type}"
         return StepOutcome.of(self._suspended(node, context, registered, waiting))
 

@@ -16,7 +16,7 @@ from plaita.application.ports import (
     TaskQueue,
 )
 from plaita.application.tenancy import tenant_scope
-from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
+from plaita.domain.envelope import CarrierGenerations, EventPath, ResumeType, TaskEnvelope
 from plaita.domain.events import Event, subscription_matches
 from plaita.domain.limits import EVENT_DATA_LIMIT, EVENT_LIMIT, check_json_value
 
@@ -79,6 +79,7 @@ class FilterEvent:
         queue: TaskQueue,
         clock: Clock,
         generations: CarrierGenerations,
+        path: EventPath = EventPath.FILTER,
     ) -> None:
         self._events = events
         self._subscriptions = subscriptions
@@ -86,6 +87,7 @@ class FilterEvent:
         self._queue = queue
         self._clock = clock
         self._generations = generations
+        self._path = path
 
     async def __call__(self, event_id: str) -> int:
         """Return how many resume carriers were enqueued for the event."""
@@ -125,6 +127,7 @@ class FilterEvent:
                     now_ms=self._clock.now_ms(),
                     tenant_id=state.tenant_id,
                     generations=self._generations,
+                    origin=self._path.value,
                 )
             )
             enqueued += 1

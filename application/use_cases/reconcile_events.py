@@ -29,7 +29,7 @@ from plaita.application.ports import (
     TaskQueue,
 )
 from plaita.application.use_cases.events import FilterEvent
-from plaita.domain.envelope import CarrierGenerations
+from plaita.domain.envelope import CarrierGenerations, EventPath
 from plaita.domain.events import Event, EventQuery, EventSubscription, SubscriptionQuery
 from plaita.domain.reconcile import (
     PageRequest,
@@ -143,6 +143,7 @@ class ReconcileEvents:
             queue=self._queue,
             clock=self._clock,
             generations=self._generations,
+            path=EventPath.RECONCILER,
         )(event.event_id)
         if enqueued:
             log.info(

@@ -202,6 +202,7 @@ async def test_suspend_event_resume(client: httpx.AsyncClient) -> None:
     received = entries[suspended + 1]["detail"]
     assert received["event_id"] == published.json()["event_id"]
     assert received["event_type"] == "approval_decision"
+    assert received["via"] == "filter"  # routed by the event filter when it was published
     assert found[-1] == ("ended", None)
 
 

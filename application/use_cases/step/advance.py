@@ -45,7 +45,13 @@ from plaita.domain.budgets import (
     on_node_success,
     resolve_retry_times,
 )
-from plaita.domain.envelope import CarrierKind, ResumeType, TaskEnvelope, copy_envelope
+from plaita.domain.envelope import (
+    CarrierKind,
+    EventPath,
+    ResumeType,
+    TaskEnvelope,
+    copy_envelope,
+)
 from plaita.domain.errors import FlowDefinitionError
 from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus, NodeFailure
 from plaita.domain.failures import FailureKind, FlowErrorException
@@ -155,6 +161,17 @@ class Advance:
                     worker=worker,
                     params=context.rendered_params.pop(node_id),
                     has_params=True,
+                )
+            if outcome.inbox_event is not None:
+                pending.append(
+                    history.event_received(
+                        self._clock.now_ms(),
+                        node_id=node_id,
+                        worker=worker,
+                        event_id=outcome.inbox_event.event_id,
+                        event_type=outcome.inbox_event.event_type,
+                        via=EventPath.INBOX.value,
+                    )
                 )
             if outcome.error is not None:
                 failed_at = context.apply_to(state)

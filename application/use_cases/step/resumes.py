@@ -142,6 +142,7 @@ class Resumes:
                     worker=held.writes.worker,
                     event_id=event_id_of(envelope),
                     event_type=event_type if isinstance(event_type, str) else None,
+                    via=envelope.origin,
                 ),
             )
         if envelope.resume_type is ResumeType.TIMEOUT:

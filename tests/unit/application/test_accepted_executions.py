@@ -220,3 +220,25 @@ async def test_a_task_nodes_history_has_the_params_its_handler_got(twin: Twin) -
     by_node = {e.node_id: e.detail for e in started}
     assert "params" in by_node["request"]  # a task: its rendered params (here none: {})
     assert by_node["check"] == {}  # an if node has no params
+
+
+async def test_an_event_taken_from_the_inbox_is_in_the_history_with_its_path(twin: Twin) -> None:
+    """V6: published before the wait; the wait takes it at once, and the history says how."""
+    from plaita.application.use_cases.events import PublishEvent
+
+    await twin.start_execution("approval", params={"amount": 5000}, execution_id="x-1")
+    publish = PublishEvent(events=twin.events, clock=twin.clock, ids=twin.ids, inbox=twin.inbox)
+    event = await publish("approval_decision", data={"approved": True}, correlation_id="x-1")
+
+    [result] = await twin.drain_queue()
+
+    assert result.outcome == "completed"
+    [received] = [
+        e for e in (await twin.executions.history("x-1")).entries if e.kind == "event_received"
+    ]
+    assert received.node_id == "wait"
+    assert received.detail == {
+        "event_id": event.event_id,
+        "event_type": "approval_decision",
+        "via": "inbox",
+    }

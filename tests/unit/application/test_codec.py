@@ -24,6 +24,7 @@ from plaita.domain.envelope import (
     CURRENT_SCHEMA_VERSION,
     LEGACY_GENERATIONS,
     CarrierGenerations,
+    EventPath,
     ResumeType,
     TaskEnvelope,
 )
@@ -64,6 +65,7 @@ resume_envelopes = st.builds(
     subscription_id=st.none() | ids,
     tenant_id=tenants,
     generations=generations,
+    origin=st.none() | st.sampled_from([path.value for path in EventPath]),
 )
 
 
@@ -121,6 +123,18 @@ def test_a_valid_entry_decodes_to_the_envelope_it_describes() -> None:
         subscription_id="s-1",
         generations=LEGACY_GENERATIONS,
     )
+
+
+def test_an_event_resumes_origin_travels_only_when_it_is_set() -> None:
+    """The path that routed an event (for its history); older carriers have none and an
+    unreadable one is dropped, never a reason to refuse the carrier."""
+    plain = decode_envelope(entry(VALID_BODY))
+    assert plain.origin is None and "origin" not in json.loads(
+        encode_envelope(plain)[ENVELOPE_FIELD]
+    )
+    routed = decode_envelope(entry({**VALID_BODY, "origin": "reconciler"}))
+    assert routed.origin == "reconciler"
+    assert decode_envelope(entry({**VALID_BODY, "origin": ["odd"]})).origin is None
 
 
 def test_an_entry_without_schema_version_is_read_as_the_current_one() -> None:

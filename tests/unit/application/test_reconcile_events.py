@@ -195,7 +195,15 @@ async def test_a_lost_notification_is_recovered_once_the_event_settled(world: Wo
     done = await world.reconcile()()
 
     assert (done.replayed, done.resumes) == (1, 1)
-    assert await world.resumes() == [("x-1", subscription.subscription_id, event.event_id)]
+    [delivery] = await world.queue.read("reader", count=10, block_ms=0)
+    resume = delivery.envelope
+    assert resume is not None and resume.event is not None
+    assert (resume.execution_id, resume.subscription_id, resume.event["event_id"]) == (
+        "x-1",
+        subscription.subscription_id,
+        event.event_id,
+    )
+    assert resume.origin == "reconciler"  # the history tells how the event came
     assert await world.cursor.get() == world.clock.now_ms() - SETTLE_S * 1000
     assert done.cursor_ms == await world.cursor.get()
 
