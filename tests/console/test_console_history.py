@@ -3,6 +3,7 @@ production worker on the memory twin and read through the API."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -24,10 +25,14 @@ pytestmark = pytest.mark.usefixtures("services")
 SEEN: dict[str, int] = {}
 
 
+#: The container the worker under test runs on, for ``taken_over`` to reach its leases.
+CURRENT: dict[str, Container] = {}
+
+
 @pytest.fixture
 def container() -> Container:
     import_handler_modules(MODULES)
-    return build_container(
+    built = build_container(
         Settings(
             backend="memory",
             handler_modules=MODULES,
@@ -35,6 +40,35 @@ def container() -> Container:
             consumer_name="console-tests",
         )
     )
+    CURRENT["container"] = built
+    return built
+
+
+async def taken_over(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """While the node runs, another holder takes the execution's lease (once): the worker's
+    checkpoint is refused, and it stops advancing the execution."""
+    from plaita.application.tenancy import tenant_scope
+
+    if ctx.execution_id not in SEEN:
+        SEEN[ctx.execution_id] = 1
+        leases = CURRENT["container"].leases()
+        with tenant_scope("default"):
+            held = await leases.holder(ctx.execution_id)
+            assert held is not None
+            await leases.release(held)
+            assert await leases.acquire(ctx.execution_id, "intruder", ttl_ms=60_000)
+    return {"ok": True}
+
+
+TAKEN_OVER_FLOW = {
+    "flow_id": "taken_over",
+    "version": "1",
+    "start": "call",
+    "nodes": [
+        {"id": "call", "type": "task", "handler": f"{__name__}:taken_over", "next": "done"},
+        {"id": "done", "type": "end"},
+    ],
+}
 
 
 def fails_twice(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
@@ -239,6 +273,51 @@ async def test_an_operator_cancel(client: httpx.AsyncClient) -> None:
         "outcome": "cancel_requested",
     }
     assert page["entries"][-1]["detail"]["status"] == "cancelled"
+
+
+async def test_a_lease_taken_over_mid_step(client: httpx.AsyncClient) -> None:
+    """The worker whose checkpoint is refused for a newer holder says so in the history,
+    and its step's entries are not there: nothing of the refused write landed."""
+    await register(client, TAKEN_OVER_FLOW)
+    execution_id = await start_flow(client, "taken_over")
+
+    page: dict[str, Any] = {}
+    for _ in range(200):  # bounded: 200 polls of 25 ms
+        page = await history(client, execution_id)
+        if any(entry["kind"] in ("fenced", "lease_lost") for entry in page["entries"]):
+            break
+        await asyncio.sleep(0.025)
+    found = kinds(page)
+    assert found[:2] == [("accepted", None), ("started", None)], found
+    [lost] = [entry for entry in page["entries"] if entry["kind"] in ("fenced", "lease_lost")]
+    assert lost["worker"]  # the holder that lost it
+    assert lost["detail"]["generation"] >= 1
+    assert ("node_finished", "call") not in found  # the refused checkpoint wrote nothing
+
+
+async def test_the_history_is_bounded_and_counts_what_it_dropped(
+    client: httpx.AsyncClient, container: Container
+) -> None:
+    """Past the cap the oldest entries go; the API says how many (``dropped``) and the
+    sequence numbers go on."""
+    from plaita.application.tenancy import tenant_scope
+    from plaita.domain import history as entries
+    from plaita.domain.history import HISTORY_CAP
+
+    await register_approval(client)
+    execution_id = await start(client, 5000)
+    await wait_for(client, execution_id, {"suspended"})
+    before = (await history(client, execution_id, limit=500))["entries"]
+    notes = [entries.operator_action(n, who="test", action="note") for n in range(HISTORY_CAP + 5)]
+    with tenant_scope("default"):
+        await container.executions().append_history(execution_id, notes)
+
+    first = await history(client, execution_id, limit=10)
+    total = len(before) + HISTORY_CAP + 5
+    assert first["dropped"] == total - HISTORY_CAP
+    assert first["entries"][0]["seq"] == total - HISTORY_CAP + 1
+    shown = await client.get(f"/api/v1/executions/{execution_id}", headers=auth("viewer"))
+    assert shown.status_code == 200
 
 
 async def test_an_unknown_execution_is_404_and_a_bad_page_422(client: httpx.AsyncClient) -> None:
