@@ -35,7 +35,9 @@ from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.tenancy import tenant_scope
+from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.flows import FlowCatalog
+from plaita.application.use_cases.start_execution import StartExecution
 from plaita.application.use_cases.step import ProcessTask, StepSettings
 from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 from plaita.domain.flow import Flow
@@ -96,6 +98,9 @@ def worker_step(
 
 
 class StepRoundTrips:
+    #: Writes one checkpoint save sends: its script and the index update, pipelined.
+    SAVE_WRITES = 1
+
     @pytest.fixture
     def wire(self) -> Wire:
         return Wire()
@@ -162,6 +167,48 @@ class StepRoundTrips:
         assert gated_10 - plain_10 == PAUSE_GATE_ROUND_TRIPS_PER_DISPATCH
         assert per_step <= MAX_ROUND_TRIPS_PER_STEP
 
+    async def test_an_accepted_start_costs_two_round_trips_and_its_pickup_one_save(
+        self, client: redis.Redis, keys: RedisKeys, wire: Wire, request: pytest.FixtureRequest
+    ) -> None:
+        """ADR 0022: a start stores the pending state (one round trip: the save script and
+        the index update in one pipeline) and enqueues (one); the dispatch that takes it up
+        writes ``running`` once before the start node — one save per execution, not per step."""
+        step, catalog = worker_step(client, keys)
+        flow = (await catalog.register(chain(3), owner=SHARED)).flow
+        queue = RedisTaskQueue(client, keys)
+        executions = RedisExecutionRepository(client, keys)
+        start = StartExecution(
+            flows=catalog,
+            queue=queue,
+            claims=DedupClaims(dedup=RedisDedupStore(client, keys), executions=executions),
+            executions=executions,
+            clock=SystemClock(),
+            ids=UuidGenerator(),
+            generations=LEGACY_GENERATIONS,
+        )
+        await queue.ensure_group()
+
+        async def accept_and_run(base: str) -> tuple[int, int]:
+            wire.clear()
+            started = await start(flow.flow_id, execution_id=self.execution_id(base))
+            start_round_trips = wire.round_trips
+            delivered = {
+                d.envelope.execution_id: d.envelope
+                for d in await queue.read("rt", count=10, block_ms=1)
+                if d.envelope is not None
+            }
+            wire.clear()
+            assert (await step(delivered[started.execution_id])).outcome == "completed"
+            return start_round_trips, wire.round_trips
+
+        await accept_and_run("warm-accepted")  # loads the scripts and caches the flow
+        start_round_trips, accepted_dispatch = await accept_and_run("accepted-1")
+        bare = await self.dispatch_round_trips(step, catalog, wire, 3, "bare-")
+        request.node.user_properties.append(("start_round_trips", start_round_trips))
+        print(f"start={start_round_trips} pickup_dispatch={accepted_dispatch} bare={bare}")
+        assert start_round_trips == self.SAVE_WRITES + 1  # the acceptance, the enqueue
+        assert accepted_dispatch - bare == self.SAVE_WRITES  # the pickup's save
+
 
 class TestFakeRedisStepRoundTrips(StepRoundTrips):
     @pytest.fixture
@@ -182,6 +229,8 @@ class TestRedisStepRoundTrips(StepRoundTrips):
 class TestRedisClusterStepRoundTrips(StepRoundTrips):
     """The same step on the 3-master cluster: P2 holds (the checkpoint's script and index
     update may be two writes to two nodes, sent concurrently)."""
+
+    SAVE_WRITES = 2
 
     @pytest.fixture
     async def client(self, wire: Wire, keys: RedisKeys) -> AsyncIterator[redis.Redis]:
