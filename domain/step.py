@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from plaita.domain.envelope import TaskEnvelope
 from plaita.domain.execution import (
     JSON,
     ExecutionState,
@@ -92,4 +93,28 @@ def apply_step(
         now_ms=now_ms,
         next_node_id=step.next_node_id,
         subgraph_fingerprint=flow.subgraph_fingerprint(step.next_node_id),
+    )
+
+
+def first_state(
+    start: TaskEnvelope, flow: Flow, *, now_ms: int, status: ExecutionStatus
+) -> ExecutionState:
+    """The state a start carrier's execution begins with: at ``flow``'s start node, with the
+    fingerprints of the whole graph and of the graph from there (W7) and the start's dedup
+    key (W6) — ``pending`` when a start is accepted, ``running`` when a worker builds it."""
+    state = ExecutionState.new(
+        execution_id=start.execution_id,
+        flow_id=flow.flow_id,
+        flow_version=flow.version,
+        fingerprint=flow.fingerprint,
+        start_node_id=flow.start_node.id,
+        input=start.params,
+        now_ms=now_ms,
+        tenant_id=start.tenant_id,
+        status=status,
+    )
+    return attrs.evolve(
+        state,
+        subgraph_fingerprint=flow.subgraph_fingerprint(flow.start_node.id),
+        dedup_key=start.dedup_key,
     )

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 from plaita.application.ports import Clock, ExecutionRepository, TaskQueue
 from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
 from plaita.domain.errors import UnknownExecutionError
 from plaita.domain.execution import ExecutionState
-from plaita.domain.history import DEFAULT_HISTORY_PAGE, HistoryPage
+from plaita.domain.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage
+
+history_log = logging.getLogger("plaita.history")
 
 
 class GetExecution:
@@ -70,3 +74,21 @@ class ResumeExecution:
             )
         )
         return state
+
+
+async def append_history_best_effort(
+    executions: ExecutionRepository, execution_id: str, entry: HistoryEntry
+) -> None:
+    """Append ``entry`` where no checkpoint carries it (a lost lease, an operator's action):
+    the thing it tells of happened whatever becomes of the entry, so a failure to write it
+    is logged (``history.append_failed``) and swallowed."""
+    try:
+        await executions.append_history(execution_id, [entry])
+    except Exception as exc:
+        history_log.warning(
+            "event=history.append_failed execution_id=%s kind=%s error=%r: the entry is not "
+            "in the history; what it tells of took effect, and nothing else depends on it",
+            execution_id,
+            entry.kind.value,
+            exc,
+        )

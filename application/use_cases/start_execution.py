@@ -17,10 +17,10 @@ from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain import history
 from plaita.domain.dedup import StartKind, StartRequest
 from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
-from plaita.domain.execution import ExecutionState, ExecutionStatus
-from plaita.domain.flow import Flow
+from plaita.domain.execution import ExecutionStatus
 from plaita.domain.ids import validate_execution_id, validate_flow_id
 from plaita.domain.limits import ENVELOPE_LIMIT, INPUT_LIMIT, check_json_text, check_json_value
+from plaita.domain.step import first_state
 from plaita.domain.tenancy import check_same_tenant
 
 JSON = Any
@@ -113,32 +113,15 @@ class StartExecution:
         # ADR 0022: the execution exists from here on, before any worker saw its carrier. An
         # id that names a stored execution already is left to the carrier (W6).
         await self._executions.accept(
-            _pending(envelope, flow), history=[_accepted(envelope, params or {})]
+            first_state(
+                envelope, flow, now_ms=envelope.timestamp_ms, status=ExecutionStatus.PENDING
+            ),
+            history=[_accepted(envelope, params or {})],
         )
         await self._queue.enqueue(envelope)
         if dedup_key is not None:
             await self._claims.confirm(request, tenant_id=tenant_id)
         return StartedExecution(execution_id, flow.flow_id, flow.version)
-
-
-def _pending(envelope: TaskEnvelope, flow: Flow) -> ExecutionState:
-    """The state the start carrier's worker would build, not yet picked up (ADR 0022)."""
-    state = ExecutionState.new(
-        execution_id=envelope.execution_id,
-        flow_id=flow.flow_id,
-        flow_version=flow.version,
-        fingerprint=flow.fingerprint,
-        start_node_id=flow.start_node.id,
-        input=envelope.params,
-        now_ms=envelope.timestamp_ms,
-        tenant_id=envelope.tenant_id,
-        status=ExecutionStatus.PENDING,
-    )
-    return attrs.evolve(
-        state,
-        subgraph_fingerprint=flow.subgraph_fingerprint(flow.start_node.id),
-        dedup_key=envelope.dedup_key,
-    )
 
 
 def _accepted(envelope: TaskEnvelope, params: Mapping[str, JSON]) -> history.HistoryEntry:

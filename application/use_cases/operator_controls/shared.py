@@ -11,7 +11,7 @@ import attrs
 
 from plaita.application.actor import current_actor
 from plaita.application.ports import Clock, ExecutionControls, ExecutionRepository, TaskQueue
-from plaita.application.use_cases.executions import GetExecution
+from plaita.application.use_cases.executions import GetExecution, append_history_best_effort
 from plaita.domain import history
 from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
 from plaita.domain.errors import ExecutionRunningError, OperatorActionRefusedError, UnknownNodeError
@@ -112,16 +112,7 @@ class OneExecution:
             if result.node_id
             else {"outcome": result.outcome},
         )
-        try:
-            await self._executions.append_history(result.execution_id, [entry])
-        except Exception as exc:
-            audit.warning(
-                "event=history.append_failed execution_id=%s action=%s error=%r: the action "
-                "took effect; only its history entry is missing",
-                result.execution_id,
-                action.value,
-                exc,
-            )
+        await append_history_best_effort(self._executions, result.execution_id, entry)
         return result
 
 

@@ -32,6 +32,7 @@ from plaita.application.ports import (
 )
 from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.dedup_claims import DedupClaims
+from plaita.application.use_cases.executions import append_history_best_effort
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.step.advance import Advance, Held
 from plaita.application.use_cases.step.attempts import Attempts
@@ -236,16 +237,7 @@ class ProcessTask:
             worker=lease.holder_id,
             generation=lease.generation,
         )
-        try:
-            await self._executions.append_history(lease.execution_id, [entry])
-        except Exception as exc:
-            log.warning(
-                "event=history.append_failed execution_id=%s kind=%s error=%r: the entry is "
-                "not in the history; nothing else depends on it",
-                lease.execution_id,
-                entry.kind.value,
-                exc,
-            )
+        await append_history_best_effort(self._executions, lease.execution_id, entry)
 
     def _writes_of(self, run: KeeperRun) -> Writes:
         return Writes(

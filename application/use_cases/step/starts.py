@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import logging
 
-import attrs
-
 from plaita.application.ports import Clock, Counters
 from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.step.advance import Advance, Held
@@ -19,9 +17,10 @@ from plaita.application.use_cases.step.dispatch import DispatchResult, Dispositi
 from plaita.application.use_cases.step.resumes import Resumes
 from plaita.domain.dedup import StartKind, StartRequest, StoredExecution, decide_start
 from plaita.domain.envelope import ResumeType, TaskEnvelope
-from plaita.domain.execution import ExecutionState
+from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.flow import Flow
 from plaita.domain.operator_controls import ControlFlags
+from plaita.domain.step import first_state
 
 log = logging.getLogger("plaita.worker.step")
 
@@ -71,21 +70,8 @@ class Starts:
         )
 
     def _new_state(self, envelope: TaskEnvelope, flow: Flow) -> ExecutionState:
-        state = ExecutionState.new(
-            execution_id=envelope.execution_id,
-            flow_id=flow.flow_id,
-            flow_version=flow.version,
-            fingerprint=flow.fingerprint,
-            start_node_id=flow.start_node.id,
-            input=envelope.params,
-            now_ms=self._clock.now_ms(),
-            tenant_id=envelope.tenant_id,
-        )
-        return attrs.evolve(
-            state,
-            subgraph_fingerprint=flow.subgraph_fingerprint(flow.start_node.id),
-            dedup_key=envelope.dedup_key,
-        )
+        now_ms = self._clock.now_ms()
+        return first_state(envelope, flow, now_ms=now_ms, status=ExecutionStatus.RUNNING)
 
     async def _claim_dedup_key(
         self, request: StartRequest, tenant_id: str
