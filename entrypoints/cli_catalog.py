@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
@@ -38,7 +38,9 @@ from plaita.entrypoints.cli_support import (
     run_with_container,
     settings_from,
 )
-from plaita.entrypoints.container import Container
+
+if TYPE_CHECKING:  # the container is built only when a command runs (a quick --help)
+    from plaita.entrypoints.container import Container
 
 JSON = Any
 

@@ -12,10 +12,10 @@ import logging
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import uvicorn
-from fastapi import FastAPI
 
 from plaita.entrypoints.cli_support import (
     flow_cache_size_option,
@@ -27,8 +27,12 @@ from plaita.entrypoints.cli_support import (
     stop_on_signals,
 )
 from plaita.entrypoints.console.auth import ConsoleTokensError, TokenTable
-from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.settings import Settings
+
+if TYPE_CHECKING:  # the web application and the container load when the console starts
+    from fastapi import FastAPI
+
+    from plaita.entrypoints.container import Container
 
 log = logging.getLogger("plaita.console")
 
@@ -129,6 +133,8 @@ def console_app(container: Container, settings: Settings, tokens: TokenTable) ->
 
 
 async def _serve(settings: Settings, tokens: TokenTable, host: str, port: int) -> None:
+    from plaita.entrypoints.container import build_container
+
     container = build_container(settings)
     try:
         await container.redis_client().ping()

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 import click
 
 from plaita.entrypoints.cli_support import echo_json, json_option, named_errors
-from plaita.entrypoints.container import schema_revision, upgrade_schema
 
 database_url_option = click.option(
     "--database-url",
@@ -53,6 +52,8 @@ def db() -> None:
 def db_upgrade(database_url: str, revision: str, as_json: bool) -> None:
     """Create the schema, or migrate it up to REVISION (safe to run again)."""
     with database_errors(database_url):
+        from plaita.entrypoints.container import schema_revision, upgrade_schema
+
         before = asyncio.run(schema_revision(database_url))
         after = asyncio.run(upgrade_schema(database_url, revision))
     if as_json:
@@ -69,6 +70,8 @@ def db_upgrade(database_url: str, revision: str, as_json: bool) -> None:
 def db_current(database_url: str, as_json: bool) -> None:
     """Print the schema's migration revision (none before the first upgrade)."""
     with database_errors(database_url):
+        from plaita.entrypoints.container import schema_revision
+
         revision = asyncio.run(schema_revision(database_url))
     if as_json:
         echo_json({"revision": revision})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 import click
 
@@ -16,8 +17,10 @@ from plaita.entrypoints.cli_support import (
     settings_from,
     stop_on_signals,
 )
-from plaita.entrypoints.container import Container
 from plaita.entrypoints.event_filter import EventFilterService
+
+if TYPE_CHECKING:  # the container is built only when a command runs (a quick --help)
+    from plaita.entrypoints.container import Container
 
 
 @click.command("event-filter")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -30,7 +30,9 @@ from plaita.entrypoints.cli_support import (
     settings_from,
     tenant_option,
 )
-from plaita.entrypoints.container import Container
+
+if TYPE_CHECKING:  # the container is built only when a command runs (a quick --help)
+    from plaita.entrypoints.container import Container
 
 JSON = Any
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

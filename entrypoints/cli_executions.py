@@ -14,7 +14,7 @@ import logging
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import click
@@ -61,7 +61,9 @@ from plaita.entrypoints.cli_support import (
     settings_from,
     tenant_option,
 )
-from plaita.entrypoints.container import Container
+
+if TYPE_CHECKING:  # the container is built only when a command runs (a quick --help)
+    from plaita.entrypoints.container import Container
 
 JSON = Any
 _STATUSES = [status.value for status in ExecutionStatus]

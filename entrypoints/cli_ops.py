@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -33,8 +33,10 @@ from plaita.entrypoints.cli_support import (
     settings_from,
     tenant_option,
 )
-from plaita.entrypoints.container import Container
 from plaita.entrypoints.settings import Settings
+
+if TYPE_CHECKING:  # the container is built only when a command runs (a quick --help)
+    from plaita.entrypoints.container import Container
 
 T = TypeVar("T")
 JSON = Any

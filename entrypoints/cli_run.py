@@ -21,7 +21,6 @@ from plaita.entrypoints.cli_support import (
     parse_json_object,
     settings_from,
 )
-from plaita.entrypoints.container import build_container
 from plaita.entrypoints.run_flow import run_flow
 
 JSON = Any
@@ -97,6 +96,8 @@ def run_command(
     settings = settings_from(
         backend="memory", handler_modules=handler_modules, default_retries=default_retries
     )
+    from plaita.entrypoints.container import build_container
+
     container = build_container(settings)
     with named_errors():
         try:

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import redis.exceptions
@@ -38,8 +38,10 @@ from plaita.domain.limits import JsonLimit, check_json_text
 from plaita.domain.startup import ConfigWarning
 from plaita.domain.store_urls import check_redis_url
 from plaita.domain.tenancy import DEFAULT_TENANT
-from plaita.entrypoints.container import Container, build_container
 from plaita.entrypoints.settings import Settings, optional_fallbacks
+
+if TYPE_CHECKING:  # the container is built only when a command runs (a quick --help)
+    from plaita.entrypoints.container import Container
 
 JSON = Any
 log = logging.getLogger("plaita.cli")
@@ -533,6 +535,8 @@ def run_with_container(
             return run_on_dev(target, body, tenant_id=tenant_id)
 
     async def go() -> T:
+        from plaita.entrypoints.container import build_container
+
         container = build_container(settings)
         try:
             if settings.backend == "redis":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -29,10 +30,12 @@ from plaita.entrypoints.cli_support import (
     stop_on_signals,
     warn_fallbacks,
 )
-from plaita.entrypoints.container import Container, dlq_key_problems
 from plaita.entrypoints.sdk.client import Client
 from plaita.entrypoints.sdk.worker import Worker
 from plaita.entrypoints.timeline import LogListener
+
+if TYPE_CHECKING:  # the container is built only when the worker starts
+    from plaita.entrypoints.container import Container
 
 
 @click.command("worker")
@@ -203,6 +206,8 @@ def worker(
 
     log = logging.getLogger("plaita.worker")
     set_service_log_level(quiet)
+    from plaita.entrypoints.container import dlq_key_problems
+
     try:
         settings, check = worker_settings(
             {
