@@ -53,6 +53,7 @@ class HistoryKind(enum.StrEnum):
     EVENT_RECEIVED = "event_received"
     TIMER_FIRED = "timer_fired"
     LEASE_LOST = "lease_lost"
+    ATTEMPT_CRASHED = "attempt_crashed"
     FENCED = "fenced"
     OPERATOR_ACTION = "operator_action"
     ENDED = "ended"
@@ -386,6 +387,22 @@ def lease_lost(
         None,
         _name(worker),
         {"generation": generation},
+    )
+
+
+def attempt_crashed(
+    at_ms: int, *, node_id: str | None, crashes: int, generation: int, worker: str | None
+) -> HistoryEntry:
+    """An earlier dispatch (under lease ``generation``) began and never returned: its worker
+    died or was cut off mid-step. Noticed by ``worker``'s dispatch, the next one; ``crashes``
+    counts such attempts at ``node_id`` (W2: at ``--max-deliveries`` the carrier is given up)."""
+    return HistoryEntry(
+        HistoryKind.ATTEMPT_CRASHED,
+        at_ms,
+        _name(node_id),
+        None,
+        _name(worker),
+        {"crashes": crashes, "generation": generation},
     )
 
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import logging
 
-from plaita.application.ports import Counters, CounterStore
+from plaita.application.ports import Clock, Counters, CounterStore, ExecutionRepository
+from plaita.application.use_cases.executions import append_history_best_effort
 from plaita.application.use_cases.step.dispatch import DispatchResult, Disposition
+from plaita.domain import history
 from plaita.domain.budgets import COUNTER_TTL_SECONDS, decide_crashed_attempts
 from plaita.domain.execution import ExecutionState
 from plaita.domain.lease import Lease
@@ -24,9 +26,18 @@ COUNTER_TTL_MS = COUNTER_TTL_SECONDS * 1000
 
 
 class Attempts:
-    def __init__(self, *, counters: CounterStore, max_deliveries: int) -> None:
+    def __init__(
+        self,
+        *,
+        counters: CounterStore,
+        max_deliveries: int,
+        executions: ExecutionRepository,
+        clock: Clock,
+    ) -> None:
         self._counters = counters
         self._max_deliveries = max_deliveries
+        self._executions = executions
+        self._clock = clock
 
     async def begin(
         self, lease: Lease, state: ExecutionState | None, node_id: str | None
@@ -53,9 +64,20 @@ class Attempts:
                 self._max_deliveries,
                 counters.open_attempt,
             )
+            crashed_under = counters.open_attempt
             counters = await self._counters.apply(
                 lease.execution_id, crash.counter_changes, ttl_ms=COUNTER_TTL_MS
             )
+            if state is not None and crashed_under is not None:
+                # Nothing of the crashed step was checkpointed: this entry is all it leaves.
+                entry = history.attempt_crashed(
+                    self._clock.now_ms(),
+                    node_id=node_id,
+                    crashes=crash.crashes,
+                    generation=crashed_under,
+                    worker=lease.holder_id,
+                )
+                await append_history_best_effort(self._executions, lease.execution_id, entry)
         if not crash.budget_spent or (state is not None and state.is_terminal):
             return counters
         return DispatchResult(

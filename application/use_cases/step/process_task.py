@@ -101,7 +101,12 @@ class ProcessTask:
             lease_ttl_ms=settings.lease_ttl_ms,
             sleep=sleep,
         )
-        self._attempts = Attempts(counters=counters, max_deliveries=settings.max_deliveries)
+        self._attempts = Attempts(
+            counters=counters,
+            max_deliveries=settings.max_deliveries,
+            executions=executions,
+            clock=clock,
+        )
         waits = WaitRegistrar(
             subscriptions=subscriptions,
             delay=delay,

@@ -142,6 +142,13 @@ function describe(entry, onNode, nowMs) {
         entry.node_id ? [" at node ", node] : null,
         "; another worker carries on from the last saved step",
       ];
+    case "attempt_crashed":
+      return [
+        "An earlier attempt",
+        entry.node_id ? [" at node ", node] : null,
+        " never finished: its worker stopped in the middle of the step, so nothing of it was saved",
+        d.crashes ? ` (${d.crashes} so far; at the limit the execution is stopped)` : "",
+      ];
     case "fenced":
       return [
         "A worker's save was refused because another worker had taken the execution over",

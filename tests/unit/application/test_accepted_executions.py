@@ -242,3 +242,22 @@ async def test_an_event_taken_from_the_inbox_is_in_the_history_with_its_path(twi
         "event_type": "approval_decision",
         "via": "inbox",
     }
+
+
+async def test_an_attempt_whose_worker_died_is_in_the_history(twin: Twin) -> None:
+    """A dispatch cut short mid-step (as by kill -9) leaves no checkpoint; the next one
+    notices its open attempt and records it: which node, how many crashes, whose lease."""
+    from .test_attempts import a_crashed_attempt
+
+    await twin.start_execution("approval", params={"amount": 5}, execution_id="x-1")
+    [delivery] = await twin.queue.read("test", count=10, block_ms=1)
+    assert delivery.envelope is not None
+    await a_crashed_attempt(twin, delivery.envelope)
+
+    result = await twin.process(delivery.envelope)
+
+    assert result.outcome == "completed"
+    entries = (await twin.executions.history("x-1")).entries
+    [crashed] = [e for e in entries if e.kind == "attempt_crashed"]
+    assert crashed.node_id == "request" and crashed.detail["crashes"] == 1
+    assert crashed.detail["generation"] >= 1 and crashed.worker == "worker-a"
