@@ -16,7 +16,7 @@ import {
 
 const PAGE_SIZE = 50;
 const MAX_PAGE = 500;
-export const STATUSES = ["running", "suspended", "completed", "error", "cancelled"];
+export const STATUSES = ["pending", "running", "suspended", "completed", "error", "cancelled"];
 const SEARCH_KEYS = ["flow_id", "status", "created_from_ms", "created_to_ms", "input"];
 
 // The statuses the API takes, from its OpenAPI document (a status added later shows up).
