@@ -1,4 +1,4 @@
-"""The history of an execution: an append-only, bounded log of what happened to it.
+"""The history of an execution (C7): an append-only, bounded log of what happened to it.
 
 Every write that changes an execution carries the entries of what led to it — a step's
 checkpoint carries ``node_started`` and ``node_finished`` (or ``node_failed`` and
