@@ -458,7 +458,12 @@ export function executionView(ctx, executionId) {
     const form = publishForm(ctx, {
       correlationId: executionId,
       eventType: node?.event_type ?? "",
-      onPublished: () => refresh(),
+      // Said on the page, not only in the form: the event may end the wait at once, and the
+      // form goes away with the action (publishing is not offered to an ended execution).
+      onPublished: (published) => {
+        actionStatus.textContent = `Published ${published.event_type} as ${published.event_id}.`;
+        refresh();
+      },
     });
     form.dataset.ready = "true";
     publishSlot.replaceWith(form);
