@@ -200,7 +200,7 @@ class PayloadTooLargeError(PayloadLimitError):
 
 class PayloadNotUnicodeError(PayloadLimitError):
     """A string of a JSON document holds a lone surrogate (half of a UTF-16 pair, as a
-    broken decoder or a ``\\udXXX`` escape leaves it): no store can keep it as UTF-8."""
+    broken decoder or a ``\\ud800`` escape leaves it): no store can keep it as UTF-8."""
 
 
 class InvalidConfigurationError(PlaitaError):

@@ -105,7 +105,7 @@ def check_json_text(text: str | bytes, limit: JsonLimit, *, field: str) -> None:
         check_unicode(text, field=field)
 
 
-#: A lone surrogate as it stands in decoded text (JSON's ``\\udXXX`` escapes are decoded).
+#: A lone surrogate as it stands in decoded text (JSON's ``\\ud800`` escapes are decoded).
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
