@@ -35,6 +35,7 @@ from plaita.application.ports.metrics import WorkerMetrics
 from plaita.application.ports.metrics_exporter import MetricsExporter
 from plaita.application.ports.reconciler_cursor import ReconcilerCursor
 from plaita.application.ports.replay_markers import ReplayMarkerStore
+from plaita.application.ports.schedule_store import DueClaim, ScheduleStore, StoredSchedule
 from plaita.application.ports.subscription_store import SubscriptionStore
 from plaita.application.ports.task_queue import (
     DeadLetter,
@@ -59,6 +60,7 @@ __all__ = [
     "DedupClaim",
     "DedupStore",
     "DelayQueue",
+    "DueClaim",
     "Delivery",
     "EndNotices",
     "EndWatch",
@@ -80,6 +82,8 @@ __all__ = [
     "RawBase64",
     "ReconcilerCursor",
     "ReplayMarkerStore",
+    "ScheduleStore",
+    "StoredSchedule",
     "SubscriptionStore",
     "TaskQueue",
     "WorkerInstance",
