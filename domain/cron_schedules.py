@@ -303,10 +303,9 @@ def _version(value: object) -> str | None:
 
 
 def _policy(kind: type[P], setting: str, value: object) -> P:
-    try:
+    if isinstance(value, kind):
+        return value
+    if isinstance(value, str) and value in {member.value for member in kind}:
         return kind(value)
-    except ValueError:
-        choices = " | ".join(member.value for member in kind)
-        raise InvalidSchedulePolicyError(
-            setting, f"{value!r} is not a policy; use one of {choices}"
-        ) from None
+    choices = " | ".join(member.value for member in kind)
+    raise InvalidSchedulePolicyError(setting, f"{value!r} is not a policy; use one of {choices}")

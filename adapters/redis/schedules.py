@@ -61,10 +61,10 @@ class RedisScheduleStore:
             raise schedule_exists(ref)
 
     async def get(self, ref: ScheduleRef) -> StoredSchedule | None:
-        return _stored(await self._client.hgetall(self._key(ref)))  # type: ignore[misc]
+        return _stored(await self._client.hgetall(self._key(ref)))
 
     async def list(self, tenant_id: str | None = None) -> Sequence[StoredSchedule]:
-        members = sorted(text(m) for m in await self._client.smembers(self._keys.schedules()))  # type: ignore[misc]
+        members = sorted(text(m) for m in await self._client.smembers(self._keys.schedules()))
         refs = [ref for ref in map(_ref, members) if tenant_id in (None, ref.tenant_id)]
         refs.sort(key=lambda ref: (ref.tenant_id, ref.schedule_id))
         if not refs:
@@ -84,7 +84,7 @@ class RedisScheduleStore:
 
     async def delete(self, ref: ScheduleRef) -> bool:
         deleted = int(await self._client.delete(self._key(ref)))
-        await self._client.srem(self._keys.schedules(), _member(ref))  # type: ignore[misc]
+        await self._client.srem(self._keys.schedules(), _member(ref))
         return deleted == 1
 
     async def claim_due(
