@@ -54,7 +54,7 @@ class Cron:
         zone = validate_timezone(timezone)
         text = _expression(expression)
         try:
-            croniter(text, datetime(2000, 1, 1, tzinfo=UTC), hash_id=hash_id)
+            _walker(text, datetime(2000, 1, 1, tzinfo=UTC), hash_id)
         except (CroniterError, ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
             raise InvalidCronExpressionError(
                 "cron",
@@ -98,7 +98,7 @@ class Cron:
     def _walk(self, start_ms: int, *, forward: bool) -> Iterator[int]:
         zone = _zone(self.timezone)
         start = datetime.fromtimestamp(start_ms / 1000, tz=UTC).astimezone(zone)
-        walker = croniter(self.expression, start, hash_id=self.hash_id)
+        walker = _walker(self.expression, start, self.hash_id)
         while True:
             try:
                 moment = walker.get_next(datetime) if forward else walker.get_prev(datetime)
@@ -107,6 +107,13 @@ class Cron:
             if _second_occurrence(moment, zone):
                 continue
             yield round(moment.timestamp() * 1000)
+
+
+def _walker(expression: str, start: datetime, hash_id: str) -> croniter:
+    # Only an expression with H fields gets the hash id: croniter reads a nickname given one
+    # as hashed too (@hourly would fire at a minute hashed from the id, not at :00).
+    hashed = any(_hashed_field(field) for field in expression.split(" "))
+    return croniter(expression, start, hash_id=hash_id if hashed else None)
 
 
 def validate_timezone(timezone: object) -> str:
@@ -155,9 +162,17 @@ def _expression(expression: object) -> str:
 
 
 def _random_field(field: str) -> bool:
-    # croniter's random form: R, R(a-b), R/n (its hashed form is H, the same shapes).
+    return _special_field(field, "r")
+
+
+def _hashed_field(field: str) -> bool:
+    return _special_field(field, "h")
+
+
+def _special_field(field: str, letter: str) -> bool:
+    # croniter's random and hashed forms: R, R(a-b), R/n and H, H(a-b), H/n.
     lowered = field.lower()
-    return lowered == "r" or lowered.startswith(("r(", "r/"))
+    return lowered == letter or lowered.startswith((f"{letter}(", f"{letter}/"))
 
 
 def _second_occurrence(moment: datetime, zone: tzinfo) -> bool:
