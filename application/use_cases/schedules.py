@@ -294,7 +294,7 @@ class RunSchedulerTick:
         self._start = start
         self._executions = executions
         self._clock = clock
-        self._settings = settings
+        self.settings = settings
 
     async def __call__(self) -> TickReport:
         now_ms = self._clock.now_ms()
@@ -326,7 +326,7 @@ class RunSchedulerTick:
             pending,
             now_ms=now_ms,
             previous_running=running,
-            grace_ms=self._settings.grace_ms,
+            grace_ms=self.settings.grace_ms,
         )
         return plan.steps, pending.truncated
 
@@ -347,8 +347,8 @@ class RunSchedulerTick:
             claim = await self._store.claim_due(
                 schedule.ref,
                 step.due_ms,
-                holder=self._settings.holder_id,
-                ttl_ms=self._settings.claim_ttl_ms,
+                holder=self.settings.holder_id,
+                ttl_ms=self.settings.claim_ttl_ms,
             )
             if claim is not DueClaim.CLAIMED:
                 return reports, int(claim is DueClaim.HELD)

@@ -43,6 +43,12 @@ def _flows(engine: Any) -> Any:
     return SqlFlowRepository(engine)
 
 
+def _schedules(engine: Any, clock: Any) -> Any:
+    from plaita.adapters.sqlalchemy.schedules import SqlScheduleStore
+
+    return SqlScheduleStore(engine, clock)
+
+
 async def upgrade_schema(database_url: str, revision: str = "head") -> str:
     """Create the schema or migrate it up to ``revision``; the revision it is at after."""
     from plaita.adapters.sqlalchemy import migrations
@@ -71,3 +77,5 @@ class SqlStores(containers.DeclarativeContainer):
         _executions, engine, clock, counters, controls, config.retention_ms
     )
     flows = providers.Singleton(_flows, engine)
+    #: Cron schedules (W22), beside the flows they start.
+    schedules = providers.Singleton(_schedules, engine, clock)
