@@ -136,8 +136,8 @@ def validate_timezone(timezone: object) -> str:
         raise UnknownTimeZoneError(
             "timezone",
             f"{timezone!r} is not a time zone this machine knows"
-            + (f"; did you mean {suggestion!r}?" if suggestion else "")
-            + " Use an IANA name such as 'UTC', 'Europe/Berlin' or 'America/New_York'",
+            + (f" (did you mean {suggestion!r}?)" if suggestion else "")
+            + "; use an IANA name such as 'UTC', 'Europe/Berlin' or 'America/New_York'",
         ) from None
     return timezone
 

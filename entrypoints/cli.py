@@ -3,7 +3,8 @@
 This module is the ``plaita`` group and where every subcommand is attached; the commands
 live in modules named by their group: ``cli_run`` (run, demo), ``cli_worker``,
 ``cli_event_filter``, ``cli_catalog`` (flows, workers), ``cli_executions``, ``cli_events``,
-``cli_ops`` (dlq, reap, executions delete), ``cli_console``, ``cli_db`` and ``cli_dev``.
+``cli_ops`` (dlq, reap, executions delete), ``cli_schedules`` (schedules, scheduler),
+``cli_console``, ``cli_db`` and ``cli_dev``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from plaita.entrypoints.cli_executions import (
 )
 from plaita.entrypoints.cli_ops import delete_execution, dlq, reap, recover
 from plaita.entrypoints.cli_run import demo, run_command
+from plaita.entrypoints.cli_schedules import SCHEDULE_COMMANDS, scheduler
 from plaita.entrypoints.cli_support import dev_option, dev_socket_option
 from plaita.entrypoints.cli_worker import worker
 
@@ -78,7 +80,12 @@ def events() -> None:
     """Publish events."""
 
 
-for _command in (demo, run_command, worker, event_filter, dlq, reap, recover, workers):
+@main.group()
+def schedules() -> None:
+    """Cron schedules: create, list, show, pause, resume, delete, trigger (W22)."""
+
+
+for _command in (demo, run_command, worker, event_filter, scheduler, dlq, reap, recover, workers):
     main.add_command(_command)
 main.add_command(dev)  # `plaita dev`
 main.add_command(db)  # `plaita db upgrade|current`
@@ -107,6 +114,10 @@ for _command in (
 
 for _command in (events_publish, events_list, events_show):
     events.add_command(_command)
+
+# `plaita schedules create|list|show|pause|resume|delete|trigger` (W22).
+for _command in SCHEDULE_COMMANDS:
+    schedules.add_command(_command)
 
 if __name__ == "__main__":
     main()

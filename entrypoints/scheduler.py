@@ -96,9 +96,7 @@ def _log_report(report: TickReport) -> None:
 
 
 def _log_due(due: DueReport) -> None:
-    fields = (
-        f"schedule_id={due.ref.schedule_id} tenant_id={due.ref.tenant_id} due_ms={due.due_ms}"
-    )
+    fields = f"schedule_id={due.ref.schedule_id} tenant_id={due.ref.tenant_id} due_ms={due.due_ms}"
     if due.outcome is DueOutcome.FIRED:
         log.info(
             "event=schedule.fired %s execution_id=%s deduplicated=%s recorded=%s",

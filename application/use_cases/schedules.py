@@ -13,12 +13,13 @@ manual trigger gets a key of its own, unique per request (``manual_dedup_key``).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
-from plaita.application.actor import Actor, actor_scope
+from plaita.application.actor import Actor, actor_scope, current_actor
 from plaita.application.ports import (
     Clock,
     DueClaim,
@@ -54,6 +55,8 @@ from plaita.domain.schedule_ticks import (
 from plaita.domain.schedules import cron_dedup_key, manual_dedup_key
 
 JSON = Any
+#: Who created, paused, resumed, deleted or triggered which schedule (CLI and console alike).
+audit = logging.getLogger("plaita.audit")
 
 #: How many next run times ``show`` lists by default.
 DEFAULT_NEXT_RUNS = 5
@@ -107,6 +110,12 @@ async def _stored(store: ScheduleStore, ref: ScheduleRef) -> StoredSchedule:
     return stored
 
 
+def _who(ref: ScheduleRef, **fields: object) -> str:
+    """The audit fields of an operator's change: who, which schedule, and ``fields``."""
+    extra = "".join(f" {name}={value}" for name, value in fields.items())
+    return f"by={current_actor()} tenant_id={ref.tenant_id} schedule_id={ref.schedule_id}{extra}"
+
+
 async def _start(start: StartExecution, schedule: Schedule, dedup_key: str) -> StartedExecution:
     return await start(
         schedule.flow_id,
@@ -157,6 +166,16 @@ class CreateSchedule:
         # The flow must exist now; it may still be deleted later (its dues then fail).
         await self._flows.get(schedule.flow_id, schedule.flow_version)
         await self._store.create(schedule, paused=paused)
+        audit.info(
+            "event=schedule.created %s",
+            _who(
+                schedule.ref,
+                flow_id=schedule.flow_id,
+                cron=repr(schedule.cron.expression),
+                timezone=schedule.cron.timezone,
+                paused=paused,
+            ),
+        )
         state = ScheduleState.new(schedule, paused=paused)
         return schedule_view(StoredSchedule(schedule, state), now_ms)
 
@@ -201,6 +220,10 @@ class PauseSchedule:
         stored = await self._store.set_paused(ref, paused, now_ms=now_ms)
         if stored is None:
             raise _unknown(ref)
+        if paused:
+            audit.info("event=schedule.paused %s", _who(ref))
+        else:
+            audit.info("event=schedule.resumed %s", _who(ref))
         return schedule_view(stored, now_ms)
 
 
@@ -214,6 +237,7 @@ class DeleteSchedule:
         ref = _ref(schedule_id)
         if not await self._store.delete(ref):
             raise _unknown(ref)
+        audit.info("event=schedule.deleted %s", _who(ref))
         return ref
 
 
@@ -237,6 +261,10 @@ class TriggerSchedule:
         # A fresh request id per call: "run now" twice runs twice, and never merges with a due.
         key = manual_dedup_key(stored.schedule.schedule_id, self._ids.new_id().replace(":", "-"))
         started = await _start(self._start, stored.schedule, key)
+        audit.info(
+            "event=schedule.triggered %s",
+            _who(stored.ref, execution_id=started.execution_id, dedup_key=key),
+        )
         return TriggeredRun(stored.schedule.schedule_id, key, started)
 
 
