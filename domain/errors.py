@@ -409,6 +409,8 @@ class InvalidScheduleError(PlaitaError):
     def __init__(self, setting: str, message: str) -> None:
         super().__init__(f"{setting}: {message}")
         self.setting = setting
+        #: The request field it came from, as the console names it in ``field_errors``.
+        self.parameter = setting
 
 
 class InvalidCronExpressionError(InvalidScheduleError):
