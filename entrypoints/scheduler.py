@@ -15,7 +15,6 @@ scheduler (or this one, restarted) fires it — still on time within the misfire
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -23,6 +22,7 @@ from plaita.application.outages import StoreOutages
 from plaita.application.use_cases.schedules import DueReport, TickReport
 from plaita.domain.cron_schedules import DueOutcome
 from plaita.domain.outages import Backoff
+from plaita.entrypoints.event_filter import Pause, pause_until_stopped
 
 log = logging.getLogger("plaita.scheduler")
 
@@ -43,8 +43,10 @@ class SchedulerService:
         claim_ttl_ms: int,
         grace_ms: int,
         outages: StoreOutages,
+        pause: Pause = pause_until_stopped,
     ) -> None:
         self._tick = tick
+        self._pause = pause
         self._holder_id = holder_id
         self.poll_interval_seconds = poll_interval_seconds
         self.claim_ttl_ms = claim_ttl_ms
@@ -77,8 +79,7 @@ class SchedulerService:
                 self._outage.succeeded()
                 self.ticks += 1
                 _log_report(report)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), wait)
+            await self._pause(stop, wait)
         log.info("event=scheduler.stopped holder=%s ticks=%d", self._holder_id, self.ticks)
 
 
