@@ -19,6 +19,8 @@ one row per variable — so a step writes only what it changed (S3):
   TTL; reads ignore expired rows and ``sweep_expired`` removes them.
 - ``flows`` / ``flow_latest``: definitions by (owner, flow_id, version) and each owner's
   latest pointer (S2); the owner is a tenant id, or ``*`` for a deployment-wide definition.
+- ``schedules`` / ``schedule_claims``: cron schedules with their recorded state, and the
+  claim of a due by one scheduler until it expires (W22).
 
 Every execution-data table has the tenant in its primary key (W24). Times are milliseconds
 since the epoch. Execution ids compare byte-wise (``COLLATE "C"`` on PostgreSQL, SQLite's
