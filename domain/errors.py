@@ -27,6 +27,10 @@ class InvalidFlowDocumentError(FlowDefinitionError):
     """The document is not a flow definition (bad JSON, wrong field types, unknown type)."""
 
 
+class InvalidHttpNodeError(FlowDefinitionError):
+    """An http node's method, static url, header names or ``expect`` cannot be used."""
+
+
 class DuplicateNodeIdError(FlowDefinitionError):
     """Two nodes share one id."""
 
@@ -391,9 +395,3 @@ class InvalidExecutionQueryError(InvalidOperatorRequestError):
     def __init__(self, parameter: str, message: str) -> None:
         super().__init__(f"{parameter}: {message}")
         self.parameter = parameter
-
-
-class HttpTargetBlockedError(PlaitaError):
-    """An http node's target is not one it may call (E11): it resolves to an address the
-    SSRF policy blocks, to none, or it redirected too often. Deterministic: the same call
-    fails the same way, so it is never retried."""

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.errors import InvalidRedisUrlError
+from plaita.domain.http_calls import DEFAULT_MAX_RESPONSE_BYTES
 from plaita.domain.startup import (
     OPTIONAL_FALLBACKS,
     ConfigProblem,
@@ -80,6 +81,11 @@ class Settings(BaseSettings):
     #: C5: POST a JSON alert for every dead letter here (best effort, bounded queue).
     alert_webhook_url: str | None = Field(default=None, pattern=r"^https?://\S+$")
     alert_queue_size: int = Field(default=1000, ge=1, le=1_000_000)
+    #: E11: every http node refuses loopback, private, link-local, multicast, unspecified and
+    #: reserved targets (a node's ``blockPrivateNetworks`` can only add the rule, never lift it).
+    http_block_private: bool = False
+    #: E11: an http node's response body is refused once it passes this many bytes.
+    http_max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=1, le=1_073_741_824)
     #: Off (False) with ``--no-registry``: no record, and nothing is acked on a lease conflict.
     registry_enabled: bool = True
     #: 0 disables the HTTP exporter; bad values fall back to 0 with a WARNING (W21).

@@ -27,6 +27,7 @@ from plaita.application.ports.execution_repository import (
     NodeHeartbeat,
 )
 from plaita.application.ports.flow_repository import FlowRepository
+from plaita.application.ports.http_client import HttpClient
 from plaita.application.ports.ids import IdGenerator
 from plaita.application.ports.inbox import Inbox
 from plaita.application.ports.index_janitor import IndexJanitor
@@ -69,6 +70,7 @@ __all__ = [
     "ExecutionPage",
     "ExecutionRepository",
     "FlowRepository",
+    "HttpClient",
     "IdGenerator",
     "Inbox",
     "IndexJanitor",

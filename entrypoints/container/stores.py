@@ -11,12 +11,14 @@ from typing import Any
 
 from dependency_injector import containers, providers
 
+from plaita.adapters.http.client import HttpxClient
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.end_notices import AnnouncingExecutions
 from plaita.application.handlers import HandlerAllowlist, HandlerRegistry
 from plaita.application.ports import Clock
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain.config_generations import RuntimeConfig, generations_of
+from plaita.domain.http_calls import HttpPolicy
 from plaita.entrypoints.container import redis as redis_family
 from plaita.entrypoints.container import sql as sql_family
 from plaita.entrypoints.container.memory import MemoryStores
@@ -208,6 +210,14 @@ class Stores(containers.DeclarativeContainer):
     #: This process's config family and generations (W12): logged, registered, and compared
     #: with every carrier's.
     generations = providers.Singleton(generations_of, runtime_config)
+
+    #: http nodes (E11): the deployment's policy and the client that sends their requests.
+    http_policy = providers.Singleton(
+        HttpPolicy,
+        block_private=config.http_block_private,
+        max_response_bytes=config.http_max_response_bytes,
+    )
+    http_client = providers.Singleton(HttpxClient)
 
     #: The handlers the engine runs: imports the allowlisted modules when a node needs one.
     handlers = providers.Singleton(HandlerRegistry, config.handler_modules)

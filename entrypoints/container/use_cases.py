@@ -45,6 +45,7 @@ class UseCases(Stores):
         lease_ttl_ms=Stores.config.lease_ttl_ms,
         default_deadline_ms=Stores.config.execution_deadline_ms,
         default_retries=Stores.config.default_retries,
+        http_policy=Stores.http_policy,
         max_deliveries=Stores.config.max_deliveries,
         max_carrier_age_ms=Stores.config.max_carrier_age_ms,
         holder_liveness_disabled=Stores.config.disable_holder_liveness,
@@ -69,6 +70,7 @@ class UseCases(Stores):
         inbox=Stores.inbox,
         controls=Stores.controls,
         listeners=listeners,
+        http=Stores.http_client,
     )
     dead_letter_guard = providers.Factory(
         GuardDeadLetter,

@@ -22,9 +22,17 @@ from plaita.application.engine.callbacks import CallbackManager
 from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.distributed import StepKind, StepOutcome
 from plaita.application.engine.execution import FlowExecution, RunOptions
+from plaita.application.engine.runner import NO_HTTP_CLIENT
 from plaita.application.engine.strategies import ResumeInput
 from plaita.application.handlers import HandlerRegistry
-from plaita.application.ports import Clock, Counters, CounterStore, IdGenerator, SubscriptionStore
+from plaita.application.ports import (
+    Clock,
+    Counters,
+    CounterStore,
+    HttpClient,
+    IdGenerator,
+    SubscriptionStore,
+)
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.step.attempts import COUNTER_TTL_MS
 from plaita.application.use_cases.step.dispatch import (
@@ -84,8 +92,10 @@ class Advance:
         ids: IdGenerator,
         settings: StepSettings,
         listeners: Callable[[], list[object]],
+        http: HttpClient = NO_HTTP_CLIENT,
     ) -> None:
         self._flows = flows
+        self._http = http
         self._handlers = handlers
         self._counters = counters
         self._subscriptions = subscriptions
@@ -215,8 +225,10 @@ class Advance:
                 mode="distributed",
                 default_deadline_ms=self._settings.default_deadline_ms,
                 default_retries=self._settings.default_retries,
+                http_policy=self._settings.http_policy,
             ),
             callbacks=CallbackManager(self._listeners()),
+            http_client=self._http,
         )
 
     async def _succeeded(self, execution_id: str, counters: Counters, node_id: str) -> Counters:

@@ -9,6 +9,7 @@ import attrs
 
 from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.envelope import CarrierGenerations, TaskEnvelope
+from plaita.domain.http_calls import DEFAULT_HTTP_POLICY, HttpPolicy
 from plaita.domain.tombstone import DEFAULT_CARRIER_MAX_AGE_MS
 
 
@@ -66,6 +67,8 @@ class StepSettings:
     default_deadline_ms: int = 1_800_000
     #: Retries of a node without ``retryTimes`` (E15, ``--default-retries``).
     default_retries: int = DEFAULT_RETRIES
+    #: http nodes' SSRF floor and response cap (E11, ``PLAITA_HTTP_*``).
+    http_policy: HttpPolicy = DEFAULT_HTTP_POLICY
     #: A dispatch that ran this many nodes hands over to a fresh carrier (loops stay fair).
     max_steps_per_dispatch: int = 1000
     max_deliveries: int = 5

@@ -15,6 +15,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from plaita.application.engine.runner import NO_HTTP_CLIENT
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.ports import (
     Clock,
@@ -23,6 +24,7 @@ from plaita.application.ports import (
     DelayQueue,
     ExecutionControls,
     ExecutionRepository,
+    HttpClient,
     IdGenerator,
     Inbox,
     LeaseManager,
@@ -78,6 +80,7 @@ class ProcessTask:
         controls: ExecutionControls,
         listeners: Callable[[], list[object]] = list,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        http: HttpClient = NO_HTTP_CLIENT,
     ) -> None:
         self._executions, self._leases, self._flows = executions, leases, flows
         self._queue, self._delay, self._subscriptions = queue, delay, subscriptions
@@ -125,6 +128,7 @@ class ProcessTask:
             ids=ids,
             settings=settings,
             listeners=listeners,
+            http=http,
         )
         self._resumes = Resumes(
             flows=flows, counters=counters, waits=waits, advance=advance, clock=clock
