@@ -185,9 +185,13 @@ class Flow:
             if document.timeout is None
             else parse_duration_ms(document.timeout, field="flow.timeout", maximum_ms=MAX_WAIT_MS)
         )
-        self.fingerprint = _sha256(
-            document.model_dump(mode="json", by_alias=True), flow_id=document.flow_id
-        )
+        try:
+            dumped = document.model_dump(mode="json", by_alias=True)
+        except UnicodeEncodeError:
+            # A lone surrogate in an object key: the python form holds the same values,
+            # and the check below names the character.
+            dumped = document.model_dump(by_alias=True)
+        self.fingerprint = _sha256(dumped, flow_id=document.flow_id)
         self._subgraphs: dict[str, str] = {}
 
     @classmethod

@@ -229,9 +229,10 @@ _ORIGIN_BOUND = frozenset({"authorization", "proxy-authorization", "cookie"})
 
 def redirected(request: HttpRequest, status: int, location: str) -> HttpRequest:
     """The request a redirect asks for, as browsers and httpx build it: 303 (and 301/302 of a
-    POST) become a GET (a HEAD stays one) without a body; 307/308 keep method and body; credentials are dropped
-    when the redirect leaves the origin. ``HttpTargetBlockedError`` for a target that is not
-    an http(s) URL. The caller checks the new target and the count (``http_targets``)."""
+    POST) become a GET (a HEAD stays one) without a body; 307/308 keep method and body;
+    credentials are dropped when the redirect leaves the origin. ``HttpTargetBlockedError``
+    for a target that is not an http(s) URL. The caller checks the new target and the count
+    (``http_targets``)."""
     target = urljoin(request.url, location)
     problem = check_url(target)
     if problem is not None:

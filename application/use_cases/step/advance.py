@@ -163,7 +163,7 @@ class Advance:
                 )
             finally:
                 held.run.closed()
-            if node_id in context.rendered_params:  # a task: what its handler was given
+            if node_id in context.rendered_params:  # a task or http node: what it was given
                 pending[started_at] = history.node_started(
                     started_ms,
                     node_id=node_id,

@@ -14,6 +14,8 @@ import pytest
 from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.execution import FlowExecution, RunOptions
 from plaita.application.handlers import HandlerRegistry
+from plaita.application.use_cases.step import Disposition
+from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 from plaita.domain.failures import (
     HttpConnectionError,
     HttpRequestError,
@@ -21,9 +23,12 @@ from plaita.domain.failures import (
     NodeTimeoutError,
 )
 from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import SHARED
+from plaita.domain.history import HistoryKind
 from plaita.domain.http_calls import REDACTED, HttpPolicy, HttpRequest, HttpResponse
 
 from .conftest import FakeClock, SequentialIds
+from .twin import Twin
 
 Answer = HttpResponse | BaseException | Callable[[HttpRequest], HttpResponse]
 
@@ -221,3 +226,45 @@ def test_a_run_without_an_http_client_says_what_to_do(clock: FakeClock) -> None:
     with pytest.raises(NodeExecutionError, match="given no HTTP client") as raised:
         execution.run()
     assert isinstance(raised.value.__cause__, HttpRequestError)
+
+
+# --- on a worker: one attempt per step, a retry is a delayed carrier (E15, W8) ------------
+
+
+async def test_on_a_worker_a_503_is_retried_through_the_delay_queue(twin: Twin) -> None:
+    twin.http = ScriptedClient(answer(503, b"busy", "text/plain"), answer(200, b'{"ok": 1}'))
+    await twin.catalog.register(http_flow(retryTimes=2), owner=SHARED)
+    start = TaskEnvelope.start(
+        execution_id="x-1",
+        flow_id="calls",
+        version="1",
+        params={},
+        now_ms=twin.clock.now_ms(),
+        generations=LEGACY_GENERATIONS,
+    )
+    first = await twin.process(start)
+    assert (first.disposition, first.outcome) == (Disposition.ACK, "retry_scheduled")
+    [(retry, due)] = first.schedule
+    assert due == twin.clock.now_ms() + 1000
+    state = await twin.executions.load("x-1")
+    assert state is not None and state.last_failure is not None
+    assert "answered 503" in state.last_failure.message and state.last_failure.transient
+
+    twin.clock.advance(1.0)
+    second = await twin.process(retry)
+    assert second.outcome == "completed"
+    state = await twin.executions.load("x-1")
+    assert state is not None and state.result == {
+        "status": 200,
+        "headers": {"content-type": "application/json", "x-request-id": "r-1"},
+        "body": {"ok": 1},
+    }
+    kinds = [entry.kind for entry in (await twin.executions.history("x-1")).entries]
+    assert kinds.count(HistoryKind.RETRY_SCHEDULED) == 1
+    started = [
+        entry
+        for entry in (await twin.executions.history("x-1")).entries
+        if entry.kind is HistoryKind.NODE_STARTED and entry.node_id == "call"
+    ]
+    assert [entry.attempt for entry in started] == [1, 2]
+    assert started[0].detail["params"]["url"] == "https://api.example/x"

@@ -21,6 +21,8 @@ from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.handlers import HandlerRegistry
+from plaita.application.null_objects import NoHttpClient
+from plaita.application.ports import HttpClient
 from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.flows import FlowCatalog
@@ -103,6 +105,8 @@ class Twin:
     )
     #: The lifecycle listeners every dispatch tells (E9).
     listeners: list[object] = attrs.field(factory=list)
+    #: What the http nodes call (E11): none unless a test gives one.
+    http: HttpClient = attrs.field(factory=NoHttpClient)
 
     @property
     def catalog(self) -> FlowCatalog:
@@ -129,6 +133,7 @@ class Twin:
             controls=self.controls,
             listeners=lambda: list(self.listeners),
             sleep=self.sleep,
+            http=self.http,
         )
 
     @property
