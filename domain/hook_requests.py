@@ -226,8 +226,9 @@ def _correlation_id(hook: HookDefinition, value: JSON) -> str:
         )
     if not value or len(value) > MAX_CORRELATION_ID_LENGTH or _CONTROL.search(value):
         raise HookPayloadError(
-            f"the correlation id at {_shown(hook.correlation_id_pointer)} ({value[:40]!r}) "
-            f"must be 1 to {MAX_CORRELATION_ID_LENGTH} characters without control characters"
+            f"hook {hook.name!r} takes the correlation id at "
+            f"{_shown(hook.correlation_id_pointer)}, which holds {value[:40]!r}; it must be 1 "
+            f"to {MAX_CORRELATION_ID_LENGTH} characters without control characters"
         )
     return value
 
