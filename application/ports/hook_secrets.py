@@ -11,6 +11,8 @@ class HookSecrets(Protocol):
     """The value of a hook's secret, wherever it is kept."""
 
     async def resolve(self, secret: HookSecret) -> bytes | None:
-        """The secret's bytes; None when its reference does not resolve (an unset
-        variable, an unreadable file)."""
+        """The secret's bytes, or None when it does not resolve here.
+
+        None: an unset variable, an unreadable file, or fewer than 16 characters.
+        """
         ...

@@ -86,22 +86,52 @@ SIGNATURE_TABLE: list[tuple[str, dict[str, str], bytes, type[HookSignatureError]
     ),
     ("good, at the edge of the window", signed(NOW_S - 300), BODY, None),
     ("good, a clock a little ahead", signed(NOW_S + 60), BODY, None),
-    ("bad: another secret", signed(secret="another-secret-0123456"), BODY, InvalidHookSignatureError),
-    ("bad: not hex", tampered(signed(), **{"X-Plaita-Signature": "sha256=zz"}), BODY, InvalidHookSignatureError),
+    (
+        "bad: another secret",
+        signed(secret="another-secret-0123456"),
+        BODY,
+        InvalidHookSignatureError,
+    ),
+    (
+        "bad: not hex",
+        tampered(signed(), **{"X-Plaita-Signature": "sha256=zz"}),
+        BODY,
+        InvalidHookSignatureError,
+    ),
     ("bad: another algorithm's prefix", signed(prefix="sha1="), BODY, InvalidHookSignatureError),
-    ("bad: timestamp not digits", tampered(signed(), **{"X-Plaita-Timestamp": "1.5e9"}), BODY, InvalidHookSignatureError),
-    ("bad: signed another timestamp", tampered(signed(), **{"X-Plaita-Timestamp": str(NOW_S - 1)}), BODY, InvalidHookSignatureError),
+    (
+        "bad: timestamp not digits",
+        tampered(signed(), **{"X-Plaita-Timestamp": "1.5e9"}),
+        BODY,
+        InvalidHookSignatureError,
+    ),
+    (
+        "bad: signed another timestamp",
+        tampered(signed(), **{"X-Plaita-Timestamp": str(NOW_S - 1)}),
+        BODY,
+        InvalidHookSignatureError,
+    ),
     ("wrong body", signed(), BODY + b" ", InvalidHookSignatureError),
-    ("wrong body: re-encoded JSON", signed(), json.dumps(json.loads(BODY), separators=(",", ":")).encode(), InvalidHookSignatureError),
+    (
+        "wrong body: re-encoded JSON",
+        signed(),
+        json.dumps(json.loads(BODY), separators=(",", ":")).encode(),
+        InvalidHookSignatureError,
+    ),
     ("missing signature", without("X-Plaita-Signature"), BODY, MissingHookSignatureError),
     ("missing timestamp", without("X-Plaita-Timestamp"), BODY, MissingHookSignatureError),
     ("missing both", {}, BODY, MissingHookSignatureError),
-    ("empty signature", tampered(signed(), **{"X-Plaita-Signature": ""}), BODY, MissingHookSignatureError),
+    (
+        "empty signature",
+        tampered(signed(), **{"X-Plaita-Signature": ""}),
+        BODY,
+        MissingHookSignatureError,
+    ),
     ("stale", signed(NOW_S - 301), BODY, StaleHookTimestampError),
     ("stale by a day", signed(NOW_S - 86_400), BODY, StaleHookTimestampError),
     ("future-skewed", signed(NOW_S + 61), BODY, FutureHookTimestampError),
     ("future-skewed by an hour", signed(NOW_S + 3600), BODY, FutureHookTimestampError),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(
@@ -231,20 +261,55 @@ MAPPING_TABLE: list[tuple[str, dict[str, Any], bytes, HookEvent | type[HookPaylo
         b'{"items": [{"n": 1}, {"a/b": "x-2"}]}',
         HookEvent("payment.settled", "x-2", {"n": 1}, "default"),
     ),
-    ("pointer missing: correlation id", {"correlation_id_pointer": "/order/nope"}, BODY, HookPointerMissingError),
+    (
+        "pointer missing: correlation id",
+        {"correlation_id_pointer": "/order/nope"},
+        BODY,
+        HookPointerMissingError,
+    ),
     ("pointer missing: data", {"data_pointer": "/absent"}, BODY, HookPointerMissingError),
-    ("pointer missing: past the end of an array", {"correlation_id_pointer": "/a/-"}, b'{"a": [1]}', HookPointerMissingError),
-    ("pointer missing: an index out of range", {"correlation_id_pointer": "/a/5"}, b'{"a": [1]}', HookPointerMissingError),
-    ("pointer missing: into a string", {"correlation_id_pointer": "/order/id/x"}, BODY, HookPointerMissingError),
-    ("correlation id of the wrong kind", {"correlation_id_pointer": "/order"}, BODY, HookPayloadError),
-    ("correlation id true", {"correlation_id_pointer": "/decision/approved"}, BODY, HookPayloadError),
+    (
+        "pointer missing: past the end of an array",
+        {"correlation_id_pointer": "/a/-"},
+        b'{"a": [1]}',
+        HookPointerMissingError,
+    ),
+    (
+        "pointer missing: an index out of range",
+        {"correlation_id_pointer": "/a/5"},
+        b'{"a": [1]}',
+        HookPointerMissingError,
+    ),
+    (
+        "pointer missing: into a string",
+        {"correlation_id_pointer": "/order/id/x"},
+        BODY,
+        HookPointerMissingError,
+    ),
+    (
+        "correlation id of the wrong kind",
+        {"correlation_id_pointer": "/order"},
+        BODY,
+        HookPayloadError,
+    ),
+    (
+        "correlation id true",
+        {"correlation_id_pointer": "/decision/approved"},
+        BODY,
+        HookPayloadError,
+    ),
     ("correlation id empty", {}, b'{"order": {"id": ""}}', HookPayloadError),
     ("correlation id with a newline", {}, b'{"order": {"id": "a\\nb"}}', HookPayloadError),
     ("data not an object", {"data_pointer": "/order/id"}, BODY, HookPayloadError),
     ("the body is not JSON", {}, b"order=7", HookPayloadError),
     ("the body is not UTF-8", {}, b'{"order": {"id": "\xff"}}', HookPayloadError),
-    ("the data is nested too deep for an event", {"correlation_id_pointer": "/id"}, b'{"id": "a", "d": ' + b"[" * 70 + b"]" * 70 + b"}", HookPayloadError),
-]  # fmt: skip
+    (
+        "the data is nested too deep for an event",
+        {"correlation_id_pointer": "/id"},
+        b'{"id": "a", "d": ' + b"[" * 70 + b"]" * 70 + b"}",
+        HookPayloadError,
+    ),
+]
 
 
 @pytest.mark.parametrize(

@@ -41,8 +41,11 @@ def test_a_minimal_hook_takes_the_defaults() -> None:
 
 @pytest.mark.parametrize(
     ("ref", "kind", "value"),
-    [("env:PAYMENTS_SECRET", SecretKind.ENV, "PAYMENTS_SECRET"), ("file:/run/s", SecretKind.FILE, "/run/s")],
-)  # fmt: skip
+    [
+        ("env:PAYMENTS_SECRET", SecretKind.ENV, "PAYMENTS_SECRET"),
+        ("file:/run/s", SecretKind.FILE, "/run/s"),
+    ],
+)
 def test_a_secret_may_be_referenced(ref: str, kind: SecretKind, value: str) -> None:
     fields = {k: v for k, v in VALID.items() if k != "secret"}
     hook = parse_hook({**fields, "secret_ref": ref})
