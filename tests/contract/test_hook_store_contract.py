@@ -49,9 +49,7 @@ class HookStoreContract:
         assert stored is not None
         assert stored.secret == HookSecret(SecretKind.ENV, "PAYMENTS_SECRET")
 
-    async def test_a_taken_name_is_refused_and_the_first_hook_stays(
-        self, hooks: HookStore
-    ) -> None:
+    async def test_a_taken_name_is_refused_and_the_first_hook_stays(self, hooks: HookStore) -> None:
         first = hook(event_type="first")
         assert await hooks.add(first) is True
         assert await hooks.add(hook(event_type="second", tenant="acme")) is False

@@ -80,7 +80,7 @@ def test_a_file_that_cannot_be_used_is_refused_by_name(
 
 
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
-    with pytest.raises(HooksFileError, match="cannot read the hooks file .*PLAITA_HOOKS_FILE"):
+    with pytest.raises(HooksFileError, match=r"cannot read the hooks file .*PLAITA_HOOKS_FILE"):
         load_hooks_file(str(tmp_path / "absent.json"), READ)
 
 
