@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from plaita.entrypoints.console import create_app
 from plaita.entrypoints.container import Container, build_container
 
 from .conftest import (
+    REPO_ROOT,
     TERMINAL,
     TOKENS,
     auth,
@@ -31,7 +34,13 @@ from .conftest import (
     start,
     wait_for,
 )
-from .test_console_redis import namespace, redis_container  # noqa: F401
+from .test_console_redis import (  # noqa: F401
+    _free_port,
+    _plaita,
+    _wait_healthy,
+    namespace,
+    redis_container,
+)
 
 SECRET = "whsec-0123456789abcdef"
 HOOK = {
@@ -314,3 +323,83 @@ def test_a_console_with_a_hooks_file_it_cannot_use_is_not_built(tmp_path: Path) 
     container = build_container(memory_settings(hooks_file=str(path)))
     with pytest.raises(HooksFileError, match="exactly one of secret"):
         create_app(container, tokens=list(TOKENS.values()))
+
+
+# --- `plaita console --hooks-file` as a process ------------------------------------------------
+
+requires_redis = pytest.mark.skipif(
+    not os.environ.get("PLAITA_TEST_REDIS_URL"),
+    reason="PLAITA_TEST_REDIS_URL is unset; CI always sets it",
+)
+
+
+@requires_redis
+@pytest.mark.process
+def test_plaita_console_serves_the_hooks_of_its_file(
+    namespace: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    hooks = tmp_path / "hooks.toml"
+    hooks.write_text(
+        '[[hooks]]\nname = "approvals"\nevent_type = "approval_decision"\n'
+        'correlation_id_pointer = "/execution_id"\nsecret_ref = "env:APPROVALS_HOOK_SECRET"\n'
+    )
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps([TOKENS["viewer"]]))
+    port = _free_port()
+    log = tmp_path / "console.log"
+    command = [*_plaita(), "console", "--redis-url", os.environ["PLAITA_TEST_REDIS_URL"]]
+    env = {**os.environ, "PLAITA_NAMESPACE": namespace, "APPROVALS_HOOK_SECRET": SECRET}
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [
+                *command,
+                "--port",
+                str(port),
+                "--tokens-file",
+                str(tokens),
+                "--hooks-file",
+                str(hooks),
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(base, process, log)
+        body = decision("order-7", True)
+        headers = signed(body)
+        with httpx.Client(base_url=base, timeout=5) as http:
+            accepted = http.post("/hooks/approvals", content=body, headers=headers)
+            replayed = http.post("/hooks/approvals", content=body, headers=headers)
+            events = http.get("/api/v1/events", headers=auth("viewer"))
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=15)
+    assert accepted.status_code == 202, log.read_text()
+    assert replayed.status_code == 401
+    assert [e["event_id"] for e in events.json()["items"]] == [accepted.json()["event_id"]]
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"hooks": [{"name": "x"}]}')
+    refused = subprocess.run(
+        [
+            *command,
+            "--port",
+            str(_free_port()),
+            "--tokens-file",
+            str(tokens),
+            "--hooks-file",
+            str(bad),
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert refused.returncode == 1
+    assert "HooksFileError" in refused.stderr
+    assert "event_type: required" in refused.stderr
