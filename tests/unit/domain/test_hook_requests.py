@@ -330,3 +330,11 @@ def test_a_body_maps_to_an_event_or_is_refused_naming_what_is_missing(
 def test_a_missing_pointer_is_named_in_the_refusal() -> None:
     with pytest.raises(HookPointerMissingError, match=r"'/order/nope'.*correlation_id_pointer"):
         map_payload(hook(correlation_id_pointer="/order/nope"), BODY)
+
+
+def test_the_worked_example_of_the_operations_guide_holds() -> None:
+    """docs/operations.md, "The signing scheme", shows this signature: keep both in step."""
+    body = b'{"execution_id": "order-7", "decision": {"approved": true}}'
+    assert sign(b"whsec-0123456789abcdef", "1760000000", body) == (
+        "150139fc2b1a5164eb1833cdd8f58550f4596a6e7dc94c8bde9bd7db1bda2e22"
+    )
