@@ -202,10 +202,9 @@ def _json_body(hook: HookDefinition, body: bytes) -> JSON:
 
 def _at(hook: HookDefinition, document: JSON, pointer: str, field: str) -> JSON:
     missing = object()
-    try:
-        found = jsonpointer.resolve_pointer(document, pointer, missing)
-    except jsonpointer.JsonPointerException:
-        found = missing  # a pointer that walks into a string or a number: nothing there
+    # With a default, a pointer that walks into a string, a number or past an array's end
+    # answers the default, as a missing key does.
+    found = jsonpointer.resolve_pointer(document, pointer, missing)
     if found is missing or isinstance(found, jsonpointer.EndOfList):
         raise HookPointerMissingError(
             f"the body has nothing at {_shown(pointer)}, where hook {hook.name!r} takes the "

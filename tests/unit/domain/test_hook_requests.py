@@ -302,6 +302,15 @@ MAPPING_TABLE: list[tuple[str, dict[str, Any], bytes, HookEvent | type[HookPaylo
     ("correlation id with a newline", {}, b'{"order": {"id": "a\\nb"}}', HookPayloadError),
     ("data not an object", {"data_pointer": "/order/id"}, BODY, HookPayloadError),
     ("the body is not JSON", {}, b"order=7", HookPayloadError),
+    ("the body is nested too deep to read", {}, b"[" * 600 + b"]" * 600, HookPayloadError),
+    (
+        "the whole body is the data, and is an array",
+        {"correlation_id_pointer": "/0"},
+        b'["a"]',
+        HookPayloadError,
+    ),
+    ("correlation id null", {}, b'{"order": {"id": null}}', HookPayloadError),
+    ("correlation id a number with a fraction", {}, b'{"order": {"id": 1.5}}', HookPayloadError),
     ("the body is not UTF-8", {}, b'{"order": {"id": "\xff"}}', HookPayloadError),
     (
         "the data is nested too deep for an event",

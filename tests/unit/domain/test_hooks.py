@@ -146,3 +146,8 @@ def test_an_unreadable_stored_hook_is_a_named_error() -> None:
         load_hook("{")
     with pytest.raises(HookDefinitionError, match="stored hook 'x'"):
         load_hook('{"name": "x"}')
+
+
+def test_the_entries_of_a_file_become_its_hooks_in_order() -> None:
+    hooks = parse_hooks([VALID, {**VALID, "name": "refunds"}], source="hooks.json")
+    assert [hook.name for hook in hooks] == ["payments", "refunds"]
