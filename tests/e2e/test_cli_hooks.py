@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
-from collections.abc import Iterator
 
 import pytest
-import redis
 from click.testing import CliRunner
 
 from plaita.entrypoints.cli import main
+
+from ..console.test_console_redis import namespace  # noqa: F401
 
 REDIS_URL = os.environ.get("PLAITA_TEST_REDIS_URL")
 SECRET = "whsec-0123456789abcdef"
@@ -21,26 +20,12 @@ requires_redis = pytest.mark.skipif(
 )
 
 
-@pytest.fixture
-def namespace() -> Iterator[str]:
-    name = f"plaita-e2e-hooks-{uuid.uuid4().hex[:12]}"
-    yield name
-    if REDIS_URL:
-        client = redis.Redis.from_url(REDIS_URL)
-        try:
-            keys = list(client.scan_iter(match=f"{name}:*", count=1000))
-            if keys:
-                client.delete(*keys)
-        finally:
-            client.close()
-
-
-def invoke(namespace: str, *args: str, stdin: str | None = None) -> tuple[int, str]:
+def invoke(ns: str, *args: str, stdin: str | None = None) -> tuple[int, str]:
     result = CliRunner().invoke(
         main,
         [*args, "--redis-url", REDIS_URL or "redis://127.0.0.1:1/0"],
         input=stdin,
-        env={"PLAITA_NAMESPACE": namespace, "PLAITA_TENANT": None, "PLAITA_HOOKS_FILE": None},
+        env={"PLAITA_NAMESPACE": ns, "PLAITA_TENANT": None, "PLAITA_HOOKS_FILE": None},
         catch_exceptions=False,
     )
     return result.exit_code, result.output
@@ -59,7 +44,7 @@ CREATE = (
 
 @requires_redis
 @pytest.mark.redis
-def test_create_list_show_and_delete_a_hook(namespace: str) -> None:
+def test_create_list_show_and_delete_a_hook(namespace: str) -> None:  # noqa: F811
     code, output = invoke(namespace, *CREATE, "--secret-stdin", "--json", stdin=SECRET + "\n")
     assert code == 0, output
     assert json.loads(output)["secret_source"] == "stored"
@@ -92,24 +77,22 @@ def test_create_list_show_and_delete_a_hook(namespace: str) -> None:
         (("--secret-ref", "env:X", "--data-pointer", "data"), "not a JSON pointer"),
     ],
 )
-def test_bad_input_exits_2_before_anything_connects(
-    namespace: str, args: tuple[str, ...], named: str
-) -> None:
+def test_bad_input_exits_2_before_anything_connects(args: tuple[str, ...], named: str) -> None:
     result = CliRunner().invoke(
         main,
         [*CREATE, *args, "--redis-url", "redis://127.0.0.1:1/0"],
-        env={"PLAITA_NAMESPACE": namespace},
+        env={"PLAITA_NAMESPACE": "plaita-e2e-unused"},
     )
     assert result.exit_code == 2
     assert named in result.output
 
 
-def test_a_short_secret_on_stdin_is_refused_without_echoing_it(namespace: str) -> None:
+def test_a_short_secret_on_stdin_is_refused_without_echoing_it() -> None:
     result = CliRunner().invoke(
         main,
         [*CREATE, "--secret-stdin", "--redis-url", "redis://127.0.0.1:1/0"],
         input="hunter2-short\n",
-        env={"PLAITA_NAMESPACE": namespace},
+        env={"PLAITA_NAMESPACE": "plaita-e2e-unused"},
     )
     assert result.exit_code == 2
     assert "at least 16" in result.output
