@@ -112,6 +112,8 @@ class Settings(BaseSettings):
     #: The console's tokens (C3): a JSON list of {"token", "name", "role", "tenants"};
     #: ``plaita console --tokens-file`` takes the same JSON from a file instead.
     console_tokens: str | None = None
+    #: V10: inbound webhooks defined in a JSON or TOML file, read when the console starts.
+    hooks_file: str | None = Field(default=None, min_length=1)
     #: The largest request body the console accepts (413 above it).
     max_body_bytes: int = Field(default=1_048_576, ge=1, le=1_073_741_824)
 

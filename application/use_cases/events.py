@@ -48,10 +48,13 @@ class PublishEvent:
         correlation_id: str | None = None,
         source: str | None = None,
         tenant_id: str = "default",
+        event_id: str | None = None,
     ) -> Event:
+        """``event_id`` None: a new one; a publisher that may publish one event again (a
+        webhook delivery retried) names its own, so no wait takes the event twice."""
         check_json_value(data or {}, EVENT_DATA_LIMIT, field="data")
         event = Event(
-            event_id=self._ids.new_id(),
+            event_id=self._ids.new_id() if event_id is None else event_id,
             event_type=event_type,
             timestamp_ms=self._clock.now_ms(),
             data=dict(data or {}),

@@ -12,6 +12,7 @@ from typing import Any
 from dependency_injector import containers, providers
 
 from plaita.adapters.http.client import HttpxClient
+from plaita.adapters.secrets import EnvironmentSecrets
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.end_notices import AnnouncingExecutions
 from plaita.application.handlers import HandlerAllowlist, HandlerRegistry
@@ -182,6 +183,19 @@ class Stores(containers.DeclarativeContainer):
     replay_markers = providers.Selector(
         config.backend, memory=memory_stores.replay_markers, redis=redis_stores.replay_markers
     )
+    #: Inbound webhooks (V10): hooks are kept where flows are; seen signatures expire on
+    #: the backend; secrets are read from this process's environment and files.
+    hooks = providers.Selector(
+        config.storage,
+        auto=providers.Selector(
+            config.backend, memory=memory_stores.hooks, redis=redis_stores.hooks
+        ),
+        sql=sql_stores.hooks,
+    )
+    seen_signatures = providers.Selector(
+        config.backend, memory=memory_stores.seen_signatures, redis=redis_stores.seen_signatures
+    )
+    hook_secrets = providers.Singleton(EnvironmentSecrets)
     #: ``plaita run`` (Normal mode): the events of its command line, in this process.
     closed_event_bus = memory_stores.closed_event_bus
 

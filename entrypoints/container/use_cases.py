@@ -15,6 +15,7 @@ from plaita.application.use_cases.executions import (
     GetExecution,
     ResumeExecution,
 )
+from plaita.application.use_cases.hooks import HookCatalog, ReceiveHook
 from plaita.application.use_cases.index_janitor import IndexJanitorService
 from plaita.application.use_cases.operator_controls import (
     BulkAction,
@@ -33,6 +34,7 @@ from plaita.application.use_cases.start_execution import StartExecution
 from plaita.application.use_cases.step import ProcessTask, StepSettings
 from plaita.domain.janitor import plan_janitor
 from plaita.entrypoints.container.stores import Stores
+from plaita.entrypoints.hooks_file import load_hooks_file
 
 
 class UseCases(Stores):
@@ -121,6 +123,22 @@ class UseCases(Stores):
     )
     publish_event = providers.Factory(
         PublishEvent, events=Stores.events, clock=Stores.clock, ids=Stores.ids, inbox=Stores.inbox
+    )
+    #: V10: the hooks file's hooks (read and checked once) and the store's.
+    hook_catalog = providers.Singleton(
+        HookCatalog,
+        store=Stores.hooks,
+        configured=providers.Singleton(
+            load_hooks_file, Stores.config.hooks_file, Stores.hook_secrets.provided.read
+        ),
+    )
+    receive_hook = providers.Factory(
+        ReceiveHook,
+        catalog=hook_catalog,
+        secrets=Stores.hook_secrets,
+        seen=Stores.seen_signatures,
+        publish=publish_event,
+        clock=Stores.clock,
     )
     filter_event = providers.Factory(
         FilterEvent,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -263,6 +264,25 @@ def tokens_named(name: str) -> str:
     return json.dumps([{"token": "s" * 24, "name": name, "role": "viewer", "tenants": ["*"]}])
 
 
+async def hooks_known(settings: Settings) -> object:
+    """The hooks the console serves: those of the hooks file, written here for the probe."""
+    path = Path(settings.hooks_file) if settings.hooks_file else None
+    if path is not None:
+        hook = {
+            "name": "audited",
+            "event_type": "t",
+            "correlation_id_pointer": "/id",
+            "secret": "whsec-0123456789abcdef",
+        }
+        path.write_text(json.dumps({"hooks": [hook]}))
+    try:
+        listed = await container_of(settings).hook_catalog().list("default")
+        return [item.hook.name for item in listed]
+    finally:
+        if path is not None:
+            path.unlink()
+
+
 PROBES: dict[str, Probe] = {
     "backend": Probe("redis", sync(lambda c: type(c.queue()).__name__), "RedisTaskQueue"),
     "redis_url": Probe("redis://10.1.2.3:6390/4", redis_address, ("10.1.2.3", 6390, 4)),
@@ -408,6 +428,9 @@ PROBES: dict[str, Probe] = {
     ),
     "max_body_bytes": Probe(100, body_refused, True),
     "dlq_max_len": Probe(2, dead_letters_kept, 2),
+    "hooks_file": Probe(
+        str(SCRATCH / f"plaita-audit-hooks-{uuid.uuid4().hex}.json"), hooks_known, ["audited"]
+    ),
     # A miss reads the tenant's own catalogue, then the shared one: two reads (ADR 0011).
     "flow_cache_size": Probe(1, cache_size_reads, 6),
     "flow_cache_ttl_seconds": Probe(1.0, cache_ttl_reads, 4),
