@@ -359,6 +359,13 @@ def executions_bulk(
     default=None,
     help="Choose the id (default: a new uuid); letters, digits, '_', '.', ':' and '-'.",
 )
+@click.option(
+    "--target-instance",
+    "target_instance_id",
+    default=None,
+    help="Run it on this worker instance (its --consumer-name, see `plaita workers list`); "
+    "any other worker passes it on, and runs it itself when that one is not running.",
+)
 @tenant_option
 @redis_url_option
 @json_option
@@ -368,6 +375,7 @@ def executions_start(
     input_json: str | None,
     dedup_key: str | None,
     execution_id: str | None,
+    target_instance_id: str | None,
     tenant_id: str,
     redis_url: str | None,
     as_json: bool,
@@ -384,6 +392,7 @@ def executions_start(
             execution_id=execution_id,
             dedup_key=dedup_key,
             tenant_id=tenant_id,
+            target_instance_id=target_instance_id,
         )
 
     started = run_with_container(settings, body, tenant_id=tenant_id)
