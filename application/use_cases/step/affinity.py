@@ -133,14 +133,17 @@ class AffinityGate:
         entry = build(
             now_ms, worker=worker, target=target, handovers=handovers, reason=decision.reason.value
         )
-        log.log(
-            logging.INFO if handed else logging.WARNING,
-            "event=affinity.%s execution_id=%s message_id=%s target=%s handovers=%d reason=%s",
-            HANDED_OVER if handed else TARGET_STRIPPED,
-            carrier.execution_id,
-            carrier.message_id,
-            target,
-            handovers,
-            decision.reason.value,
-        )
+        facts = (carrier.execution_id, carrier.message_id, target, handovers, decision.reason.value)
+        if handed:
+            log.info(
+                "event=affinity.handed_over execution_id=%s message_id=%s target=%s "
+                "handovers=%d reason=%s: passed on towards its target",
+                *facts,
+            )
+        else:
+            log.warning(
+                "event=affinity.target_stripped execution_id=%s message_id=%s target=%s "
+                "handovers=%d reason=%s: any worker runs it now",
+                *facts,
+            )
         await append_history_best_effort(self._executions, carrier.execution_id, entry)
