@@ -25,9 +25,11 @@ from plaita.application.use_cases.operator_controls import (
     ControlResult,
     ExecutionListing,
 )
+from plaita.domain.envelope import validate_target_instance_id
 from plaita.domain.errors import (
     ExecutionFailedError,
     InvalidOperatorRequestError,
+    InvalidTargetInstanceError,
     ResultTimeoutError,
     UnknownExecutionError,
 )
@@ -348,6 +350,18 @@ def executions_bulk(
         raise SystemExit(1)
 
 
+class _TargetInstance(click.ParamType[str]):
+    """A worker instance id (W25), held to the id rule before anything connects (exit 2)."""
+
+    name = "instance id"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return validate_target_instance_id(value)
+        except InvalidTargetInstanceError as exc:
+            self.fail(f"{type(exc).__name__}: {exc}", param, ctx)
+
+
 @click.command("start")
 @click.argument("flow_id", type=FLOW_ID)
 @click.option("--version", default=None, help="Flow version (default: the latest registered).")
@@ -362,6 +376,7 @@ def executions_bulk(
 @click.option(
     "--target-instance",
     "target_instance_id",
+    type=_TargetInstance(),
     default=None,
     help="Run it on this worker instance (its --consumer-name, see `plaita workers list`); "
     "any other worker passes it on, and runs it itself when that one is not running.",
