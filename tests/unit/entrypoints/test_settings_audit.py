@@ -351,6 +351,7 @@ PROBES: dict[str, Probe] = {
     ),
     "max_deliveries": Probe(3, sync(lambda c: c.step_settings().max_deliveries), 3),
     "default_retries": Probe(2, sync(lambda c: c.step_settings().default_retries), 2),
+    "affinity_max_handovers": Probe(3, sync(lambda c: c.step_settings().max_handovers), 3),
     "retention_days": Probe(0.5, terminal_kept_for_s, 12 * 3600),
     "stream_trim_interval_seconds": Probe(
         0.05, sync(lambda c: c.worker().options.trim_every_seconds), 0.05
