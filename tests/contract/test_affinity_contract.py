@@ -21,8 +21,8 @@ from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.queue import RedisTaskQueue
 from plaita.adapters.redis.registry import RedisWorkerRegistry
-from plaita.application.ports import TaskQueue, WorkerInstance, WorkerRegistry
-from plaita.application.use_cases.step import Carrier, Disposition, StepSettings
+from plaita.application.ports import Delivery, TaskQueue, WorkerInstance, WorkerRegistry
+from plaita.application.use_cases.step import Carrier, DispatchResult, Disposition, StepSettings
 from plaita.application.use_cases.step.affinity import AffinityGate
 from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope, copy_envelope
 
@@ -59,14 +59,34 @@ class AffinityContract:
         await queue.ensure_group()
         return queue
 
-    def gate(self, queue: TaskQueue, registry: WorkerRegistry, clock: FakeClock) -> AffinityGate:
+    def gate(
+        self, queue: TaskQueue, registry: WorkerRegistry, clock: FakeClock, holder: str = A
+    ) -> AffinityGate:
         return AffinityGate(
             registry=registry,
             queue=queue,
             executions=MemoryExecutionRepository(MemoryLeaseManager(clock)),
             clock=clock,
-            settings=StepSettings(holder_id=A, generations=LEGACY_GENERATIONS),
+            settings=StepSettings(holder_id=holder, generations=LEGACY_GENERATIONS),
         )
+
+    async def route_one(
+        self,
+        queue: TaskQueue,
+        registry: WorkerRegistry,
+        clock: FakeClock,
+        *,
+        reader: str = A,
+        handovers: int = 0,
+    ) -> tuple[Delivery, DispatchResult | None]:
+        """Enqueue a carrier for worker-b, read it as ``reader`` and route it there."""
+        await queue.enqueue(targeted(handovers=handovers))
+        [delivery] = await queue.read(reader, count=1, block_ms=0)
+        assert delivery.envelope is not None
+        result = await self.gate(queue, registry, clock, reader).route(
+            Carrier(delivery.envelope, delivery.message_id)
+        )
+        return delivery, result
 
     async def register(self, registry: WorkerRegistry, clock: FakeClock, status: str) -> None:
         now = clock.now_ms()
@@ -85,13 +105,8 @@ class AffinityContract:
         self, ready: TaskQueue, registry: WorkerRegistry, clock: FakeClock
     ) -> None:
         await self.register(registry, clock, "running")
-        await ready.enqueue(targeted())
-        [delivery] = await ready.read(A, count=1, block_ms=0)
-        assert delivery.envelope is not None
 
-        result = await self.gate(ready, registry, clock).route(
-            Carrier(delivery.envelope, delivery.message_id)
-        )
+        delivery, result = await self.route_one(ready, registry, clock)
 
         assert result is not None
         assert (result.disposition, result.outcome) == (Disposition.ACK, "handed_over")
@@ -109,13 +124,8 @@ class AffinityContract:
         self, ready: TaskQueue, registry: WorkerRegistry, clock: FakeClock, status: str
     ) -> None:
         await self.register(registry, clock, status)
-        await ready.enqueue(targeted())
-        [delivery] = await ready.read(A, count=1, block_ms=0)
-        assert delivery.envelope is not None
 
-        result = await self.gate(ready, registry, clock).route(
-            Carrier(delivery.envelope, delivery.message_id)
-        )
+        _, result = await self.route_one(ready, registry, clock)
 
         assert result is not None and result.outcome == "target_stripped"
         [copy] = await ready.read(A, count=1, block_ms=0)
@@ -124,13 +134,7 @@ class AffinityContract:
     async def test_a_target_without_a_record_is_stripped(
         self, ready: TaskQueue, registry: WorkerRegistry, clock: FakeClock
     ) -> None:
-        await ready.enqueue(targeted())
-        [delivery] = await ready.read(A, count=1, block_ms=0)
-        assert delivery.envelope is not None
-
-        result = await self.gate(ready, registry, clock).route(
-            Carrier(delivery.envelope, delivery.message_id)
-        )
+        _, result = await self.route_one(ready, registry, clock)
 
         assert result is not None and result.outcome == "target_stripped"
         assert "target_absent" in result.detail
@@ -138,18 +142,9 @@ class AffinityContract:
     async def test_the_target_itself_runs_its_carrier(
         self, ready: TaskQueue, registry: WorkerRegistry, clock: FakeClock
     ) -> None:
-        await ready.enqueue(targeted(handovers=3))
-        [delivery] = await ready.read(B, count=1, block_ms=0)
-        assert delivery.envelope is not None
-        gate = AffinityGate(
-            registry=registry,
-            queue=ready,
-            executions=MemoryExecutionRepository(MemoryLeaseManager(clock)),
-            clock=clock,
-            settings=StepSettings(holder_id=B, generations=LEGACY_GENERATIONS),
-        )
+        _, result = await self.route_one(ready, registry, clock, reader=B, handovers=3)
 
-        assert await gate.route(Carrier(delivery.envelope, delivery.message_id)) is None
+        assert result is None
         assert (await ready.stats()).length == 1, "no copy"
 
 
