@@ -188,6 +188,16 @@ class InvalidScheduleIdError(InvalidIdError, ScheduleDedupError):
     """A schedule id breaks the id rule; no dedup key was built for it."""
 
 
+class InvalidTargetInstanceError(InvalidIdError):
+    """A carrier's ``target_instance_id`` (the worker a start asks for, W25) breaks the id
+    rule; nothing was started."""
+
+
+class InvalidHandoverCountError(PlaitaError):
+    """A carrier's hand-over count (how often workers passed it on towards its target, W25)
+    is not a whole number of at least 0."""
+
+
 class PayloadLimitError(PlaitaError):
     """A JSON document (execution input, event data, node result, task envelope) is nested
     deeper or is larger than plaita accepts, or is not Unicode text; the message names the

@@ -13,6 +13,7 @@ import attrs
 from pydantic import Field, ValidationError, computed_field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from plaita.domain.affinity import DEFAULT_MAX_HANDOVERS, MAX_HANDOVERS_LIMIT
 from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.errors import InvalidRedisUrlError
 from plaita.domain.http_calls import DEFAULT_MAX_RESPONSE_BYTES
@@ -88,6 +89,9 @@ class Settings(BaseSettings):
     http_max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=1, le=1_073_741_824)
     #: Off (False) with ``--no-registry``: no record, and nothing is acked on a lease conflict.
     registry_enabled: bool = True
+    #: W25: how often a carrier that names another worker is passed on towards it before its
+    #: target is dropped (``--affinity-max-handovers``); 0 drops it at once.
+    affinity_max_handovers: int = Field(default=DEFAULT_MAX_HANDOVERS, ge=0, le=MAX_HANDOVERS_LIMIT)
     #: 0 disables the HTTP exporter; bad values fall back to 0 with a WARNING (W21).
     metrics_port: int = 0
     #: 0 disables the disk guard (W18).

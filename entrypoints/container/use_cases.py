@@ -52,6 +52,7 @@ class UseCases(Stores):
         max_carrier_age_ms=Stores.config.max_carrier_age_ms,
         holder_liveness_disabled=Stores.config.disable_holder_liveness,
         registry_enabled=Stores.config.registry_enabled,
+        max_handovers=Stores.config.affinity_max_handovers,
         generations=Stores.generations,
     )
     process_task = providers.Singleton(

@@ -211,6 +211,8 @@ class Advance:
             now_ms=self._clock.now_ms(),
             tenant_id=state.tenant_id,
             generations=self._settings.generations,
+            # W25: the rest of a dispatch that asked for one worker asks for it too.
+            target_instance_id=held.envelope.target_instance_id,
         )
         return DispatchResult(Disposition.ACK, "yielded", enqueue=(hand_over,))
 

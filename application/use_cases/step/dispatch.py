@@ -7,6 +7,7 @@ import enum
 
 import attrs
 
+from plaita.domain.affinity import DEFAULT_MAX_HANDOVERS, check_max_handovers
 from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.envelope import CarrierGenerations, TaskEnvelope
 from plaita.domain.http_calls import DEFAULT_HTTP_POLICY, HttpPolicy
@@ -77,3 +78,8 @@ class StepSettings:
     #: Off with ``--no-registry``: no holder is ever provably alive, so a lease conflict never
     #: acks a carrier (W5, B65-03).
     registry_enabled: bool = True
+    #: W25: how often a carrier that names another worker is passed on towards it before
+    #: its target is stripped (``--affinity-max-handovers``); 0 strips at once.
+    max_handovers: int = attrs.field(
+        default=DEFAULT_MAX_HANDOVERS, validator=lambda _s, _a, value: check_max_handovers(value)
+    )

@@ -155,7 +155,7 @@ class ProcessTask:
 
     async def _step(self, carrier: Carrier) -> DispatchResult:
         # Gates: another pool's carrier, a reclaimed one beside a live lease, too old, deleted,
-        # paused (W12, W2, W14, W13, W23).
+        # for another worker, paused (W12, W2, W14, W13, W25, W23).
         refused = await self._gates.before_lease(carrier)
         if refused is not None:
             return refused

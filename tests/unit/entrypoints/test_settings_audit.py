@@ -377,6 +377,7 @@ PROBES: dict[str, Probe] = {
     "http_max_response_bytes": Probe(
         4096, sync(lambda c: c.step_settings().http_policy.max_response_bytes), 4096
     ),
+    "affinity_max_handovers": Probe(3, sync(lambda c: c.step_settings().max_handovers), 3),
     "retention_days": Probe(0.5, terminal_kept_for_s, 12 * 3600),
     "stream_trim_interval_seconds": Probe(
         0.05, sync(lambda c: c.worker().options.trim_every_seconds), 0.05
