@@ -172,12 +172,8 @@ class NodeRunner:
             context.rendered_params[node.id] = params
             return await self._invoke(handler, params, context, node.id, number, timeout)
 
-        node_timeout_ms = (
-            None
-            if node.timeout is None
-            else parse_duration_ms(node.timeout, field=f"node {node.id!r} timeout")
-        )
-        return await self._attempts(node, context, budget, attempt, node_timeout_ms, durable)
+        timeout_ms = _timeout_ms(node, default=None)
+        return await self._attempts(node, context, budget, attempt, timeout_ms, durable)
 
     async def _run_http(
         self, node: HttpNode, context: ExecutionContext, budget: Budget, *, durable: bool
@@ -211,12 +207,8 @@ class NodeRunner:
                 raise status_failure(node.id, request, response, verdict)
             return response_result(node.id, response)
 
-        node_timeout_ms = (
-            DEFAULT_HTTP_TIMEOUT_MS
-            if node.timeout is None
-            else parse_duration_ms(node.timeout, field=f"node {node.id!r} timeout")
-        )
-        return await self._attempts(node, context, budget, attempt, node_timeout_ms, durable)
+        timeout_ms = _timeout_ms(node, default=DEFAULT_HTTP_TIMEOUT_MS)
+        return await self._attempts(node, context, budget, attempt, timeout_ms, durable)
 
     async def _attempts(
         self,
@@ -371,6 +363,13 @@ async def _run_sync(
     # A daemon thread of its own: on timeout it is abandoned and must not hold a pool slot.
     threading.Thread(target=target, name=f"plaita-node-{node_context.node_id}", daemon=True).start()
     return await asyncio.wait_for(future, timeout)
+
+
+def _timeout_ms(node: BaseNode, *, default: int | None) -> int | None:
+    """A node's attempt timeout: its own, else ``default`` (none for a task, E4)."""
+    if node.timeout is None:
+        return default
+    return parse_duration_ms(node.timeout, field=f"node {node.id!r} timeout")
 
 
 def _check_cancel(context: ExecutionContext, node_id: str) -> None:
