@@ -37,6 +37,7 @@ from plaita.domain.errors import (
 )
 from plaita.domain.ids import validate_event_id, validate_execution_id, validate_flow_id
 from plaita.domain.limits import ENVELOPE_LIMIT, JsonLimit, check_json_text
+from plaita.domain.tracing import parse_traceparent
 
 log = logging.getLogger("plaita.codec")
 
@@ -63,6 +64,8 @@ class EnvelopeDocument(BaseModel):
     dedup_key: str | None = None
     # Older carriers have none; an unreadable one is dropped (it only feeds the history).
     origin: Any = None
+    # Older carriers have none; a malformed one is dropped (it only feeds a span's link).
+    traceparent: Any = None
     # Any: a malformed generation makes the carrier legacy (W12 rule 4), not undecodable.
     config_family: Any = None
     config_generation: Any = None
@@ -88,6 +91,8 @@ def encode_envelope(envelope: TaskEnvelope) -> dict[str, str]:
     }
     if envelope.origin is not None:
         document["origin"] = envelope.origin
+    if envelope.traceparent is not None:
+        document["traceparent"] = envelope.traceparent
     return {
         ENVELOPE_FIELD: json.dumps(document, separators=(",", ":")),
         SCHEMA_FIELD: str(envelope.schema_version),
@@ -149,6 +154,7 @@ def decode_envelope(fields: Mapping[str, str]) -> TaskEnvelope:
             schema_version=schema_version,
             generations=generations.generations,
             origin=document.origin if isinstance(document.origin, str) else None,
+            traceparent=parse_traceparent(document.traceparent),
         )
     except (ValueError, InvalidTenantIdError, InvalidIdError) as exc:
         raise InvalidEnvelopeError(f"malformed task envelope: {exc}") from None

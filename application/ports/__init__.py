@@ -43,6 +43,7 @@ from plaita.application.ports.task_queue import (
     RawBase64,
     TaskQueue,
 )
+from plaita.application.ports.tracer import NodeRun, Span, Tracer
 from plaita.application.ports.worker_registry import WorkerInstance, WorkerRegistry
 
 __all__ = [
@@ -75,13 +76,16 @@ __all__ = [
     "LeaseManager",
     "MetricsExporter",
     "NodeHeartbeat",
+    "NodeRun",
     "ParkedCarrier",
     "QueueStats",
     "RawBase64",
     "ReconcilerCursor",
     "ReplayMarkerStore",
+    "Span",
     "SubscriptionStore",
     "TaskQueue",
+    "Tracer",
     "WorkerInstance",
     "WorkerMetrics",
     "WorkerRegistry",

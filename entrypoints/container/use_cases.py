@@ -69,6 +69,7 @@ class UseCases(Stores):
         inbox=Stores.inbox,
         controls=Stores.controls,
         listeners=listeners,
+        tracer=Stores.tracer,
     )
     dead_letter_guard = providers.Factory(
         GuardDeadLetter,
@@ -92,6 +93,7 @@ class UseCases(Stores):
         clock=Stores.clock,
         ids=Stores.ids,
         generations=Stores.generations,
+        tracer=Stores.tracer,
     )
     resume_execution = providers.Factory(
         ResumeExecution,
@@ -118,7 +120,12 @@ class UseCases(Stores):
         generations=Stores.generations,
     )
     publish_event = providers.Factory(
-        PublishEvent, events=Stores.events, clock=Stores.clock, ids=Stores.ids, inbox=Stores.inbox
+        PublishEvent,
+        events=Stores.events,
+        clock=Stores.clock,
+        ids=Stores.ids,
+        inbox=Stores.inbox,
+        tracer=Stores.tracer,
     )
     filter_event = providers.Factory(
         FilterEvent,
@@ -128,6 +135,7 @@ class UseCases(Stores):
         queue=Stores.queue,
         clock=Stores.clock,
         generations=Stores.generations,
+        tracer=Stores.tracer,
     )
     #: One round per call (V5); the event-filter command passes ``settings`` (its flags).
     reconcile_events = providers.Factory(
@@ -139,6 +147,7 @@ class UseCases(Stores):
         cursor=Stores.reconciler_cursor,
         clock=Stores.clock,
         generations=Stores.generations,
+        tracer=Stores.tracer,
     )
 
     #: The index janitor (V7): prunes dead members of the event and subscription indexes.

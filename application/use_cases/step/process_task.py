@@ -16,6 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from plaita.application.handlers import HandlerRegistry
+from plaita.application.null_objects import NO_TRACING
 from plaita.application.ports import (
     Clock,
     CounterStore,
@@ -28,6 +29,7 @@ from plaita.application.ports import (
     LeaseManager,
     SubscriptionStore,
     TaskQueue,
+    Tracer,
     WorkerRegistry,
 )
 from plaita.application.tenancy import tenant_scope
@@ -46,6 +48,7 @@ from plaita.application.use_cases.step.gates import CarrierGates
 from plaita.application.use_cases.step.lease_keeper import KeeperRun, LeaseKeeper
 from plaita.application.use_cases.step.resumes import Resumes
 from plaita.application.use_cases.step.starts import Starts
+from plaita.application.use_cases.step.tracing import StepTracing
 from plaita.application.use_cases.step.waits import WaitRegistrar
 from plaita.application.use_cases.step.writes import Writes
 from plaita.domain import history
@@ -78,6 +81,7 @@ class ProcessTask:
         controls: ExecutionControls,
         listeners: Callable[[], list[object]] = list,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        tracer: Tracer = NO_TRACING,
     ) -> None:
         self._executions, self._leases, self._flows = executions, leases, flows
         self._queue, self._delay, self._subscriptions = queue, delay, subscriptions
@@ -125,6 +129,7 @@ class ProcessTask:
             ids=ids,
             settings=settings,
             listeners=listeners,
+            tracing=StepTracing(tracer, worker=settings.holder_id),
         )
         self._resumes = Resumes(
             flows=flows, counters=counters, waits=waits, advance=advance, clock=clock
