@@ -35,6 +35,7 @@ from plaita.application.ports.metrics import WorkerMetrics
 from plaita.application.ports.metrics_exporter import MetricsExporter
 from plaita.application.ports.reconciler_cursor import ReconcilerCursor
 from plaita.application.ports.replay_markers import ReplayMarkerStore
+from plaita.application.ports.span import Span
 from plaita.application.ports.subscription_store import SubscriptionStore
 from plaita.application.ports.task_queue import (
     DeadLetter,
@@ -43,7 +44,7 @@ from plaita.application.ports.task_queue import (
     RawBase64,
     TaskQueue,
 )
-from plaita.application.ports.tracer import NodeRun, Span, Tracer
+from plaita.application.ports.tracer import NodeRun, Tracer
 from plaita.application.ports.worker_registry import WorkerInstance, WorkerRegistry
 
 __all__ = [

@@ -8,6 +8,7 @@ from typing import Protocol
 
 import attrs
 
+from plaita.application.ports.span import Span
 from plaita.domain.tracing import TraceContext
 
 
@@ -24,18 +25,6 @@ class NodeRun:
     tenant_id: str = "default"
     #: The worker running it (its consumer name).
     worker: str = ""
-
-
-class Span(Protocol):
-    """An open span: its context to hand on, and the outcome it ends with."""
-
-    def context(self) -> TraceContext | None:
-        """This span's context as a W3C traceparent to pass on (inject); None if not traced."""
-        ...
-
-    def outcome(self, outcome: str, *, error: BaseException | None = None) -> None:
-        """Record how the span's work ended; ``error`` marks it failed and is recorded."""
-        ...
 
 
 class Tracer(Protocol):
