@@ -69,8 +69,10 @@ def _sdk_tracer(choice: ExporterChoice) -> Tracer:
 
 def _application_tracer() -> Tracer | None:
     """The application's own SDK provider, when it set one before asking for plaita's."""
-    if "opentelemetry.trace" not in sys.modules or not sdk_installed():
-        return None  # nobody imported OpenTelemetry: there is no provider to find
+    # Only an application that imported the SDK can have set an SDK provider; the API alone
+    # is imported by others (FastAPI) and tells nothing.
+    if "opentelemetry.sdk.trace" not in sys.modules:
+        return None
     from plaita.adapters.otel.tracer import OtelTracer, global_sdk_provider
 
     provider = global_sdk_provider()
