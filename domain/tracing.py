@@ -155,6 +155,8 @@ class ExporterChoice:
     exporters: tuple[str, ...] = ()
     #: One sentence per setting that was ignored, for a warning at start-up.
     problems: tuple[str, ...] = ()
+    #: The variables say nothing about traces: an application's own provider may be used.
+    unset: bool = False
 
     @property
     def tracing(self) -> bool:
@@ -169,7 +171,8 @@ def choose_exporters(environ: Mapping[str, str]) -> ExporterChoice:
     unset ``OTEL_TRACES_EXPORTER`` means no tracing unless an OTLP endpoint is set
     (``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``): installing the
     extra must not make every process send spans to a collector nobody configured. OTLP is
-    sent over HTTP with protobuf; another ``OTEL_EXPORTER_OTLP_*PROTOCOL`` drops it.
+    sent over HTTP with protobuf; another ``OTEL_EXPORTER_OTLP_*PROTOCOL`` drops it. Only when
+    the variables say nothing of traces (``unset``) may an application's own provider be used.
     """
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return ExporterChoice()
@@ -178,7 +181,9 @@ def choose_exporters(environ: Mapping[str, str]) -> ExporterChoice:
         endpoint = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or environ.get(
             "OTEL_EXPORTER_OTLP_ENDPOINT"
         )
-        names = ["otlp"] if endpoint else []
+        if not endpoint:
+            return ExporterChoice(unset=True)
+        names = ["otlp"]
     else:
         names = [name.strip().lower() for name in raw.split(",") if name.strip()]
     chosen: list[str] = []

@@ -4,7 +4,7 @@ OpenTelemetry when tracing is off.
 
 An application that configured OpenTelemetry itself (a tracer provider of the SDK set as the
 global one before plaita's container is built) gets its spans in that provider, exporters
-and all, when the variables name no exporter of their own.
+and all, when the variables say nothing about traces.
 """
 
 from __future__ import annotations
@@ -42,8 +42,10 @@ def tracer_from_environment(environ: Mapping[str, str] | None = None) -> Tracer:
     choice = choose_exporters(os.environ if environ is None else environ)
     for problem in choice.problems:
         log.warning("event=tracing.setting_ignored: %s", problem)
-    if not choice.tracing:
+    if choice.unset:
         return _application_tracer() or NO_TRACING
+    if not choice.tracing:
+        return NO_TRACING
     if not sdk_installed():
         log.warning(
             "event=tracing.sdk_missing exporters=%s: OTEL_TRACES_EXPORTER asks for traces but "

@@ -318,3 +318,38 @@ def test_the_console_exporter_prints_every_node_span(tmp_path: Path) -> None:
     # Printed at exit: the small execution's 6 node spans, the large one's 8 (its wait twice).
     assert done.stdout.count('"plaita.node.id"') == 14
     assert done.stdout.count('"name": "execution approval"') == 2
+
+
+APPLICATION_PROVIDER = textwrap.dedent(
+    """
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from plaita.entrypoints.container import build_container
+    from plaita.entrypoints.settings import Settings
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    trace.set_tracer_provider(provider)
+    tracer = build_container(Settings(backend="memory")).tracer()
+    tracer.start_execution(execution_id="x-1", flow_id="f", tenant_id="default")
+    print(type(tracer).__name__, [span.name for span in spans.get_finished_spans()])
+    """
+)
+
+
+def test_an_application_that_set_up_opentelemetry_gets_plaitas_spans() -> None:
+    environ = {name: value for name, value in os.environ.items() if not name.startswith("OTEL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", APPLICATION_PROVIDER],
+        cwd=REPO_ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "OtelTracer ['execution f']"

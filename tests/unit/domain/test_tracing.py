@@ -212,6 +212,15 @@ def test_choose_exporters(
     assert choice.exporters == exporters
     assert len(choice.problems) == problems
     assert choice.tracing is bool(exporters)
+    silent = not environ.get("OTEL_SDK_DISABLED") and not any(
+        environ.get(name, "").strip()
+        for name in (
+            "OTEL_TRACES_EXPORTER",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        )
+    )
+    assert choice.unset is silent
 
 
 def test_an_ignored_exporter_is_named_in_its_problem() -> None:
