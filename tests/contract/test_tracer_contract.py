@@ -248,24 +248,21 @@ def test_an_ignored_setting_is_a_warning(caplog: pytest.LogCaptureFixture) -> No
     assert "event=tracing.setting_ignored" in caplog.text and "'zipkin'" in caplog.text
 
 
+def event_resume(traceparent: str | None) -> TaskEnvelope:
+    return TaskEnvelope.resume(
+        execution_id="x-1",
+        flow_id="f",
+        resume_type=ResumeType.EVENT,
+        now_ms=1,
+        generations=LEGACY_GENERATIONS,
+        traceparent=traceparent,
+    )
+
+
 def test_a_resume_carrier_keeps_its_producers_context_on_the_wire() -> None:
-    carrier = TaskEnvelope.resume(
-        execution_id="x-1",
-        flow_id="f",
-        resume_type=ResumeType.EVENT,
-        now_ms=1,
-        generations=LEGACY_GENERATIONS,
-        traceparent=ROOT.traceparent,
-    )
+    carrier = event_resume(ROOT.traceparent)
     assert decode_envelope(encode_envelope(carrier)) == carrier
-    untraced = TaskEnvelope.resume(
-        execution_id="x-1",
-        flow_id="f",
-        resume_type=ResumeType.EVENT,
-        now_ms=1,
-        generations=LEGACY_GENERATIONS,
-    )
-    fields = encode_envelope(untraced)
+    fields = encode_envelope(event_resume(None))
     assert "traceparent" not in fields["envelope"]
     garbled = {**fields, "envelope": fields["envelope"][:-1] + ',"traceparent":"garbage"}'}
     assert decode_envelope(garbled).traceparent is None

@@ -15,13 +15,7 @@ from opentelemetry.trace import StatusCode
 
 from plaita.adapters.otel.tracer import OtelTracer
 from plaita.application.null_objects import NO_TRACING
-from plaita.application.ports import Tracer
 from plaita.application.tenancy import tenant_scope
-from plaita.application.use_cases.dedup_claims import DedupClaims
-from plaita.application.use_cases.events import FilterEvent, PublishEvent
-from plaita.application.use_cases.start_execution import StartExecution
-from plaita.application.use_cases.step import Disposition, ProcessTask
-from plaita.domain.envelope import LEGACY_GENERATIONS
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED
@@ -49,85 +43,16 @@ def tracer(exporter: InMemorySpanExporter) -> Iterator[OtelTracer]:
     provider.shutdown()
 
 
-@attrs.frozen
-class Traced:
-    """The twin's use cases, each given ``tracer``."""
+async def drain(twin: Twin) -> list[str]:
+    """Run every queued carrier as a worker would; the outcomes."""
+    return [result.outcome for result in await twin.drain_queue()]
 
-    twin: Twin
-    tracer: Tracer
 
-    @property
-    def process(self) -> ProcessTask:
-        twin = self.twin
-        return ProcessTask(
-            executions=twin.executions,
-            leases=twin.leases,
-            flows=twin.catalog,
-            queue=twin.queue,
-            subscriptions=twin.subscriptions,
-            handlers=twin.handlers,
-            clock=twin.clock,
-            ids=twin.ids,
-            settings=twin.settings,
-            counters=twin.counters,
-            delay=twin.delay,
-            registry=twin.registry,
-            dedup=twin.dedup,
-            inbox=twin.inbox,
-            controls=twin.controls,
-            tracer=self.tracer,
-        )
-
-    @property
-    def start(self) -> StartExecution:
-        twin = self.twin
-        return StartExecution(
-            flows=twin.catalog,
-            queue=twin.queue,
-            claims=DedupClaims(dedup=twin.dedup, executions=twin.executions),
-            executions=twin.executions,
-            clock=twin.clock,
-            ids=twin.ids,
-            generations=LEGACY_GENERATIONS,
-            tracer=self.tracer,
-        )
-
-    @property
-    def publish(self) -> PublishEvent:
-        twin = self.twin
-        return PublishEvent(
-            events=twin.events, clock=twin.clock, ids=twin.ids, inbox=twin.inbox, tracer=self.tracer
-        )
-
-    @property
-    def filter(self) -> FilterEvent:
-        twin = self.twin
-        return FilterEvent(
-            events=twin.events,
-            subscriptions=twin.subscriptions,
-            executions=twin.executions,
-            queue=twin.queue,
-            clock=twin.clock,
-            generations=LEGACY_GENERATIONS,
-            tracer=self.tracer,
-        )
-
-    async def drain(self) -> list[str]:
-        """Run every queued carrier as a worker would; the outcomes."""
-        outcomes = []
-        for delivery in await self.twin.queue.read("test", count=100, block_ms=1):
-            assert delivery.envelope is not None
-            result = await self.process(delivery.envelope)
-            outcomes.append(result.outcome)
-            if result.disposition is Disposition.ACK:
-                await self.twin.queue.ack(delivery.message_id)
-        return outcomes
-
-    async def state(self, execution_id: str) -> ExecutionState:
-        with tenant_scope("default"):
-            state = await self.twin.executions.load(execution_id)
-        assert state is not None
-        return state
+async def load(twin: Twin, execution_id: str) -> ExecutionState:
+    with tenant_scope("default"):
+        state = await twin.executions.load(execution_id)
+    assert state is not None
+    return state
 
 
 def trace_id(span: ReadableSpan) -> str:
@@ -174,31 +99,33 @@ async def test_an_approval_run_across_a_wait_is_one_trace_with_every_node_span(
     """C6: start → task → if → event wait (suspends) → publish → filter → resume → if → task
     → end: every node span is a child of the execution's root, in the one trace stored with
     the execution; the resume links to the span that suspended and to the filter's span."""
-    traced = Traced(twin, tracer)
-    started = await traced.start("approval", params={"amount": 5000}, execution_id="x-1")
+    traced = attrs.evolve(twin, tracer=tracer)
+    started = await traced.start_execution("approval", params={"amount": 5000}, execution_id="x-1")
     assert started.execution_id == "x-1"
-    stored = await traced.state("x-1")
+    stored = await load(traced, "x-1")
     assert stored.trace is not None and stored.status is ExecutionStatus.PENDING
     [root] = named(exporter, "execution ")
     assert trace_id(root) == stored.trace.trace_id and root.parent is None
 
-    assert await traced.drain() == ["suspended"]
-    suspended = await traced.state("x-1")
+    assert await drain(traced) == ["suspended"]
+    suspended = await load(traced, "x-1")
     assert suspended.trace is not None and suspended.trace.root == stored.trace.root
     [waiting] = [s for s in node_spans(exporter, "x-1") if attribute(s, "plaita.node.id") == "wait"]
     assert attribute(waiting, "plaita.node.outcome") == "suspended"
     assert names(suspended.trace.suspended_by, waiting)
 
-    event = await traced.publish("approval_decision", data={"approved": True}, correlation_id="x-1")
+    event = await traced.publish_event(
+        "approval_decision", data={"approved": True}, correlation_id="x-1"
+    )
     [publish] = named(exporter, "publish ")
     assert names(event.traceparent, publish)
-    assert await traced.filter(event.event_id) == 1
+    assert await traced.filter_event(event.event_id) == 1
     [filtered] = named(exporter, "filter ")
     assert trace_id(filtered) == trace_id(publish) != stored.trace.trace_id
     assert filtered.parent is not None and filtered.parent.span_id == span_id(publish)
 
-    assert await traced.drain() == ["completed"]
-    done = await traced.state("x-1")
+    assert await drain(traced) == ["completed"]
+    done = await load(traced, "x-1")
     assert done.status is ExecutionStatus.COMPLETED
 
     spans = node_spans(exporter, "x-1")
@@ -240,8 +167,10 @@ async def test_an_approval_run_across_a_wait_is_one_trace_with_every_node_span(
 async def test_a_start_links_to_the_callers_context_and_begins_a_new_trace(
     twin: Twin, tracer: OtelTracer, exporter: InMemorySpanExporter
 ) -> None:
-    traced = Traced(twin, tracer)
-    await traced.start("approval", params={"amount": 5}, execution_id="x-1", trace_link=CALLER)
+    traced = attrs.evolve(twin, tracer=tracer)
+    await traced.start_execution(
+        "approval", params={"amount": 5}, execution_id="x-1", trace_link=CALLER
+    )
     [root] = named(exporter, "execution ")
     assert trace_id(root) != CALLER.trace_id and root.parent is None
     [link] = root.links
@@ -252,7 +181,9 @@ async def test_a_start_links_to_the_callers_context_and_begins_a_new_trace(
 async def test_a_publish_with_the_callers_context_is_its_child(
     twin: Twin, tracer: OtelTracer, exporter: InMemorySpanExporter
 ) -> None:
-    event = await Traced(twin, tracer).publish("approval_decision", trace_parent=CALLER)
+    event = await attrs.evolve(twin, tracer=tracer).publish_event(
+        "approval_decision", trace_parent=CALLER
+    )
     [publish] = named(exporter, "publish ")
     assert trace_id(publish) == CALLER.trace_id
     assert publish.parent is not None and publish.parent.span_id == int(CALLER.span_id, 16)
@@ -264,7 +195,9 @@ async def test_an_event_published_untraced_still_carries_the_callers_context(
 ) -> None:
     """Tracing off where the event is published: the caller's context travels on, for a
     traced worker to link to."""
-    event = await Traced(twin, NO_TRACING).publish("approval_decision", trace_parent=CALLER)
+    event = await attrs.evolve(twin, tracer=NO_TRACING).publish_event(
+        "approval_decision", trace_parent=CALLER
+    )
     assert event.traceparent == CALLER.traceparent
 
 
@@ -289,8 +222,8 @@ async def test_a_retried_node_is_a_failed_span_then_a_second_attempt_in_the_same
         ],
     }
     await twin.catalog.register(Flow.from_document(document), owner=SHARED)
-    traced = Traced(twin, tracer)
-    await traced.start("flaky", execution_id="x-2")
+    traced = attrs.evolve(twin, tracer=tracer)
+    await traced.start_execution("flaky", execution_id="x-2")
     first = await traced.process((await twin.queue.read("test", count=1, block_ms=1))[0].envelope)
     assert first.outcome == "retry_scheduled"
     [(retry, _)] = first.schedule
@@ -316,11 +249,13 @@ async def test_an_execution_stored_without_a_trace_gets_its_root_at_the_worker(
 ) -> None:
     """Started with tracing off (or stored before traces were): the first traced step gives
     it a root, stored with its checkpoint, and the later steps join it."""
-    await Traced(twin, NO_TRACING).start("approval", params={"amount": 5000}, execution_id="x-1")
-    traced = Traced(twin, tracer)
-    assert (await traced.state("x-1")).trace is None
-    assert await traced.drain() == ["suspended"]
-    state = await traced.state("x-1")
+    await attrs.evolve(twin, tracer=NO_TRACING).start_execution(
+        "approval", params={"amount": 5000}, execution_id="x-1"
+    )
+    traced = attrs.evolve(twin, tracer=tracer)
+    assert (await load(traced, "x-1")).trace is None
+    assert await drain(traced) == ["suspended"]
+    state = await load(traced, "x-1")
     assert state.trace is not None
     [root] = named(exporter, "execution ")
     assert {trace_id(span) for span in node_spans(exporter, "x-1")} == {state.trace.trace_id}
@@ -328,14 +263,16 @@ async def test_an_execution_stored_without_a_trace_gets_its_root_at_the_worker(
 
 
 async def test_with_tracing_off_nothing_is_stored_with_the_execution(twin: Twin) -> None:
-    traced = Traced(twin, NO_TRACING)
-    await traced.start("approval", params={"amount": 5000}, execution_id="x-1")
-    assert await traced.drain() == ["suspended"]
-    event = await traced.publish("approval_decision", data={"approved": True}, correlation_id="x-1")
+    traced = attrs.evolve(twin, tracer=NO_TRACING)
+    await traced.start_execution("approval", params={"amount": 5000}, execution_id="x-1")
+    assert await drain(traced) == ["suspended"]
+    event = await traced.publish_event(
+        "approval_decision", data={"approved": True}, correlation_id="x-1"
+    )
     assert event.traceparent is None
-    await traced.filter(event.event_id)
-    assert await traced.drain() == ["completed"]
-    assert (await traced.state("x-1")).trace is None
+    await traced.filter_event(event.event_id)
+    assert await drain(traced) == ["completed"]
+    assert (await load(traced, "x-1")).trace is None
 
 
 async def test_a_lost_lease_ends_the_node_span_interrupted(
@@ -343,8 +280,8 @@ async def test_a_lost_lease_ends_the_node_span_interrupted(
 ) -> None:
     """An exception leaving the step (here the fence moved under the checkpoint) ends the
     open span as interrupted and failed; the carrier stays pending (W4)."""
-    traced = Traced(twin, tracer)
-    await traced.start("approval", params={"amount": 5}, execution_id="x-1")
+    traced = attrs.evolve(twin, tracer=tracer)
+    await traced.start_execution("approval", params={"amount": 5}, execution_id="x-1")
 
     class Fenced:
         """The twin's repository, whose every fenced save finds the fence moved on."""
@@ -363,8 +300,8 @@ async def test_a_lost_lease_ends_the_node_span_interrupted(
                 return
             raise LeaseLostError("the lease of x-1 moved on")
 
-    fenced = Traced(attrs.evolve(twin, executions=Fenced(twin.executions)), tracer)
-    assert await fenced.drain() == ["lease_lost"]
+    fenced = attrs.evolve(twin, executions=Fenced(twin.executions), tracer=tracer)
+    assert await drain(fenced) == ["lease_lost"]
     [span] = node_spans(exporter, "x-1")
     assert attribute(span, "plaita.node.outcome") == "interrupted"
     assert span.status.status_code is StatusCode.ERROR
