@@ -30,6 +30,7 @@ from plaita.domain.envelope import (
 )
 from plaita.domain.errors import (
     InvalidEnvelopeError,
+    InvalidHandoverCountError,
     InvalidIdError,
     InvalidTenantIdError,
     PayloadLimitError,
@@ -70,6 +71,10 @@ class EnvelopeDocument(BaseModel):
     config_family: Any = None
     config_generation: Any = None
     budget_generation: Any = None
+    # W25; absent on older carriers and on carriers without a target. Any: the domain's
+    # rules judge them (a malformed one makes the carrier malformed, by name).
+    target_instance_id: Any = None
+    handovers: Any = 0
 
 
 def encode_envelope(envelope: TaskEnvelope) -> dict[str, str]:
@@ -93,6 +98,11 @@ def encode_envelope(envelope: TaskEnvelope) -> dict[str, str]:
         document["origin"] = envelope.origin
     if envelope.traceparent is not None:
         document["traceparent"] = envelope.traceparent
+    # Only when set: a carrier without a target is byte for byte what it was before W25.
+    if envelope.target_instance_id is not None:
+        document["target_instance_id"] = envelope.target_instance_id
+    if envelope.handovers:
+        document["handovers"] = envelope.handovers
     return {
         ENVELOPE_FIELD: json.dumps(document, separators=(",", ":")),
         SCHEMA_FIELD: str(envelope.schema_version),
@@ -155,8 +165,10 @@ def decode_envelope(fields: Mapping[str, str]) -> TaskEnvelope:
             generations=generations.generations,
             origin=document.origin if isinstance(document.origin, str) else None,
             traceparent=parse_traceparent(document.traceparent),
+            target_instance_id=document.target_instance_id,
+            handovers=document.handovers,
         )
-    except (ValueError, InvalidTenantIdError, InvalidIdError) as exc:
+    except (ValueError, InvalidTenantIdError, InvalidIdError, InvalidHandoverCountError) as exc:
         raise InvalidEnvelopeError(f"malformed task envelope: {exc}") from None
 
 

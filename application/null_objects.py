@@ -13,6 +13,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from plaita.application.ports.tracer import NodeRun
 from plaita.domain.errors import SuspensionRegistrationError
 from plaita.domain.events import Event, EventSubscription
+from plaita.domain.failures import HttpRequestError
+from plaita.domain.http_calls import HttpRequest, HttpResponse
 from plaita.domain.tracing import TraceContext
 
 
@@ -27,6 +29,19 @@ class NoEventSource:
             f"node {subscription.node_id!r} waits for {subscription.event_type!r} but this run "
             "has no event source; run the flow on a worker (distributed mode) or pass an "
             "event bus"
+        )
+
+
+class NoHttpClient:
+    """HttpClient of a run built without one (a test, an embedding that passed none): an
+    ``http`` node fails with a named, deterministic error that says what to do (E11)."""
+
+    async def send(
+        self, request: HttpRequest, *, timeout_seconds: float, max_response_bytes: int
+    ) -> HttpResponse:
+        raise HttpRequestError(
+            f"an http node calls {request.url} but this run was given no HTTP client; run it "
+            "through plaita (worker, plaita run, plaita dev) or pass http_client="
         )
 
 

@@ -186,3 +186,14 @@ flow_latest = sa.Table(
         ["owner", "flow_id", "version"], ["flows.owner", "flows.flow_id", "flows.version"]
     ),
 )
+
+#: Inbound webhooks created through the admin API (V10): the definition as Redis keeps it
+#: (``domain.hooks.dump_hook``), by name; the tenant is in the document, and a column for
+#: whoever reads the table by hand.
+hooks = sa.Table(
+    "hooks",
+    metadata,
+    sa.Column("name", Identifier, primary_key=True),
+    sa.Column("tenant_id", Tenant, nullable=False),
+    sa.Column("document", sa.Text, nullable=False),
+)

@@ -60,10 +60,13 @@ class PublishEvent:
         correlation_id: str | None = None,
         source: str | None = None,
         tenant_id: str = "default",
+        event_id: str | None = None,
         trace_parent: TraceContext | None = None,
     ) -> Event:
-        """Store the event; ``trace_parent`` is the publisher's trace context (an incoming
-        request's), else the calling code's current span is (C6)."""
+        """Store the event. ``event_id`` None: a new one; a publisher that may publish one
+        event again (a webhook delivery retried) names its own, so no wait takes the event
+        twice. ``trace_parent`` is the publisher's trace context (an incoming request's), else
+        the calling code's current span is (C6)."""
         check_json_value(data or {}, EVENT_DATA_LIMIT, field="data")
         attributes = {"plaita.event.type": event_type, "plaita.tenant.id": tenant_id}
         with self._tracer.span(
@@ -72,7 +75,7 @@ class PublishEvent:
             # The event carries the publisher's context, which the step it resumes links to.
             carried = span.context() or trace_parent
             event = Event(
-                event_id=self._ids.new_id(),
+                event_id=self._ids.new_id() if event_id is None else event_id,
                 event_type=event_type,
                 timestamp_ms=self._clock.now_ms(),
                 data=dict(data or {}),

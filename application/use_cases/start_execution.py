@@ -1,5 +1,6 @@
 """Start an execution: check the ids, the input's limits and that the flow exists, claim the
-dedup key, store the ``pending`` state (ADR 0022), enqueue the start carrier."""
+dedup key, store the ``pending`` state (ADR 0022), enqueue the start carrier (addressed to
+one worker instance when the start names a target, W25)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,12 @@ from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain import history
 from plaita.domain.dedup import StartKind, StartRequest
-from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
+from plaita.domain.envelope import (
+    CarrierGenerations,
+    ResumeType,
+    TaskEnvelope,
+    validate_target_instance_id,
+)
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.ids import validate_execution_id, validate_flow_id
 from plaita.domain.limits import ENVELOPE_LIMIT, INPUT_LIMIT, check_json_text, check_json_value
@@ -68,12 +74,15 @@ class StartExecution:
         dedup_key: str | None = None,
         tenant_id: str = "default",
         trace_link: TraceContext | None = None,
+        target_instance_id: str | None = None,
     ) -> StartedExecution:
         """Accept a start of ``flow_id``; ``trace_link`` is the caller's trace context (an
         incoming request's), which the execution's new trace links to (C6)."""
         validate_flow_id(flow_id)
         if execution_id is not None:
             validate_execution_id(execution_id)
+        if target_instance_id is not None:
+            validate_target_instance_id(target_instance_id)
         check_json_value(params or {}, INPUT_LIMIT, field="input")
         # The flow is looked up for the scope's tenant (W24): it must be the one started for.
         check_same_tenant(tenant_id, current_tenant(), f"the start of {flow_id!r}")
@@ -88,6 +97,7 @@ class StartExecution:
             tenant_id=tenant_id,
             dedup_key=dedup_key,
             generations=self._generations,
+            target_instance_id=target_instance_id,
         )
         # What the worker will check, checked here: an accepted start is never dead-lettered
         # for its size (a long dedup key or version on top of a large input).
@@ -149,4 +159,5 @@ def _accepted(envelope: TaskEnvelope, params: Mapping[str, JSON]) -> history.His
         via=actor.via,
         by=actor.name,
         dedup_key=envelope.dedup_key,
+        target=envelope.target_instance_id,
     )

@@ -43,6 +43,12 @@ def _flows(engine: Any) -> Any:
     return SqlFlowRepository(engine)
 
 
+def _hooks(engine: Any) -> Any:
+    from plaita.adapters.sqlalchemy.hooks import SqlHookStore
+
+    return SqlHookStore(engine)
+
+
 async def upgrade_schema(database_url: str, revision: str = "head") -> str:
     """Create the schema or migrate it up to ``revision``; the revision it is at after."""
     from plaita.adapters.sqlalchemy import migrations
@@ -71,3 +77,4 @@ class SqlStores(containers.DeclarativeContainer):
         _executions, engine, clock, counters, controls, config.retention_ms
     )
     flows = providers.Singleton(_flows, engine)
+    hooks = providers.Singleton(_hooks, engine)

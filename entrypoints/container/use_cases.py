@@ -15,6 +15,7 @@ from plaita.application.use_cases.executions import (
     GetExecution,
     ResumeExecution,
 )
+from plaita.application.use_cases.hooks import HookCatalog, ReceiveHook
 from plaita.application.use_cases.index_janitor import IndexJanitorService
 from plaita.application.use_cases.operator_controls import (
     BulkAction,
@@ -33,6 +34,7 @@ from plaita.application.use_cases.start_execution import StartExecution
 from plaita.application.use_cases.step import ProcessTask, StepSettings
 from plaita.domain.janitor import plan_janitor
 from plaita.entrypoints.container.stores import Stores
+from plaita.entrypoints.hooks_file import load_hooks_file
 
 
 class UseCases(Stores):
@@ -45,10 +47,12 @@ class UseCases(Stores):
         lease_ttl_ms=Stores.config.lease_ttl_ms,
         default_deadline_ms=Stores.config.execution_deadline_ms,
         default_retries=Stores.config.default_retries,
+        http_policy=Stores.http_policy,
         max_deliveries=Stores.config.max_deliveries,
         max_carrier_age_ms=Stores.config.max_carrier_age_ms,
         holder_liveness_disabled=Stores.config.disable_holder_liveness,
         registry_enabled=Stores.config.registry_enabled,
+        max_handovers=Stores.config.affinity_max_handovers,
         generations=Stores.generations,
     )
     process_task = providers.Singleton(
@@ -70,6 +74,7 @@ class UseCases(Stores):
         controls=Stores.controls,
         listeners=listeners,
         tracer=Stores.tracer,
+        http=Stores.http_client,
     )
     dead_letter_guard = providers.Factory(
         GuardDeadLetter,
@@ -126,6 +131,22 @@ class UseCases(Stores):
         ids=Stores.ids,
         inbox=Stores.inbox,
         tracer=Stores.tracer,
+    )
+    #: V10: the hooks file's hooks (read and checked once) and the store's.
+    hook_catalog = providers.Singleton(
+        HookCatalog,
+        store=Stores.hooks,
+        configured=providers.Singleton(
+            load_hooks_file, Stores.config.hooks_file, Stores.hook_secrets.provided.read
+        ),
+    )
+    receive_hook = providers.Factory(
+        ReceiveHook,
+        catalog=hook_catalog,
+        secrets=Stores.hook_secrets,
+        seen=Stores.seen_signatures,
+        publish=publish_event,
+        clock=Stores.clock,
     )
     filter_event = providers.Factory(
         FilterEvent,

@@ -22,9 +22,17 @@ from plaita.application.engine.callbacks import CallbackManager
 from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.distributed import StepKind, StepOutcome
 from plaita.application.engine.execution import FlowExecution, RunOptions
+from plaita.application.engine.runner import NO_HTTP_CLIENT
 from plaita.application.engine.strategies import ResumeInput
 from plaita.application.handlers import HandlerRegistry
-from plaita.application.ports import Clock, Counters, CounterStore, IdGenerator, SubscriptionStore
+from plaita.application.ports import (
+    Clock,
+    Counters,
+    CounterStore,
+    HttpClient,
+    IdGenerator,
+    SubscriptionStore,
+)
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.step.attempts import COUNTER_TTL_MS
 from plaita.application.use_cases.step.dispatch import (
@@ -86,9 +94,11 @@ class Advance:
         settings: StepSettings,
         listeners: Callable[[], list[object]],
         tracing: StepTracing,
+        http: HttpClient = NO_HTTP_CLIENT,
     ) -> None:
         self._tracing = tracing
         self._flows = flows
+        self._http = http
         self._handlers = handlers
         self._counters = counters
         self._subscriptions = subscriptions
@@ -160,7 +170,7 @@ class Advance:
                     )
                 finally:
                     held.run.closed()
-                if node_id in context.rendered_params:  # a task: what its handler was given
+                if node_id in context.rendered_params:  # a task or http node: what it was given
                     pending[started_at] = history.node_started(
                         started_ms,
                         node_id=node_id,
@@ -224,6 +234,8 @@ class Advance:
             now_ms=self._clock.now_ms(),
             tenant_id=state.tenant_id,
             generations=self._settings.generations,
+            # W25: the rest of a dispatch that asked for one worker asks for it too.
+            target_instance_id=held.envelope.target_instance_id,
         )
         return DispatchResult(Disposition.ACK, "yielded", enqueue=(hand_over,))
 
@@ -238,8 +250,10 @@ class Advance:
                 mode="distributed",
                 default_deadline_ms=self._settings.default_deadline_ms,
                 default_retries=self._settings.default_retries,
+                http_policy=self._settings.http_policy,
             ),
             callbacks=CallbackManager(self._listeners()),
+            http_client=self._http,
         )
 
     async def _succeeded(self, execution_id: str, counters: Counters, node_id: str) -> Counters:

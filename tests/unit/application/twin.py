@@ -21,8 +21,8 @@ from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.handlers import HandlerRegistry
-from plaita.application.null_objects import NO_TRACING
-from plaita.application.ports import Tracer
+from plaita.application.null_objects import NO_TRACING, NoHttpClient
+from plaita.application.ports import HttpClient, Tracer
 from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.flows import FlowCatalog
@@ -107,6 +107,8 @@ class Twin:
     listeners: list[object] = attrs.field(factory=list)
     #: What records the spans of its use cases (C6): none unless a test gives a tracer.
     tracer: Tracer = NO_TRACING
+    #: What the http nodes call (E11): none unless a test gives one.
+    http: HttpClient = attrs.field(factory=NoHttpClient)
 
     @property
     def catalog(self) -> FlowCatalog:
@@ -134,6 +136,7 @@ class Twin:
             listeners=lambda: list(self.listeners),
             sleep=self.sleep,
             tracer=self.tracer,
+            http=self.http,
         )
 
     @property
