@@ -81,6 +81,10 @@ class TaskEnvelope:
     #: (W12): a producer passes its own generations, the wire decoder what it read, a copy
     #: (``copy_envelope``) its source's; ``LEGACY_GENERATIONS`` only for a legacy carrier.
     generations: CarrierGenerations = attrs.field(kw_only=True)
+    #: The trace context of the span that wrote this carrier when it continues another trace
+    #: than its execution's (an event's resume: the event filter's span), which the resumed
+    #: step links to (C6); None on every other carrier and on older ones.
+    traceparent: str | None = None
 
     def __attrs_post_init__(self) -> None:
         validate_tenant_id(self.tenant_id)  # W24: a carrier always names a valid tenant
@@ -132,6 +136,7 @@ class TaskEnvelope:
         subscription_id: str | None = None,
         tenant_id: str = "default",
         origin: str | None = None,
+        traceparent: str | None = None,
         target_instance_id: str | None = None,
     ) -> TaskEnvelope:
         """A new resume carrier, stamped with its producer's current ``generations`` (W12);
@@ -147,6 +152,7 @@ class TaskEnvelope:
             tenant_id=tenant_id,
             generations=generations,
             origin=origin,
+            traceparent=traceparent,
             target_instance_id=target_instance_id,
         )
 

@@ -39,6 +39,7 @@ from plaita.application.ports.metrics_exporter import MetricsExporter
 from plaita.application.ports.reconciler_cursor import ReconcilerCursor
 from plaita.application.ports.replay_markers import ReplayMarkerStore
 from plaita.application.ports.seen_signatures import SeenSignatures
+from plaita.application.ports.span import Span
 from plaita.application.ports.subscription_store import SubscriptionStore
 from plaita.application.ports.task_queue import (
     DeadLetter,
@@ -47,6 +48,7 @@ from plaita.application.ports.task_queue import (
     RawBase64,
     TaskQueue,
 )
+from plaita.application.ports.tracer import NodeRun, Tracer
 from plaita.application.ports.worker_registry import WorkerInstance, WorkerRegistry
 
 __all__ = [
@@ -82,14 +84,17 @@ __all__ = [
     "LeaseManager",
     "MetricsExporter",
     "NodeHeartbeat",
+    "NodeRun",
     "ParkedCarrier",
     "QueueStats",
     "RawBase64",
     "ReconcilerCursor",
     "ReplayMarkerStore",
     "SeenSignatures",
+    "Span",
     "SubscriptionStore",
     "TaskQueue",
+    "Tracer",
     "WorkerInstance",
     "WorkerMetrics",
     "WorkerRegistry",

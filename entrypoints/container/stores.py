@@ -12,6 +12,7 @@ from typing import Any
 from dependency_injector import containers, providers
 
 from plaita.adapters.http.client import HttpxClient
+from plaita.adapters.otel.environment import tracer_from_environment
 from plaita.adapters.secrets import EnvironmentSecrets
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.end_notices import AnnouncingExecutions
@@ -96,6 +97,9 @@ class Stores(containers.DeclarativeContainer):
 
     clock = providers.Singleton(SystemClock)
     ids = providers.Singleton(UuidGenerator)
+    #: Traces (C6): the OpenTelemetry SDK's when the OTEL_* variables ask for them and the
+    #: extra is installed, the null tracer otherwise (OpenTelemetry is then never imported).
+    tracer = providers.Singleton(tracer_from_environment)
     #: One store's outages for every background loop of this process: one WARNING when it
     #: begins, one INFO when it ends.
     outages = providers.Singleton(store_outages, config.backend)

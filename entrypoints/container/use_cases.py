@@ -73,6 +73,7 @@ class UseCases(Stores):
         inbox=Stores.inbox,
         controls=Stores.controls,
         listeners=listeners,
+        tracer=Stores.tracer,
         http=Stores.http_client,
     )
     dead_letter_guard = providers.Factory(
@@ -97,6 +98,7 @@ class UseCases(Stores):
         clock=Stores.clock,
         ids=Stores.ids,
         generations=Stores.generations,
+        tracer=Stores.tracer,
     )
     resume_execution = providers.Factory(
         ResumeExecution,
@@ -123,7 +125,12 @@ class UseCases(Stores):
         generations=Stores.generations,
     )
     publish_event = providers.Factory(
-        PublishEvent, events=Stores.events, clock=Stores.clock, ids=Stores.ids, inbox=Stores.inbox
+        PublishEvent,
+        events=Stores.events,
+        clock=Stores.clock,
+        ids=Stores.ids,
+        inbox=Stores.inbox,
+        tracer=Stores.tracer,
     )
     #: V10: the hooks file's hooks (read and checked once) and the store's.
     hook_catalog = providers.Singleton(
@@ -149,6 +156,7 @@ class UseCases(Stores):
         queue=Stores.queue,
         clock=Stores.clock,
         generations=Stores.generations,
+        tracer=Stores.tracer,
     )
     #: One round per call (V5); the event-filter command passes ``settings`` (its flags).
     reconcile_events = providers.Factory(
@@ -160,6 +168,7 @@ class UseCases(Stores):
         cursor=Stores.reconciler_cursor,
         clock=Stores.clock,
         generations=Stores.generations,
+        tracer=Stores.tracer,
     )
 
     #: The index janitor (V7): prunes dead members of the event and subscription indexes.

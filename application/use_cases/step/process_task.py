@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 
 from plaita.application.engine.runner import NO_HTTP_CLIENT
 from plaita.application.handlers import HandlerRegistry
+from plaita.application.null_objects import NO_TRACING
 from plaita.application.ports import (
     Clock,
     CounterStore,
@@ -30,6 +31,7 @@ from plaita.application.ports import (
     LeaseManager,
     SubscriptionStore,
     TaskQueue,
+    Tracer,
     WorkerRegistry,
 )
 from plaita.application.tenancy import tenant_scope
@@ -48,6 +50,7 @@ from plaita.application.use_cases.step.gates import CarrierGates
 from plaita.application.use_cases.step.lease_keeper import KeeperRun, LeaseKeeper
 from plaita.application.use_cases.step.resumes import Resumes
 from plaita.application.use_cases.step.starts import Starts
+from plaita.application.use_cases.step.tracing import StepTracing
 from plaita.application.use_cases.step.waits import WaitRegistrar
 from plaita.application.use_cases.step.writes import Writes
 from plaita.domain import history
@@ -80,6 +83,7 @@ class ProcessTask:
         controls: ExecutionControls,
         listeners: Callable[[], list[object]] = list,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        tracer: Tracer = NO_TRACING,
         http: HttpClient = NO_HTTP_CLIENT,
     ) -> None:
         self._executions, self._leases, self._flows = executions, leases, flows
@@ -128,6 +132,7 @@ class ProcessTask:
             ids=ids,
             settings=settings,
             listeners=listeners,
+            tracing=StepTracing(tracer, worker=settings.holder_id),
             http=http,
         )
         self._resumes = Resumes(
