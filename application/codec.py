@@ -30,6 +30,7 @@ from plaita.domain.envelope import (
 )
 from plaita.domain.errors import (
     InvalidEnvelopeError,
+    InvalidHandoverCountError,
     InvalidIdError,
     InvalidTenantIdError,
     PayloadLimitError,
@@ -37,6 +38,7 @@ from plaita.domain.errors import (
 )
 from plaita.domain.ids import validate_event_id, validate_execution_id, validate_flow_id
 from plaita.domain.limits import ENVELOPE_LIMIT, JsonLimit, check_json_text
+from plaita.domain.tracing import parse_traceparent
 
 log = logging.getLogger("plaita.codec")
 
@@ -63,10 +65,16 @@ class EnvelopeDocument(BaseModel):
     dedup_key: str | None = None
     # Older carriers have none; an unreadable one is dropped (it only feeds the history).
     origin: Any = None
+    # Older carriers have none; a malformed one is dropped (it only feeds a span's link).
+    traceparent: Any = None
     # Any: a malformed generation makes the carrier legacy (W12 rule 4), not undecodable.
     config_family: Any = None
     config_generation: Any = None
     budget_generation: Any = None
+    # W25; absent on older carriers and on carriers without a target. Any: the domain's
+    # rules judge them (a malformed one makes the carrier malformed, by name).
+    target_instance_id: Any = None
+    handovers: Any = 0
 
 
 def encode_envelope(envelope: TaskEnvelope) -> dict[str, str]:
@@ -88,6 +96,13 @@ def encode_envelope(envelope: TaskEnvelope) -> dict[str, str]:
     }
     if envelope.origin is not None:
         document["origin"] = envelope.origin
+    if envelope.traceparent is not None:
+        document["traceparent"] = envelope.traceparent
+    # Only when set: a carrier without a target is byte for byte what it was before W25.
+    if envelope.target_instance_id is not None:
+        document["target_instance_id"] = envelope.target_instance_id
+    if envelope.handovers:
+        document["handovers"] = envelope.handovers
     return {
         ENVELOPE_FIELD: json.dumps(document, separators=(",", ":")),
         SCHEMA_FIELD: str(envelope.schema_version),
@@ -149,8 +164,11 @@ def decode_envelope(fields: Mapping[str, str]) -> TaskEnvelope:
             schema_version=schema_version,
             generations=generations.generations,
             origin=document.origin if isinstance(document.origin, str) else None,
+            traceparent=parse_traceparent(document.traceparent),
+            target_instance_id=document.target_instance_id,
+            handovers=document.handovers,
         )
-    except (ValueError, InvalidTenantIdError, InvalidIdError) as exc:
+    except (ValueError, InvalidTenantIdError, InvalidIdError, InvalidHandoverCountError) as exc:
         raise InvalidEnvelopeError(f"malformed task envelope: {exc}") from None
 
 

@@ -7,8 +7,15 @@ layer may build one (a worker without ``--metrics-port``, a test) without wiring
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+
+from plaita.application.ports.tracer import NodeRun
 from plaita.domain.errors import SuspensionRegistrationError
 from plaita.domain.events import Event, EventSubscription
+from plaita.domain.failures import HttpRequestError
+from plaita.domain.http_calls import HttpRequest, HttpResponse
+from plaita.domain.tracing import TraceContext
 
 
 class NoEventSource:
@@ -22,6 +29,19 @@ class NoEventSource:
             f"node {subscription.node_id!r} waits for {subscription.event_type!r} but this run "
             "has no event source; run the flow on a worker (distributed mode) or pass an "
             "event bus"
+        )
+
+
+class NoHttpClient:
+    """HttpClient of a run built without one (a test, an embedding that passed none): an
+    ``http`` node fails with a named, deterministic error that says what to do (E11)."""
+
+    async def send(
+        self, request: HttpRequest, *, timeout_seconds: float, max_response_bytes: int
+    ) -> HttpResponse:
+        raise HttpRequestError(
+            f"an http node calls {request.url} but this run was given no HTTP client; run it "
+            "through plaita (worker, plaita run, plaita dev) or pass http_client="
         )
 
 
@@ -72,3 +92,50 @@ class NoMetricsExporter:
 
     def close(self) -> None:
         pass
+
+
+class NoSpan:
+    """Span of a tracer that records nothing: no context to hand on."""
+
+    def context(self) -> TraceContext | None:
+        return None
+
+    def outcome(self, outcome: str, *, error: BaseException | None = None) -> None:
+        pass
+
+
+class NoTracer:
+    """Tracer with tracing off (the SDK is not installed, or no exporter is configured):
+    no span, no context, nothing stored with the execution."""
+
+    enabled = False
+
+    def start_execution(
+        self,
+        *,
+        execution_id: str,
+        flow_id: str,
+        tenant_id: str,
+        link: TraceContext | None = None,
+    ) -> TraceContext | None:
+        return None
+
+    @contextlib.contextmanager
+    def node(
+        self, run: NodeRun, *, root: TraceContext, links: Sequence[TraceContext] = ()
+    ) -> Iterator[NoSpan]:
+        yield NoSpan()
+
+    @contextlib.contextmanager
+    def span(
+        self,
+        name: str,
+        *,
+        parent: TraceContext | None = None,
+        attributes: Mapping[str, str | int] | None = None,
+    ) -> Iterator[NoSpan]:
+        yield NoSpan()
+
+
+#: The one tracer of every use case built without one (tests, tools): it holds no state.
+NO_TRACING = NoTracer()

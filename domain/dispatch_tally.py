@@ -10,16 +10,23 @@ metrics counts them alike:
 | any | ``dead_letter`` | yes | | |
 | ``retry_scheduled`` | any | | yes | |
 | ``lease_conflict`` | any | | | yes |
+
+``handed_over`` and ``target_stripped`` (W25) are counted by their outcome in the affinity
+series too (``affinity``).
 """
 
 from __future__ import annotations
 
 import attrs
 
+from plaita.domain.affinity import HANDED_OVER, TARGET_STRIPPED
+
 FAILURE_OUTCOMES = frozenset({"failed", "crashed"})
 RETRY_OUTCOME = "retry_scheduled"
 LEASE_CONFLICT_OUTCOME = "lease_conflict"
 DEAD_LETTER_DISPOSITION = "dead_letter"
+#: W25: a carrier passed on towards its target, or its target dropped.
+AFFINITY_OUTCOMES = frozenset({HANDED_OVER, TARGET_STRIPPED})
 
 
 @attrs.frozen
@@ -29,6 +36,8 @@ class DispatchTally:
     failure: bool
     retry: bool
     lease_conflict: bool
+    #: The affinity action (``handed_over``, ``target_stripped``), or None.
+    affinity: str | None = None
 
 
 def tally_dispatch(outcome: str, disposition: str) -> DispatchTally:
@@ -37,4 +46,5 @@ def tally_dispatch(outcome: str, disposition: str) -> DispatchTally:
         failure=outcome in FAILURE_OUTCOMES or disposition == DEAD_LETTER_DISPOSITION,
         retry=outcome == RETRY_OUTCOME,
         lease_conflict=outcome == LEASE_CONFLICT_OUTCOME,
+        affinity=outcome if outcome in AFFINITY_OUTCOMES else None,
     )

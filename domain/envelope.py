@@ -1,4 +1,4 @@
-"""Task envelopes ("carriers"): what travels on the task stream (W1, W11, W12, W14)."""
+"""Task envelopes ("carriers"): what travels on the task stream (W1, W11, W12, W14, W25)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ from typing import Any
 
 import attrs
 
-from plaita.domain.errors import SchemaVersionError
+from plaita.domain.errors import (
+    InvalidHandoverCountError,
+    InvalidTargetInstanceError,
+    SchemaVersionError,
+)
+from plaita.domain.ids import id_problem
 from plaita.domain.tenancy import validate_tenant_id
 
 JSON = Any
@@ -66,13 +71,26 @@ class TaskEnvelope:
     #: For an event's resume: the path that routed the event to its wait (an ``EventPath``
     #: value), recorded in the history; None on every other carrier and on older ones.
     origin: str | None = None
+    #: W25: the worker instance (its ``--consumer-name``) this carrier asks to run on; None:
+    #: any worker. Older carriers have none. Copies keep it; a stripped copy names none.
+    target_instance_id: str | None = None
+    #: W25: how often workers have passed this carrier on towards its target (0 on a new
+    #: carrier and on older ones); a copy handed over counts one more.
+    handovers: int = 0
     #: Required, so no carrier is ever built without saying whose rules it was written under
     #: (W12): a producer passes its own generations, the wire decoder what it read, a copy
     #: (``copy_envelope``) its source's; ``LEGACY_GENERATIONS`` only for a legacy carrier.
     generations: CarrierGenerations = attrs.field(kw_only=True)
+    #: The trace context of the span that wrote this carrier when it continues another trace
+    #: than its execution's (an event's resume: the event filter's span), which the resumed
+    #: step links to (C6); None on every other carrier and on older ones.
+    traceparent: str | None = None
 
     def __attrs_post_init__(self) -> None:
         validate_tenant_id(self.tenant_id)  # W24: a carrier always names a valid tenant
+        if self.target_instance_id is not None:
+            validate_target_instance_id(self.target_instance_id)
+        check_handovers(self.handovers)
         if (self.kind is CarrierKind.RESUME) != (self.resume_type is not None):
             raise ValueError("a resume carrier needs a resume_type and a start carrier has none")
 
@@ -88,8 +106,10 @@ class TaskEnvelope:
         generations: CarrierGenerations,
         tenant_id: str = "default",
         dedup_key: str | None = None,
+        target_instance_id: str | None = None,
     ) -> TaskEnvelope:
-        """A new start carrier, stamped with its producer's current ``generations`` (W12)."""
+        """A new start carrier, stamped with its producer's current ``generations`` (W12);
+        ``target_instance_id`` asks for one worker instance (W25)."""
         return cls(
             kind=CarrierKind.START,
             execution_id=execution_id,
@@ -100,6 +120,7 @@ class TaskEnvelope:
             tenant_id=tenant_id,
             dedup_key=dedup_key,
             generations=generations,
+            target_instance_id=target_instance_id,
         )
 
     @classmethod
@@ -115,8 +136,11 @@ class TaskEnvelope:
         subscription_id: str | None = None,
         tenant_id: str = "default",
         origin: str | None = None,
+        traceparent: str | None = None,
+        target_instance_id: str | None = None,
     ) -> TaskEnvelope:
-        """A new resume carrier, stamped with its producer's current ``generations`` (W12)."""
+        """A new resume carrier, stamped with its producer's current ``generations`` (W12);
+        ``target_instance_id`` only for the continuation of a dispatch that had one (W25)."""
         return cls(
             kind=CarrierKind.RESUME,
             execution_id=execution_id,
@@ -128,7 +152,35 @@ class TaskEnvelope:
             tenant_id=tenant_id,
             generations=generations,
             origin=origin,
+            traceparent=traceparent,
+            target_instance_id=target_instance_id,
         )
+
+
+def validate_target_instance_id(value: object) -> str:
+    """``value`` unchanged, or ``InvalidTargetInstanceError`` saying why it is no instance id.
+
+    A worker's instance id is its ``--consumer-name``; a target must obey the id rule (it is
+    written to the carrier, the history and log lines).
+    """
+    problem = id_problem(value, "target instance id")
+    if problem is not None:
+        raise InvalidTargetInstanceError(
+            f"{problem}; name a worker by its instance id (its --consumer-name, as "
+            "`plaita workers list` shows it)"
+        )
+    assert isinstance(value, str)
+    return value
+
+
+def check_handovers(value: object) -> int:
+    """``value`` unchanged when it is a whole number of at least 0; otherwise
+    ``InvalidHandoverCountError``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidHandoverCountError(
+            f"a carrier's hand-over count must be a whole number of at least 0, got {value!r}"
+        )
+    return value
 
 
 class EventPath(enum.StrEnum):

@@ -27,6 +27,10 @@ class InvalidFlowDocumentError(FlowDefinitionError):
     """The document is not a flow definition (bad JSON, wrong field types, unknown type)."""
 
 
+class InvalidHttpNodeError(FlowDefinitionError):
+    """An http node's method, static url, header names or ``expect`` cannot be used."""
+
+
 class DuplicateNodeIdError(FlowDefinitionError):
     """Two nodes share one id."""
 
@@ -184,6 +188,16 @@ class InvalidScheduleIdError(InvalidIdError, ScheduleDedupError):
     """A schedule id breaks the id rule; no dedup key was built for it."""
 
 
+class InvalidTargetInstanceError(InvalidIdError):
+    """A carrier's ``target_instance_id`` (the worker a start asks for, W25) breaks the id
+    rule; nothing was started."""
+
+
+class InvalidHandoverCountError(PlaitaError):
+    """A carrier's hand-over count (how often workers passed it on towards its target, W25)
+    is not a whole number of at least 0."""
+
+
 class PayloadLimitError(PlaitaError):
     """A JSON document (execution input, event data, node result, task envelope) is nested
     deeper or is larger than plaita accepts, or is not Unicode text; the message names the
@@ -277,6 +291,74 @@ class UnknownEventError(PlaitaError):
 
 class SubscriptionWriteConflictError(PlaitaError):
     """A subscription kept changing under an add or remove; nothing was written (V7)."""
+
+
+# --- inbound webhooks (V10) ------------------------------------------------------------
+
+
+class HookError(PlaitaError):
+    """Root of the inbound webhook errors (V10)."""
+
+
+class HookDefinitionError(HookError):
+    """A webhook definition is not valid (a field, the hooks file); nothing was stored."""
+
+
+class HooksFileError(HookDefinitionError):
+    """The hooks file (``PLAITA_HOOKS_FILE``) cannot be read or holds a definition that is not
+    valid; the message names every problem, and the console does not start."""
+
+
+class UnknownHookError(HookError):
+    """No webhook is defined under this name (for this tenant)."""
+
+
+class HookConflictError(HookError):
+    """A webhook of this name exists already, or is defined by the hooks file (which the
+    API cannot change); nothing was stored or deleted."""
+
+
+class HookSignatureError(HookError):
+    """A webhook request is not authenticated (401): nothing was published."""
+
+
+class MissingHookSignatureError(HookSignatureError):
+    """The request lacks the hook's signature or timestamp header."""
+
+
+class InvalidHookSignatureError(HookSignatureError):
+    """The signature is not the HMAC-SHA256 of this timestamp and body under the hook's
+    secret: another secret, another body, or not a signature at all."""
+
+
+class StaleHookTimestampError(HookSignatureError):
+    """The signed timestamp is older than the hook's replay window."""
+
+
+class FutureHookTimestampError(HookSignatureError):
+    """The signed timestamp is further ahead of this clock than the allowed skew."""
+
+
+class HookReplayError(HookSignatureError):
+    """This timestamp and signature were accepted before, within the replay window."""
+
+
+class HookPayloadError(HookError):
+    """A signed request's body cannot be read by the hook's mapping (400): not JSON, or the
+    correlation id or data is missing or of the wrong kind."""
+
+
+class HookPointerMissingError(HookPayloadError):
+    """The body has nothing at one of the hook's JSON pointers."""
+
+
+class HookBodyTooLargeError(HookError):
+    """A webhook request's body is over the hooks' size cap (413)."""
+
+
+class HookSecretUnavailableError(HookError):
+    """The hook's secret reference does not resolve here (an unset variable, an unreadable
+    or too short file): no request can be verified until the operator fixes it (503)."""
 
 
 # --- operator controls (W23) and execution listing (C1) -----------------------------------
@@ -391,12 +473,6 @@ class InvalidExecutionQueryError(InvalidOperatorRequestError):
     def __init__(self, parameter: str, message: str) -> None:
         super().__init__(f"{parameter}: {message}")
         self.parameter = parameter
-
-
-class HttpTargetBlockedError(PlaitaError):
-    """An http node's target is not one it may call (E11): it resolves to an address the
-    SSRF policy blocks, to none, or it redirected too often. Deterministic: the same call
-    fails the same way, so it is never retried."""
 
 
 # --- cron schedules (W22) ------------------------------------------------------------------

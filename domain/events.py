@@ -18,6 +18,7 @@ from plaita.domain.errors import (
     InvalidRetryPolicyError,
 )
 from plaita.domain.ids import validate_event_id
+from plaita.domain.tracing import parse_traceparent
 
 JSON = Any
 
@@ -40,9 +41,12 @@ class Event:
     correlation_id: str | None = None
     source: str | None = None
     tenant_id: str = "default"
+    #: The publisher's trace context (a W3C traceparent, C6), which the step it resumes links
+    #: to; None when it was published without one. Written only when set.
+    traceparent: str | None = None
 
     def to_json(self) -> dict[str, JSON]:
-        return {
+        document: dict[str, JSON] = {
             "event_id": self.event_id,
             "event_type": self.event_type,
             "timestamp_ms": self.timestamp_ms,
@@ -51,6 +55,9 @@ class Event:
             "source": self.source,
             "tenant_id": self.tenant_id,
         }
+        if self.traceparent is not None:
+            document["traceparent"] = self.traceparent
+        return document
 
     @classmethod
     def from_json(cls, raw: Mapping[str, JSON]) -> Event:
@@ -62,6 +69,7 @@ class Event:
             correlation_id=raw.get("correlation_id"),
             source=raw.get("source"),
             tenant_id=raw.get("tenant_id", "default"),
+            traceparent=parse_traceparent(raw.get("traceparent")),
         )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from plaita.domain.errors import IllegalTransitionError
+from plaita.domain.tracing import ExecutionTrace
 
 JSON = Any
 
@@ -229,6 +230,9 @@ class ExecutionState:
     node_timings: Mapping[str, NodeTiming] = attrs.field(factory=dict)
     #: The last failed attempt of a node not succeeded since, its retry's due time (ADR 0022).
     last_failure: NodeFailure | None = None
+    #: Its trace (C6): the root span's context and the span that suspended it last; None =
+    #: started with tracing off (or before traces were stored).
+    trace: ExecutionTrace | None = None
 
     @classmethod
     def new(
@@ -302,6 +306,7 @@ class ExecutionState:
             "dedup_key": self.dedup_key,
             "node_timings": {node: t.to_json() for node, t in self.node_timings.items()},
             "last_failure": None if self.last_failure is None else self.last_failure.to_json(),
+            "trace": None if self.trace is None else self.trace.to_json(),
         }
 
     @classmethod
@@ -335,4 +340,5 @@ class ExecutionState:
                 for node, timing in (raw.get("node_timings") or {}).items()
             },
             last_failure=None if last_failure is None else NodeFailure.from_json(last_failure),
+            trace=ExecutionTrace.from_json(raw.get("trace")),
         )

@@ -109,6 +109,55 @@ class ResultLimitError(DeterministicNodeError):
     handler would produce it again, so it is not retried."""
 
 
+# --- the http node's failures (E11) ------------------------------------------------------
+
+
+class HttpTargetBlockedError(DeterministicNodeError):
+    """An http node's target is not one it may call: it resolves to an address the SSRF
+    policy blocks, to none, or it redirected too often. Deterministic: the same call fails
+    the same way, so it is never retried."""
+
+
+class HttpRequestError(DeterministicNodeError):
+    """An http node's rendered request cannot be sent: its URL is not an http(s) URL with a
+    host, a header is not text, the body is not JSON-serialisable."""
+
+
+class HttpConnectionError(TransientNodeError):
+    """The connection to an http node's target could not be made or broke mid-response:
+    transient, retried within the node's budget."""
+
+
+class HttpTlsError(DeterministicNodeError):
+    """An https target's certificate could not be verified for the URL's host name."""
+
+
+class HttpResponseTooLargeError(DeterministicNodeError):
+    """An http node's response body went over ``PLAITA_HTTP_MAX_RESPONSE_BYTES``; the rest
+    was never read."""
+
+
+class HttpResponseNotJsonError(DeterministicNodeError):
+    """An http node's response says it is JSON (its content type) and is not."""
+
+
+class HttpTransientStatusError(TransientNodeError):
+    """An http node got 429 or a 5xx that its ``expect`` does not list: retried."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class HttpDeterministicStatusError(DeterministicNodeError):
+    """An http node got a status that is neither expected nor transient (a 4xx other than
+    429, a 3xx it did not follow): the same request gets the same answer."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class FailureKind(enum.Enum):
     TRANSIENT = "transient"
     DETERMINISTIC = "deterministic"

@@ -11,6 +11,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     StrictFloat,
     StrictInt,
     StrictStr,
@@ -24,9 +25,16 @@ from plaita.domain.errors import (
     EmptyEventTypeError,
     InvalidFlowDocumentError,
     InvalidHandlerReferenceError,
+    InvalidHttpNodeError,
     MissingStartNodeError,
     PayloadNotUnicodeError,
     UnknownNodeTargetError,
+)
+from plaita.domain.http_calls import (
+    ExpectedStatuses,
+    check_header_name,
+    check_method,
+    check_url,
 )
 from plaita.domain.ids import validate_flow_id
 from plaita.domain.limits import check_unicode
@@ -122,13 +130,34 @@ class SleepNode(BaseNode):
         return (self.next,)
 
 
+class HttpNode(BaseNode):
+    """Call an HTTP endpoint; the result is ``{status, headers, body}`` (E11). ``url``,
+    ``headers`` and ``body`` are templates like a task's params; ``expect`` lists the
+    statuses that count as success (codes and classes such as ``"2xx"``; default every 2xx);
+    ``blockPrivateNetworks: true`` refuses private targets for this node even where the
+    deployment allows them."""
+
+    type: Literal["http"]
+    method: str = "GET"
+    url: str = Field(min_length=1)
+    headers: dict[str, JSON] = Field(default_factory=dict)
+    body: JSON = None
+    expect: list[StrictInt | StrictStr] | None = None
+    block_private_networks: StrictBool | None = Field(default=None, alias="blockPrivateNetworks")
+    next: str
+
+    def targets(self) -> tuple[str, ...]:
+        return (self.next,)
+
+
 class EndNode(BaseNode):
     type: Literal["end"]
     output: str | None = None
 
 
 Node = Annotated[
-    TaskNode | IfNode | SwitchNode | EventNode | SleepNode | EndNode, Field(discriminator="type")
+    TaskNode | IfNode | SwitchNode | EventNode | SleepNode | HttpNode | EndNode,
+    Field(discriminator="type"),
 ]
 _NODE_LIST = TypeAdapter(list[Node])
 
@@ -156,9 +185,13 @@ class Flow:
             if document.timeout is None
             else parse_duration_ms(document.timeout, field="flow.timeout", maximum_ms=MAX_WAIT_MS)
         )
-        self.fingerprint = _sha256(
-            document.model_dump(mode="json", by_alias=True), flow_id=document.flow_id
-        )
+        try:
+            dumped = document.model_dump(mode="json", by_alias=True)
+        except UnicodeEncodeError:
+            # A lone surrogate in an object key: the python form holds the same values,
+            # and the check below names the character.
+            dumped = document.model_dump(by_alias=True)
+        self.fingerprint = _sha256(dumped, flow_id=document.flow_id)
         self._subgraphs: dict[str, str] = {}
 
     @classmethod
@@ -267,12 +300,27 @@ def check_node(flow_id: str, node: BaseNode) -> None:
         raise EmptyEventTypeError(f"{where}: event_type must not be empty")
     if isinstance(node, SleepNode):
         parse_duration_ms(node.duration, field=f"{where} duration", maximum_ms=MAX_WAIT_MS)
+    if isinstance(node, HttpNode):
+        _check_http(where, node)
     if isinstance(node, TaskNode):
         module, sep, function = node.handler.partition(":")
         if not (sep and module and function):
             raise InvalidHandlerReferenceError(
                 f"{where}: handler {node.handler!r} must be written as 'module:function'"
             )
+
+
+def _check_http(where: str, node: HttpNode) -> None:
+    problems = [check_method(node.method), *(check_header_name(n) for n in node.headers)]
+    if "${" not in node.url:  # a templated URL is checked once rendered, at run time
+        problems.append(check_url(node.url))
+    try:
+        ExpectedStatuses.parse(node.expect)
+    except ValueError as exc:
+        problems.append(str(exc))
+    found = [problem for problem in problems if problem is not None]
+    if found:
+        raise InvalidHttpNodeError(f"{where}: {'; '.join(found)}")
 
 
 def _sha256(value: JSON, *, flow_id: str) -> str:

@@ -56,6 +56,10 @@ class HistoryKind(enum.StrEnum):
     ATTEMPT_CRASHED = "attempt_crashed"
     FENCED = "fenced"
     OPERATOR_ACTION = "operator_action"
+    #: W25: a worker passed a carrier on towards the instance it names.
+    HANDED_OVER = "handed_over"
+    #: W25: a worker dropped a carrier's target (not running, or passed on too often).
+    TARGET_STRIPPED = "target_stripped"
     ENDED = "ended"
 
 
@@ -225,10 +229,17 @@ def json_size(value: JSON) -> int:
 
 
 def accepted(
-    at_ms: int, *, input_size: int, via: str, by: str, dedup_key: str | None
+    at_ms: int,
+    *,
+    input_size: int,
+    via: str,
+    by: str,
+    dedup_key: str | None,
+    target: str | None = None,
 ) -> HistoryEntry:
     """A start was accepted (the ``pending`` state, ADR 0022): through which entry point
-    (``via``: api, cli, sdk …), by whom (a token's name, an OS user), the input's size."""
+    (``via``: api, cli, sdk …), by whom (a token's name, an OS user), the input's size, and
+    the worker instance it asks for (``target``, W25)."""
     facts: dict[str, JSON] = {
         "input_bytes": input_size,
         "via": bounded(via, MAX_NAME_CHARS),
@@ -236,6 +247,8 @@ def accepted(
     }
     if dedup_key is not None:
         facts["dedup_key"] = bounded(dedup_key, MAX_NAME_CHARS)
+    if target is not None:
+        facts["target"] = bounded(target, MAX_NAME_CHARS)
     return HistoryEntry(HistoryKind.ACCEPTED, at_ms, detail=facts)
 
 
@@ -404,6 +417,38 @@ def attempt_crashed(
         _name(worker),
         {"crashes": crashes, "generation": generation},
     )
+
+
+def handed_over(
+    at_ms: int, *, worker: str | None, target: str, handovers: int, reason: str
+) -> HistoryEntry:
+    """``worker`` took a carrier that names ``target`` and passed it on (W25); ``handovers``
+    counts the passes so far, this one included."""
+    return _affinity(HistoryKind.HANDED_OVER, at_ms, worker, target, handovers, reason)
+
+
+def target_stripped(
+    at_ms: int, *, worker: str | None, target: str, handovers: int, reason: str
+) -> HistoryEntry:
+    """``worker`` dropped the carrier's ``target`` (W25; ``reason``: it is not running, or
+    the carrier was passed on ``handovers`` times): any worker runs it now."""
+    return _affinity(HistoryKind.TARGET_STRIPPED, at_ms, worker, target, handovers, reason)
+
+
+def _affinity(
+    kind: HistoryKind,
+    at_ms: int,
+    worker: str | None,
+    target: str,
+    handovers: int,
+    reason: str,
+) -> HistoryEntry:
+    facts: dict[str, JSON] = {
+        "target": bounded(target, MAX_NAME_CHARS),
+        "handovers": handovers,
+        "reason": bounded(reason, MAX_NAME_CHARS),
+    }
+    return HistoryEntry(kind, at_ms, worker=_name(worker), detail=facts)
 
 
 def operator_action(

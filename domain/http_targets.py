@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from plaita.domain.errors import HttpTargetBlockedError
+from plaita.domain.failures import HttpTargetBlockedError
 
 #: Redirects an http node follows before it fails (each one checked as a new target).
 MAX_REDIRECTS = 5

@@ -4,7 +4,7 @@ This module is the ``plaita`` group and where every subcommand is attached; the 
 live in modules named by their group: ``cli_run`` (run, demo), ``cli_worker``,
 ``cli_event_filter``, ``cli_catalog`` (flows, workers), ``cli_executions``, ``cli_events``,
 ``cli_ops`` (dlq, reap, executions delete), ``cli_schedules`` (schedules, scheduler),
-``cli_console``, ``cli_db`` and ``cli_dev``.
+``cli_hooks``, ``cli_console``, ``cli_db`` and ``cli_dev``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from plaita.entrypoints.cli_executions import (
     executions_unpause,
     executions_wait,
 )
+from plaita.entrypoints.cli_hooks import hooks_create, hooks_delete, hooks_list, hooks_show
 from plaita.entrypoints.cli_ops import delete_execution, dlq, reap, recover
 from plaita.entrypoints.cli_run import demo, run_command
 from plaita.entrypoints.cli_schedules import SCHEDULE_COMMANDS, scheduler
@@ -85,6 +86,11 @@ def schedules() -> None:
     """Cron schedules: create, list, show, pause, resume, delete, trigger (W22)."""
 
 
+@main.group()
+def hooks() -> None:
+    """Inbound webhooks: POST /hooks/NAME on the console publishes an event."""
+
+
 for _command in (demo, run_command, worker, event_filter, scheduler, dlq, reap, recover, workers):
     main.add_command(_command)
 main.add_command(dev)  # `plaita dev`
@@ -118,6 +124,9 @@ for _command in (events_publish, events_list, events_show):
 # `plaita schedules create|list|show|pause|resume|delete|trigger` (W22).
 for _command in SCHEDULE_COMMANDS:
     schedules.add_command(_command)
+
+for _command in (hooks_list, hooks_show, hooks_create, hooks_delete):
+    hooks.add_command(_command)
 
 if __name__ == "__main__":
     main()

@@ -95,6 +95,13 @@ def load_tokens(settings: Settings, tokens_file: Path | None) -> TokenTable:
     default=None,
     help="The workers' queue, for queue and DLQ figures (default 'default').",
 )
+@click.option(
+    "--hooks-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="PLAITA_HOOKS_FILE",
+    default=None,
+    help="Inbound webhooks (POST /hooks/NAME) defined in a JSON or TOML file, checked at start.",
+)
 @flow_cache_size_option
 @flow_cache_ttl_option
 def console(
@@ -105,6 +112,7 @@ def console(
     max_body_bytes: int,
     handler_modules: str | None,
     queue_name: str | None,
+    hooks_file: Path | None,
     flow_cache_size: str | None,
     flow_cache_ttl_seconds: str | None,
 ) -> None:
@@ -118,6 +126,7 @@ def console(
         handler_check="names",
         queue_name=queue_name,
         max_body_bytes=max_body_bytes,
+        hooks_file=None if hooks_file is None else str(hooks_file),
         flow_cache_size=flow_cache_size,
         flow_cache_ttl_seconds=flow_cache_ttl_seconds,
     )

@@ -25,9 +25,11 @@ from plaita.application.use_cases.operator_controls import (
     ControlResult,
     ExecutionListing,
 )
+from plaita.domain.envelope import validate_target_instance_id
 from plaita.domain.errors import (
     ExecutionFailedError,
     InvalidOperatorRequestError,
+    InvalidTargetInstanceError,
     ResultTimeoutError,
     UnknownExecutionError,
 )
@@ -348,6 +350,18 @@ def executions_bulk(
         raise SystemExit(1)
 
 
+class _TargetInstance(click.ParamType[str]):
+    """A worker instance id (W25), held to the id rule before anything connects (exit 2)."""
+
+    name = "instance id"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return validate_target_instance_id(value)
+        except InvalidTargetInstanceError as exc:
+            self.fail(f"{type(exc).__name__}: {exc}", param, ctx)
+
+
 @click.command("start")
 @click.argument("flow_id", type=FLOW_ID)
 @click.option("--version", default=None, help="Flow version (default: the latest registered).")
@@ -359,6 +373,14 @@ def executions_bulk(
     default=None,
     help="Choose the id (default: a new uuid); letters, digits, '_', '.', ':' and '-'.",
 )
+@click.option(
+    "--target-instance",
+    "target_instance_id",
+    type=_TargetInstance(),
+    default=None,
+    help="Run it on this worker instance (its --consumer-name, see `plaita workers list`); "
+    "any other worker passes it on, and runs it itself when that one is not running.",
+)
 @tenant_option
 @redis_url_option
 @json_option
@@ -368,6 +390,7 @@ def executions_start(
     input_json: str | None,
     dedup_key: str | None,
     execution_id: str | None,
+    target_instance_id: str | None,
     tenant_id: str,
     redis_url: str | None,
     as_json: bool,
@@ -384,6 +407,7 @@ def executions_start(
             execution_id=execution_id,
             dedup_key=dedup_key,
             tenant_id=tenant_id,
+            target_instance_id=target_instance_id,
         )
 
     started = run_with_container(settings, body, tenant_id=tenant_id)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from plaita.domain.affinity import DEFAULT_MAX_HANDOVERS
 from plaita.domain.flow_owners import SHARED
 from plaita.entrypoints.cli_catalog import SHARED_ROLLBACK, latest_note
 from plaita.entrypoints.cli_support import (
@@ -142,6 +143,16 @@ if TYPE_CHECKING:  # the container is built only when the worker starts
     help="Where free disk is measured for --min-free-disk-gib.",
 )
 @click.option(
+    "--affinity-max-handovers",
+    type=int,
+    envvar="PLAITA_AFFINITY_MAX_HANDOVERS",
+    default=DEFAULT_MAX_HANDOVERS,
+    show_default=True,
+    help="How often a carrier started for another worker (--target-instance) is passed on "
+    "towards it before its target is dropped and any worker runs it; 0 drops it at once. "
+    "Raise it for pools of more workers than this.",
+)
+@click.option(
     "--no-registry",
     is_flag=True,
     help="Do not register in the worker registry; other workers then never take this one "
@@ -191,6 +202,7 @@ def worker(
     retention_days: float,
     min_free_disk_gib: float,
     disk_guard_path: str,
+    affinity_max_handovers: int,
     no_registry: bool,
     metrics_port: int,
     drain_timeout_seconds: float,
@@ -231,6 +243,7 @@ def worker(
                 "disk_guard_path": disk_guard_path,
                 # Unset unless the flag is given, so PLAITA_REGISTRY_ENABLED=0 works too.
                 "registry_enabled": False if no_registry else None,
+                "affinity_max_handovers": affinity_max_handovers,
                 "metrics_port": metrics_port,
                 "drain_timeout_seconds": drain_timeout_seconds,
                 "alert_webhook_url": alert_webhook_url,

@@ -96,6 +96,7 @@ CLI_PROVIDERS = frozenset(
         "execution_history",
         "flow_registration",
         "flows",
+        "hook_catalog",
         "get_execution",
         "list_dead_letters",
         "list_executions",

@@ -59,8 +59,10 @@ def run_flow(
             mode="generator" if stream else "normal",
             default_deadline_ms=container.config.execution_deadline_ms(),
             default_retries=container.config.default_retries(),
+            http_policy=container.http_policy(),
         ),
         event_waiter=bus,
+        http_client=container.http_client(),
     )
     if not stream:
         return execution.run()

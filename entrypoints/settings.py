@@ -13,8 +13,10 @@ import attrs
 from pydantic import Field, ValidationError, computed_field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from plaita.domain.affinity import DEFAULT_MAX_HANDOVERS, MAX_HANDOVERS_LIMIT
 from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.errors import InvalidRedisUrlError
+from plaita.domain.http_calls import DEFAULT_MAX_RESPONSE_BYTES
 from plaita.domain.startup import (
     OPTIONAL_FALLBACKS,
     ConfigProblem,
@@ -80,8 +82,16 @@ class Settings(BaseSettings):
     #: C5: POST a JSON alert for every dead letter here (best effort, bounded queue).
     alert_webhook_url: str | None = Field(default=None, pattern=r"^https?://\S+$")
     alert_queue_size: int = Field(default=1000, ge=1, le=1_000_000)
+    #: E11: every http node refuses loopback, private, link-local, multicast, unspecified and
+    #: reserved targets (a node's ``blockPrivateNetworks`` can only add the rule, never lift it).
+    http_block_private: bool = False
+    #: E11: an http node's response body is refused once it passes this many bytes.
+    http_max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=1, le=1_073_741_824)
     #: Off (False) with ``--no-registry``: no record, and nothing is acked on a lease conflict.
     registry_enabled: bool = True
+    #: W25: how often a carrier that names another worker is passed on towards it before its
+    #: target is dropped (``--affinity-max-handovers``); 0 drops it at once.
+    affinity_max_handovers: int = Field(default=DEFAULT_MAX_HANDOVERS, ge=0, le=MAX_HANDOVERS_LIMIT)
     #: 0 disables the HTTP exporter; bad values fall back to 0 with a WARNING (W21).
     metrics_port: int = 0
     #: 0 disables the disk guard (W18).
@@ -111,6 +121,8 @@ class Settings(BaseSettings):
     #: The console's tokens (C3): a JSON list of {"token", "name", "role", "tenants"};
     #: ``plaita console --tokens-file`` takes the same JSON from a file instead.
     console_tokens: str | None = None
+    #: V10: inbound webhooks defined in a JSON or TOML file, read when the console starts.
+    hooks_file: str | None = Field(default=None, min_length=1)
     #: The largest request body the console accepts (413 above it).
     max_body_bytes: int = Field(default=1_048_576, ge=1, le=1_073_741_824)
 

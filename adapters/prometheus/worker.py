@@ -42,6 +42,13 @@ class PrometheusWorkerMetrics:
             ["disposition"],
             registry=r,
         )
+        self.affinity = Counter(
+            "plaita_affinity",
+            "Carriers naming another worker instance: passed on to it (handed_over) or their "
+            "target dropped (target_stripped).",
+            ["action"],
+            registry=r,
+        )
         self.dead_letters = Counter(
             "plaita_dead_letters",
             "Carriers dead-lettered, by guard reason.",
@@ -93,6 +100,8 @@ class PrometheusWorkerMetrics:
             self.retries.inc()
         if tally.lease_conflict:
             self.lease_conflicts.labels(disposition).inc()
+        if tally.affinity is not None:
+            self.affinity.labels(tally.affinity).inc()
 
     def crashed(self) -> None:
         self.failures.labels("crashed").inc()

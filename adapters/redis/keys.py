@@ -246,6 +246,17 @@ class RedisKeys:
         """Mark that ``handler_id`` succeeded for ``event_id`` (V3 publish dedup), with a TTL."""
         return f"{self.namespace}:evdone:{{{event_id}}}:{handler_id}"
 
+    # --- inbound webhooks (V10; shared by the deployment, the tenant is in the record) ---
+
+    def hooks(self) -> str:
+        """Hash of hook name → definition JSON: one key, so every write is one command."""
+        return f"{self.namespace}:hooks"
+
+    def hook_seen(self, hook: str, signature: str) -> str:
+        """Mark that ``hook`` accepted ``signature``, kept until its timestamp leaves the
+        replay window (SET NX PX)."""
+        return f"{self.namespace}:hook-seen:{{{hook}}}:{signature}"
+
     # --- operator controls (W23; routed to the current tenant, the execution's hash tag) ---
 
     def execution_control(self, execution_id: str) -> str:

@@ -73,6 +73,7 @@ executions = sa.Table(
     sa.Column("result", sa.Text, nullable=False),
     sa.Column("error", sa.Text, nullable=False),
     sa.Column("last_failure", sa.Text, nullable=False, server_default="null"),
+    sa.Column("trace", sa.Text, nullable=False, server_default="null"),
     sa.Column("expires_at_ms", Millis, nullable=True),
     # The console's listings (C1): newest first, all or by flow, status or both (W23 paging).
     sa.Index("ix_executions_updated", "tenant_id", "updated_at_ms", "execution_id"),
@@ -91,7 +92,7 @@ executions = sa.Table(
 )
 
 #: Header fields stored as JSON text; every other header column holds the field's value.
-JSON_HEADER_FIELDS = frozenset({"input", "suspension", "result", "error", "last_failure"})
+JSON_HEADER_FIELDS = frozenset({"input", "suspension", "result", "error", "last_failure", "trace"})
 #: Every header field of a checkpoint (``domain.checkpoint.header_of``), one column each.
 HEADER_FIELDS = frozenset(
     {"tenant_id", "execution_id"}
@@ -221,4 +222,15 @@ schedule_claims = sa.Table(
         ["schedules.tenant_id", "schedules.schedule_id"],
         ondelete="CASCADE",
     ),
+)
+
+#: Inbound webhooks created through the admin API (V10): the definition as Redis keeps it
+#: (``domain.hooks.dump_hook``), by name; the tenant is in the document, and a column for
+#: whoever reads the table by hand.
+hooks = sa.Table(
+    "hooks",
+    metadata,
+    sa.Column("name", Identifier, primary_key=True),
+    sa.Column("tenant_id", Tenant, nullable=False),
+    sa.Column("document", sa.Text, nullable=False),
 )

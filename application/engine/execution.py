@@ -30,7 +30,7 @@ from plaita.application.engine.distributed import (
     StepOutcome,
     SuspensionRegistrar,
 )
-from plaita.application.engine.runner import Budget, NodeRunner, Sleep
+from plaita.application.engine.runner import NO_HTTP_CLIENT, Budget, NodeRunner, Sleep
 from plaita.application.engine.strategies import (
     GeneratorStrategy,
     NormalStrategy,
@@ -39,7 +39,7 @@ from plaita.application.engine.strategies import (
 )
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.null_objects import NoEventSource
-from plaita.application.ports import Clock, EventWaiter
+from plaita.application.ports import Clock, EventWaiter, HttpClient
 from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.failures import (
     FlowErrorException,
@@ -47,6 +47,7 @@ from plaita.domain.failures import (
     NodeRetryRequested,
 )
 from plaita.domain.flow import Flow
+from plaita.domain.http_calls import DEFAULT_HTTP_POLICY, HttpPolicy
 from plaita.domain.timeouts import DEFAULT_EXECUTION_DEADLINE_MS, execution_budget_ms
 
 JSON = Any
@@ -55,12 +56,14 @@ JSON = Any
 @attrs.frozen
 class RunOptions:
     """Per-run options: the mode ``arun`` uses, the caller's timeout, the default deadline,
-    the retries of a node without ``retryTimes`` (E15)."""
+    the retries of a node without ``retryTimes`` (E15), the http nodes' policy (E11)."""
 
     mode: Literal["normal", "generator", "distributed"] = "normal"
     timeout_ms: int | None = None
     default_deadline_ms: int = DEFAULT_EXECUTION_DEADLINE_MS
     default_retries: int = DEFAULT_RETRIES
+    #: The deployment's rules for http nodes: the SSRF floor and the response size cap (E11).
+    http_policy: HttpPolicy = DEFAULT_HTTP_POLICY
 
 
 def effective_budget_ms(flow: Flow, options: RunOptions) -> int:
@@ -95,6 +98,7 @@ class FlowExecution:
         callbacks: CallbackManager | None = None,
         event_waiter: EventWaiter = NO_EVENT_SOURCE,
         sleep: Sleep = asyncio.sleep,
+        http_client: HttpClient = NO_HTTP_CLIENT,
     ) -> None:
         self._flow = flow
         self._context = context
@@ -107,6 +111,8 @@ class FlowExecution:
             clock,
             sleep,
             default_retries=self._options.default_retries,
+            http=http_client,
+            http_policy=self._options.http_policy,
         )
         walk: dict[str, Any] = {
             "event_waiter": event_waiter,

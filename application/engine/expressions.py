@@ -17,7 +17,7 @@ from typing import Any
 import simpleeval
 
 from plaita.domain.errors import InvalidExpressionError
-from plaita.domain.flow import EndNode, Flow, IfNode, SwitchNode, TaskNode
+from plaita.domain.flow import EndNode, Flow, HttpNode, IfNode, SwitchNode, TaskNode
 
 JSON = Any
 
@@ -153,6 +153,8 @@ def compile_flow_expressions(flow: Flow) -> None:
                 compile_expression(node.output)
             elif isinstance(node, TaskNode):
                 _compile_template(node.params)
+            elif isinstance(node, HttpNode):
+                _compile_template([node.url, node.headers, node.body])
         except InvalidExpressionError as exc:
             raise InvalidExpressionError(f"{where}: {exc}") from None
 

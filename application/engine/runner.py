@@ -22,7 +22,8 @@ from plaita.application.engine.expressions import (
     render_template,
 )
 from plaita.application.handlers import Handler, HandlerRegistry
-from plaita.application.ports import Clock
+from plaita.application.null_objects import NoHttpClient
+from plaita.application.ports import Clock, HttpClient
 from plaita.domain.branching import (
     BRANCH_MISS_EVENT,
     BranchTaken,
@@ -44,7 +45,27 @@ from plaita.domain.failures import (
     ResultLimitError,
     classify_failure,
 )
-from plaita.domain.flow import BaseNode, EndNode, FailureStrategy, IfNode, SwitchNode, TaskNode
+from plaita.domain.flow import (
+    BaseNode,
+    EndNode,
+    FailureStrategy,
+    HttpNode,
+    IfNode,
+    SwitchNode,
+    TaskNode,
+)
+from plaita.domain.http_calls import (
+    DEFAULT_HTTP_POLICY,
+    DEFAULT_HTTP_TIMEOUT_MS,
+    ExpectedStatuses,
+    HttpPolicy,
+    ResponseVerdict,
+    build_request,
+    judge_response,
+    response_result,
+    status_failure,
+)
+from plaita.domain.http_targets import effective_block_private
 from plaita.domain.limits import RESULT_LIMIT, check_json_value
 from plaita.domain.timeouts import (
     AttemptLimit,
@@ -57,6 +78,10 @@ from plaita.domain.timeouts import (
 JSON = Any
 log = logging.getLogger("plaita.engine.runner")
 Sleep = Callable[[float], Awaitable[None]]
+#: One attempt of a task or http node: (attempt number, its timeout in seconds) → result.
+Attempt = Callable[[int, float | None], Awaitable[JSON]]
+#: A runner given no HTTP client: its http nodes fail with a named error.
+NO_HTTP_CLIENT = NoHttpClient()
 
 #: Backoffs sleep in slices this long so a cancel is seen within a second (E3).
 BACKOFF_SLICE_SECONDS = 0.5
@@ -87,7 +112,8 @@ class Budget:
 
 class NodeRunner:
     """Runs one node at a time. ``default_retries`` is the retry count of a node without
-    ``retryTimes`` (E15)."""
+    ``retryTimes`` (E15); ``http`` sends an http node's requests under ``http_policy``
+    (E11)."""
 
     def __init__(
         self,
@@ -97,8 +123,12 @@ class NodeRunner:
         sleep: Sleep = asyncio.sleep,
         *,
         default_retries: int = DEFAULT_RETRIES,
+        http: HttpClient = NO_HTTP_CLIENT,
+        http_policy: HttpPolicy = DEFAULT_HTTP_POLICY,
     ) -> None:
         self._handlers = handlers
+        self._http = http
+        self._http_policy = http_policy
         self._callbacks = callbacks
         self._clock = clock
         self._sleep = sleep
@@ -107,7 +137,7 @@ class NodeRunner:
     async def run_node(
         self, node: BaseNode, context: ExecutionContext, budget: Budget, *, durable: bool = False
     ) -> NodeOutcome:
-        """Run a task, if, switch or end node; record its result on success (E3).
+        """Run a task, http, if, switch or end node; record its result on success (E3).
 
         ``durable``: a transient failure with retries left raises ``NodeRetryRequested`` for
         the caller to retry later (a worker's delayed carrier) instead of sleeping here (E15).
@@ -117,6 +147,9 @@ class NodeRunner:
             self._callbacks.on_node_start(context.execution_id, node.id, node.type)
         if isinstance(node, TaskNode):
             result = await self._run_task(node, context, budget, durable=durable)
+            outcome = NodeOutcome(result, None, node.next)
+        elif isinstance(node, HttpNode):
+            result = await self._run_http(node, context, budget, durable=durable)
             outcome = NodeOutcome(result, None, node.next)
         elif isinstance(node, IfNode | SwitchNode):
             outcome = self._run_branch(node, context)
@@ -133,26 +166,70 @@ class NodeRunner:
     async def _run_task(
         self, node: TaskNode, context: ExecutionContext, budget: Budget, *, durable: bool
     ) -> JSON:
-        node_timeout_ms = (
-            None
-            if node.timeout is None
-            else parse_duration_ms(node.timeout, field=f"node {node.id!r} timeout")
+        async def attempt(number: int, timeout: float | None) -> JSON:
+            handler = self._handlers.resolve(node.handler)
+            params = render_template(node.params, context.names())
+            context.rendered_params[node.id] = params
+            return await self._invoke(handler, params, context, node.id, number, timeout)
+
+        timeout_ms = _timeout_ms(node, default=None)
+        return await self._attempts(node, context, budget, attempt, timeout_ms, durable)
+
+    async def _run_http(
+        self, node: HttpNode, context: ExecutionContext, budget: Budget, *, durable: bool
+    ) -> JSON:
+        expected = ExpectedStatuses.parse(node.expect)
+        block_private = effective_block_private(
+            deployment=self._http_policy.block_private, node=node.block_private_networks
         )
+
+        async def attempt(number: int, timeout: float | None) -> JSON:
+            names = context.names()
+            request = build_request(
+                node_id=node.id,
+                method=node.method,
+                url=render_template(node.url, names),
+                headers=render_template(node.headers, names),
+                body=render_template(node.body, names),
+                block_private=block_private,
+                expected=expected,
+            )
+            context.rendered_params[node.id] = request.for_history()
+            seconds = DEFAULT_HTTP_TIMEOUT_MS / 1000 if timeout is None else timeout
+            async with asyncio.timeout(seconds):
+                response = await self._http.send(
+                    request,
+                    timeout_seconds=seconds,
+                    max_response_bytes=self._http_policy.max_response_bytes,
+                )
+            verdict = judge_response(response.status, expected)
+            if verdict is not ResponseVerdict.SUCCESS:
+                raise status_failure(node.id, request, response, verdict)
+            return response_result(node.id, response)
+
+        timeout_ms = _timeout_ms(node, default=DEFAULT_HTTP_TIMEOUT_MS)
+        return await self._attempts(node, context, budget, attempt, timeout_ms, durable)
+
+    async def _attempts(
+        self,
+        node: TaskNode | HttpNode,
+        context: ExecutionContext,
+        budget: Budget,
+        attempt: Attempt,
+        node_timeout_ms: int | None,
+        durable: bool,
+    ) -> JSON:
+        """The attempts of a task or http node, each bounded by its timeout and the
+        execution's budget; a failure is retried, or goes to the node's handlers (E3, E4)."""
         retry_times = resolve_retry_times(node.retry_times, self._default_retries)
-        attempt = context.attempt_of(node.id)
+        number = context.attempt_of(node.id)
         while True:
             _check_cancel(context, node.id)
             limit = budget.attempt_limit(node_timeout_ms)
             if limit.deadline_spent:
                 raise _deadline(node.id, budget)
             try:
-                handler = self._handlers.resolve(node.handler)
-                params = render_template(node.params, context.names())
-                context.rendered_params[node.id] = params
-                result = await self._invoke(
-                    handler, params, context, node.id, attempt, limit.timeout_seconds
-                )
-                return _require_json(node.id, result)
+                return _require_json(node.id, await attempt(number, limit.timeout_seconds))
             except TimeoutError:
                 if limit.deadline_bound:
                     raise _deadline(node.id, budget) from None
@@ -168,14 +245,14 @@ class NodeRunner:
                 return _apply_strategy(node.error_handler, _node_failed(node.id, exc))
             except Exception as exc:
                 verdict = decide_retry(
-                    classify_failure(exc), attempt=attempt, retry_times=retry_times
+                    classify_failure(exc), attempt=number, retry_times=retry_times
                 )
                 if not verdict.retry or verdict.delay_ms is None:
                     return _apply_strategy(node.error_handler, _node_failed(node.id, exc))
                 if durable:
-                    raise _retry_requested(node.id, exc, attempt, verdict.delay_ms) from exc
+                    raise _retry_requested(node.id, exc, number, verdict.delay_ms) from exc
                 await self._backoff(verdict.delay_ms / 1000, context, node.id, budget)
-                attempt += 1
+                number += 1
 
     async def _invoke(
         self,
@@ -286,6 +363,13 @@ async def _run_sync(
     # A daemon thread of its own: on timeout it is abandoned and must not hold a pool slot.
     threading.Thread(target=target, name=f"plaita-node-{node_context.node_id}", daemon=True).start()
     return await asyncio.wait_for(future, timeout)
+
+
+def _timeout_ms(node: BaseNode, *, default: int | None) -> int | None:
+    """A node's attempt timeout: its own, else ``default`` (none for a task, E4)."""
+    if node.timeout is None:
+        return default
+    return parse_duration_ms(node.timeout, field=f"node {node.id!r} timeout")
 
 
 def _check_cancel(context: ExecutionContext, node_id: str) -> None:

@@ -27,6 +27,9 @@ from plaita.application.ports.execution_repository import (
     NodeHeartbeat,
 )
 from plaita.application.ports.flow_repository import FlowRepository
+from plaita.application.ports.hook_secrets import HookSecrets
+from plaita.application.ports.hook_store import HookStore
+from plaita.application.ports.http_client import HttpClient
 from plaita.application.ports.ids import IdGenerator
 from plaita.application.ports.inbox import Inbox
 from plaita.application.ports.index_janitor import IndexJanitor
@@ -36,6 +39,8 @@ from plaita.application.ports.metrics_exporter import MetricsExporter
 from plaita.application.ports.reconciler_cursor import ReconcilerCursor
 from plaita.application.ports.replay_markers import ReplayMarkerStore
 from plaita.application.ports.schedule_store import DueClaim, ScheduleStore, StoredSchedule
+from plaita.application.ports.seen_signatures import SeenSignatures
+from plaita.application.ports.span import Span
 from plaita.application.ports.subscription_store import SubscriptionStore
 from plaita.application.ports.task_queue import (
     DeadLetter,
@@ -44,6 +49,7 @@ from plaita.application.ports.task_queue import (
     RawBase64,
     TaskQueue,
 )
+from plaita.application.ports.tracer import NodeRun, Tracer
 from plaita.application.ports.worker_registry import WorkerInstance, WorkerRegistry
 
 __all__ = [
@@ -71,21 +77,28 @@ __all__ = [
     "ExecutionPage",
     "ExecutionRepository",
     "FlowRepository",
+    "HookSecrets",
+    "HookStore",
+    "HttpClient",
     "IdGenerator",
     "Inbox",
     "IndexJanitor",
     "LeaseManager",
     "MetricsExporter",
     "NodeHeartbeat",
+    "NodeRun",
     "ParkedCarrier",
     "QueueStats",
     "RawBase64",
     "ReconcilerCursor",
     "ReplayMarkerStore",
     "ScheduleStore",
+    "SeenSignatures",
+    "Span",
     "StoredSchedule",
     "SubscriptionStore",
     "TaskQueue",
+    "Tracer",
     "WorkerInstance",
     "WorkerMetrics",
     "WorkerRegistry",

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from plaita.application.null_objects import NO_TRACING
 from plaita.application.ports import (
     Clock,
     EventLog,
@@ -14,11 +15,13 @@ from plaita.application.ports import (
     Inbox,
     SubscriptionStore,
     TaskQueue,
+    Tracer,
 )
 from plaita.application.tenancy import tenant_scope
 from plaita.domain.envelope import CarrierGenerations, EventPath, ResumeType, TaskEnvelope
 from plaita.domain.events import Event, subscription_matches
 from plaita.domain.limits import EVENT_DATA_LIMIT, EVENT_LIMIT, check_json_value
+from plaita.domain.tracing import TraceContext
 
 JSON = Any
 log = logging.getLogger("plaita.events")
@@ -34,7 +37,16 @@ class PublishEvent:
     taken at most once per wait).
     """
 
-    def __init__(self, *, events: EventLog, clock: Clock, ids: IdGenerator, inbox: Inbox) -> None:
+    def __init__(
+        self,
+        *,
+        events: EventLog,
+        clock: Clock,
+        ids: IdGenerator,
+        inbox: Inbox,
+        tracer: Tracer = NO_TRACING,
+    ) -> None:
+        self._tracer = tracer
         self._events = events
         self._clock = clock
         self._ids = ids
@@ -48,22 +60,36 @@ class PublishEvent:
         correlation_id: str | None = None,
         source: str | None = None,
         tenant_id: str = "default",
+        event_id: str | None = None,
+        trace_parent: TraceContext | None = None,
     ) -> Event:
+        """Store the event. ``event_id`` None: a new one; a publisher that may publish one
+        event again (a webhook delivery retried) names its own, so no wait takes the event
+        twice. ``trace_parent`` is the publisher's trace context (an incoming request's), else
+        the calling code's current span is (C6)."""
         check_json_value(data or {}, EVENT_DATA_LIMIT, field="data")
-        event = Event(
-            event_id=self._ids.new_id(),
-            event_type=event_type,
-            timestamp_ms=self._clock.now_ms(),
-            data=dict(data or {}),
-            correlation_id=correlation_id,
-            source=source,
-            tenant_id=tenant_id,
-        )
-        # The resume carrier embeds the whole event: its other fields count towards the size,
-        # so a carrier the event filter writes for it always fits the envelope limit.
-        check_json_value(event.to_json(), EVENT_LIMIT, field="data")
-        await self._inbox.add(event)
-        await self._events.append(event)
+        attributes = {"plaita.event.type": event_type, "plaita.tenant.id": tenant_id}
+        with self._tracer.span(
+            f"publish {event_type}", parent=trace_parent, attributes=attributes
+        ) as span:
+            # The event carries the publisher's context, which the step it resumes links to.
+            carried = span.context() or trace_parent
+            event = Event(
+                event_id=self._ids.new_id() if event_id is None else event_id,
+                event_type=event_type,
+                timestamp_ms=self._clock.now_ms(),
+                data=dict(data or {}),
+                correlation_id=correlation_id,
+                source=source,
+                tenant_id=tenant_id,
+                traceparent=None if carried is None else carried.traceparent,
+            )
+            # The resume carrier embeds the whole event: its other fields count towards the
+            # size, so a carrier the event filter writes for it always fits the envelope limit.
+            check_json_value(event.to_json(), EVENT_LIMIT, field="data")
+            await self._inbox.add(event)
+            await self._events.append(event)
+            span.outcome("published")
         return event
 
 
@@ -80,7 +106,9 @@ class FilterEvent:
         clock: Clock,
         generations: CarrierGenerations,
         path: EventPath = EventPath.FILTER,
+        tracer: Tracer = NO_TRACING,
     ) -> None:
+        self._tracer = tracer
         self._events = events
         self._subscriptions = subscriptions
         self._executions = executions
@@ -97,6 +125,17 @@ class FilterEvent:
                 "event=filter.event_missing event_id=%s (expired or never stored)", event_id
             )
             return 0
+        # A span in the publisher's trace; the resumes carry its context (C6).
+        with self._tracer.span(
+            f"filter {event.event_type}",
+            parent=TraceContext.parse(event.traceparent),
+            attributes={"plaita.event.id": event.event_id, "plaita.event.path": self._path.value},
+        ) as span:
+            enqueued = await self._resume_waits(event, span.context())
+            span.outcome("resumed" if enqueued else "no_wait")
+        return enqueued
+
+    async def _resume_waits(self, event: Event, trace: TraceContext | None) -> int:
         enqueued = 0
         candidates = await self._subscriptions.find_for_event(
             event.event_type, event.correlation_id
@@ -128,6 +167,7 @@ class FilterEvent:
                     tenant_id=state.tenant_id,
                     generations=self._generations,
                     origin=self._path.value,
+                    traceparent=None if trace is None else trace.traceparent,
                 )
             )
             enqueued += 1

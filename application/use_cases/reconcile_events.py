@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from plaita.application.null_objects import NO_TRACING
 from plaita.application.ports import (
     Clock,
     EventLog,
@@ -27,6 +28,7 @@ from plaita.application.ports import (
     ReconcilerCursor,
     SubscriptionStore,
     TaskQueue,
+    Tracer,
 )
 from plaita.application.use_cases.events import FilterEvent
 from plaita.domain.envelope import CarrierGenerations, EventPath
@@ -71,7 +73,9 @@ class ReconcileEvents:
         clock: Clock,
         generations: CarrierGenerations,
         settings: ReconcileSettings | None = None,
+        tracer: Tracer = NO_TRACING,
     ) -> None:
+        self._tracer = tracer
         self._generations = generations
         self._events = events
         self._subscriptions = subscriptions
@@ -144,6 +148,7 @@ class ReconcileEvents:
             clock=self._clock,
             generations=self._generations,
             path=EventPath.RECONCILER,
+            tracer=self._tracer,
         )(event.event_id)
         if enqueued:
             log.info(

@@ -1,5 +1,6 @@
 """Start an execution: check the ids, the input's limits and that the flow exists, claim the
-dedup key, store the ``pending`` state (ADR 0022), enqueue the start carrier."""
+dedup key, store the ``pending`` state (ADR 0022), enqueue the start carrier (addressed to
+one worker instance when the start names a target, W25)."""
 
 from __future__ import annotations
 
@@ -10,18 +11,25 @@ import attrs
 
 from plaita.application.actor import current_actor
 from plaita.application.codec import ENVELOPE_FIELD, encode_envelope
-from plaita.application.ports import Clock, ExecutionRepository, IdGenerator, TaskQueue
+from plaita.application.null_objects import NO_TRACING
+from plaita.application.ports import Clock, ExecutionRepository, IdGenerator, TaskQueue, Tracer
 from plaita.application.tenancy import current_tenant
 from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain import history
 from plaita.domain.dedup import StartKind, StartRequest
-from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
-from plaita.domain.execution import ExecutionStatus
+from plaita.domain.envelope import (
+    CarrierGenerations,
+    ResumeType,
+    TaskEnvelope,
+    validate_target_instance_id,
+)
+from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.ids import validate_execution_id, validate_flow_id
 from plaita.domain.limits import ENVELOPE_LIMIT, INPUT_LIMIT, check_json_text, check_json_value
 from plaita.domain.step import first_state
 from plaita.domain.tenancy import check_same_tenant
+from plaita.domain.tracing import ExecutionTrace, TraceContext
 
 JSON = Any
 
@@ -45,7 +53,9 @@ class StartExecution:
         clock: Clock,
         ids: IdGenerator,
         generations: CarrierGenerations,
+        tracer: Tracer = NO_TRACING,
     ) -> None:
+        self._tracer = tracer
         self._flows = flows
         self._executions = executions
         self._generations = generations
@@ -63,10 +73,16 @@ class StartExecution:
         execution_id: str | None = None,
         dedup_key: str | None = None,
         tenant_id: str = "default",
+        trace_link: TraceContext | None = None,
+        target_instance_id: str | None = None,
     ) -> StartedExecution:
+        """Accept a start of ``flow_id``; ``trace_link`` is the caller's trace context (an
+        incoming request's), which the execution's new trace links to (C6)."""
         validate_flow_id(flow_id)
         if execution_id is not None:
             validate_execution_id(execution_id)
+        if target_instance_id is not None:
+            validate_target_instance_id(target_instance_id)
         check_json_value(params or {}, INPUT_LIMIT, field="input")
         # The flow is looked up for the scope's tenant (W24): it must be the one started for.
         check_same_tenant(tenant_id, current_tenant(), f"the start of {flow_id!r}")
@@ -81,6 +97,7 @@ class StartExecution:
             tenant_id=tenant_id,
             dedup_key=dedup_key,
             generations=self._generations,
+            target_instance_id=target_instance_id,
         )
         # What the worker will check, checked here: an accepted start is never dead-lettered
         # for its size (a long dedup key or version on top of a large input).
@@ -112,16 +129,26 @@ class StartExecution:
                 )
         # ADR 0022: the execution exists from here on, before any worker saw its carrier. An
         # id that names a stored execution already is left to the carrier (W6).
+        accepted = first_state(
+            envelope, flow, now_ms=envelope.timestamp_ms, status=ExecutionStatus.PENDING
+        )
         await self._executions.accept(
-            first_state(
-                envelope, flow, now_ms=envelope.timestamp_ms, status=ExecutionStatus.PENDING
-            ),
-            history=[_accepted(envelope, params or {})],
+            self._traced(accepted, trace_link), history=[_accepted(envelope, params or {})]
         )
         await self._queue.enqueue(envelope)
         if dedup_key is not None:
             await self._claims.confirm(request, tenant_id=tenant_id)
         return StartedExecution(execution_id, flow.flow_id, flow.version)
+
+    def _traced(self, state: ExecutionState, link: TraceContext | None) -> ExecutionState:
+        """``state`` with its new trace, created now so every step joins it (C6)."""
+        root = self._tracer.start_execution(
+            execution_id=state.execution_id,
+            flow_id=state.flow_id,
+            tenant_id=state.tenant_id,
+            link=link,
+        )
+        return state if root is None else attrs.evolve(state, trace=ExecutionTrace(root))
 
 
 def _accepted(envelope: TaskEnvelope, params: Mapping[str, JSON]) -> history.HistoryEntry:
@@ -132,4 +159,5 @@ def _accepted(envelope: TaskEnvelope, params: Mapping[str, JSON]) -> history.His
         via=actor.via,
         by=actor.name,
         dedup_key=envelope.dedup_key,
+        target=envelope.target_instance_id,
     )

@@ -23,6 +23,7 @@ from plaita.domain.errors import InvalidConfigurationError
 from plaita.entrypoints.console import (
     routes_events,
     routes_executions,
+    routes_hooks,
     routes_ops,
     routes_schedules,
 )
@@ -110,6 +111,10 @@ def create_app(
     app.include_router(routes_events.router)
     app.include_router(routes_ops.flows)
     app.include_router(routes_schedules.router)
+    # The hooks file is read and checked now: a console never serves with one it cannot use.
+    container.hook_catalog()
+    app.include_router(routes_hooks.receiver)
+    app.include_router(routes_hooks.admin)
     _serve_page(app, static_dir or STATIC_DIR)
     app.add_middleware(BodyLimits, max_bytes=max_body_bytes)
     app.add_middleware(RequestCounter, metrics=metrics)

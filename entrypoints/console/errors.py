@@ -67,6 +67,14 @@ STATUS_BY_ERROR: Sequence[tuple[type[BaseException], int]] = (
     (named.PayloadLimitError, 422),
     (named.InvalidEnvelopeError, 422),
     (named.SchemaVersionError, 422),
+    # Inbound webhooks (V10): a sender's request, then the admin API's.
+    (named.HookSignatureError, 401),
+    (named.HookPayloadError, 400),
+    (named.HookBodyTooLargeError, 413),
+    (named.HookSecretUnavailableError, 503),
+    (named.UnknownHookError, 404),
+    (named.HookConflictError, 409),
+    (named.HookDefinitionError, 422),
 )
 
 #: Statuses the generic HTTP errors of the router (unknown path, wrong method) are named by.

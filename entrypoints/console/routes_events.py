@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Header, Query
 
 from plaita.application.tenancy import tenant_scope
 from plaita.domain.errors import UnknownEventError
 from plaita.domain.events import MAX_LISTING_LIMIT, Event, EventQuery
+from plaita.domain.tracing import TraceContext
 from plaita.entrypoints.console import schemas
 from plaita.entrypoints.console.auth import Operator, ViewerAccess, authorize_tenant
 from plaita.entrypoints.console.context import ConsoleDep, responses
@@ -19,6 +20,11 @@ router = APIRouter(prefix="/api/v1/events", tags=["events"])
 #: Milliseconds since the epoch: 0 up to the year 10000.
 EpochMs = Annotated[int, Query(ge=0, le=253_402_300_800_000)]
 EventId = schemas.IdPath
+#: A W3C Trace Context header (C6); read as it comes, an invalid one ignored.
+TraceHeader = Annotated[
+    str | None,
+    Header(description="W3C Trace Context: the publish joins the caller's trace (optional)."),
+]
 
 
 def _view(event: Event) -> schemas.EventView:
@@ -27,9 +33,17 @@ def _view(event: Event) -> schemas.EventView:
 
 @router.post("", status_code=201, response_model=schemas.EventView, responses=responses(403, 422))
 async def publish_event(
-    body: schemas.PublishEventRequest, token: Operator, console: ConsoleDep
+    body: schemas.PublishEventRequest,
+    token: Operator,
+    console: ConsoleDep,
+    traceparent: TraceHeader = None,
+    tracestate: TraceHeader = None,
 ) -> schemas.EventView:
-    """Publish an event; executions of the tenant waiting for it resume (V4, V6)."""
+    """Publish an event; executions of the tenant waiting for it resume (V4, V6).
+
+    A W3C ``traceparent`` header (with its ``tracestate``) makes the publish part of the
+    caller's trace; the resumed steps link to it. A malformed one is ignored.
+    """
     tenant = authorize_tenant(token, body.tenant)
     with tenant_scope(tenant):
         event = await console.container.publish_event()(
@@ -38,6 +52,7 @@ async def publish_event(
             correlation_id=body.correlation_id,
             source=body.source,
             tenant_id=tenant,
+            trace_parent=TraceContext.parse(traceparent, tracestate),
         )
     return _view(event)
 

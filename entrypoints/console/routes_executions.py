@@ -55,6 +55,7 @@ async def start_execution(
             execution_id=body.execution_id,
             dedup_key=body.dedup_key,
             tenant_id=tenant,
+            target_instance_id=body.target_instance_id,
         )
     return schemas.StartedExecutionView(
         execution_id=started.execution_id,

@@ -115,6 +115,11 @@ class StartExecutionRequest(_Request):
         default=None, description="Starting twice with one key starts once (7 days, W6)."
     )
     execution_id: Id | None = Field(default=None, description="Default: a new uuid.")
+    target_instance_id: Id | None = Field(
+        default=None,
+        description="Run it on this worker instance (its consumer name); other workers pass "
+        "it on, and run it themselves when that one is not running (W25).",
+    )
     tenant: TenantId = DEFAULT_TENANT
 
 

@@ -10,6 +10,7 @@ from plaita.domain.flow import (
     EndNode,
     EventNode,
     Flow,
+    HttpNode,
     IfNode,
     SleepNode,
     SwitchNode,
@@ -200,7 +201,7 @@ def edges_of(node: BaseNode) -> list[tuple[str, str]]:
     if isinstance(node, EventNode):
         timeout = [(node.timeout_next, "timeout_next")] if node.timeout_next is not None else []
         return [(node.next, "next"), *timeout]
-    if isinstance(node, TaskNode | SleepNode):
+    if isinstance(node, TaskNode | SleepNode | HttpNode):
         return [(node.next, "next")]
     # A node type added later still shows its edges, even without a role of its own.
     return [(target, "next") for target in node.targets()]
@@ -217,6 +218,8 @@ def _label(node: BaseNode) -> str:
         return f"wait for {node.event_type}"
     if isinstance(node, SleepNode):
         return f"sleep {node.duration}"
+    if isinstance(node, HttpNode):
+        return f"{node.method} {node.url}"
     if isinstance(node, EndNode):
         return "end" if node.output is None else f"end: {node.output}"
     return node.type

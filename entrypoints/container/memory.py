@@ -12,6 +12,7 @@ from plaita.adapters.memory.end_notices import MemoryEndNotices
 from plaita.adapters.memory.event_bus import MemoryEventBus
 from plaita.adapters.memory.events import MemoryEventLog
 from plaita.adapters.memory.flows import MemoryFlowRepository
+from plaita.adapters.memory.hooks import MemoryHookStore, MemorySeenSignatures
 from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
@@ -53,6 +54,8 @@ class MemoryStores(containers.DeclarativeContainer):
     replay_markers = providers.Singleton(MemoryReplayMarkerStore, clock)
     #: Cron schedules (W22).
     schedules = providers.Singleton(MemoryScheduleStore, clock)
+    hooks = providers.Singleton(MemoryHookStore)
+    seen_signatures = providers.Singleton(MemorySeenSignatures, clock)
     #: ``plaita run``: a flow run in this process reads the events given on its command line
     #: and never waits for more (E6).
     closed_event_bus = providers.Factory(MemoryEventBus, closed=True)

@@ -19,6 +19,7 @@ from plaita.adapters.redis.delay_queue import RedisDelayQueue
 from plaita.adapters.redis.end_notices import RedisEndNotices
 from plaita.adapters.redis.events import RedisEventLog
 from plaita.adapters.redis.flows import RedisFlowRepository
+from plaita.adapters.redis.hooks import RedisHookStore, RedisSeenSignatures
 from plaita.adapters.redis.inbox import RedisInbox
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.lease import RedisLeaseManager
@@ -150,3 +151,5 @@ class RedisStores(containers.DeclarativeContainer):
     replay_markers = providers.Singleton(RedisReplayMarkerStore, client, keys)
     #: Cron schedules (W22).
     schedules = providers.Singleton(RedisScheduleStore, client, keys)
+    hooks = providers.Singleton(RedisHookStore, client, keys)
+    seen_signatures = providers.Singleton(RedisSeenSignatures, client, keys)

@@ -49,6 +49,12 @@ def _schedules(engine: Any, clock: Any) -> Any:
     return SqlScheduleStore(engine, clock)
 
 
+def _hooks(engine: Any) -> Any:
+    from plaita.adapters.sqlalchemy.hooks import SqlHookStore
+
+    return SqlHookStore(engine)
+
+
 async def upgrade_schema(database_url: str, revision: str = "head") -> str:
     """Create the schema or migrate it up to ``revision``; the revision it is at after."""
     from plaita.adapters.sqlalchemy import migrations
@@ -79,3 +85,4 @@ class SqlStores(containers.DeclarativeContainer):
     flows = providers.Singleton(_flows, engine)
     #: Cron schedules (W22), beside the flows they start.
     schedules = providers.Singleton(_schedules, engine, clock)
+    hooks = providers.Singleton(_hooks, engine)

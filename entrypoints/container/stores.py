@@ -11,12 +11,16 @@ from typing import Any
 
 from dependency_injector import containers, providers
 
+from plaita.adapters.http.client import HttpxClient
+from plaita.adapters.otel.environment import tracer_from_environment
+from plaita.adapters.secrets import EnvironmentSecrets
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.end_notices import AnnouncingExecutions
 from plaita.application.handlers import HandlerAllowlist, HandlerRegistry
 from plaita.application.ports import Clock
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain.config_generations import RuntimeConfig, generations_of
+from plaita.domain.http_calls import HttpPolicy
 from plaita.entrypoints.container import redis as redis_family
 from plaita.entrypoints.container import sql as sql_family
 from plaita.entrypoints.container.memory import MemoryStores
@@ -93,6 +97,9 @@ class Stores(containers.DeclarativeContainer):
 
     clock = providers.Singleton(SystemClock)
     ids = providers.Singleton(UuidGenerator)
+    #: Traces (C6): the OpenTelemetry SDK's when the OTEL_* variables ask for them and the
+    #: extra is installed, the null tracer otherwise (OpenTelemetry is then never imported).
+    tracer = providers.Singleton(tracer_from_environment)
     #: One store's outages for every background loop of this process: one WARNING when it
     #: begins, one INFO when it ends.
     outages = providers.Singleton(store_outages, config.backend)
@@ -188,6 +195,19 @@ class Stores(containers.DeclarativeContainer):
     replay_markers = providers.Selector(
         config.backend, memory=memory_stores.replay_markers, redis=redis_stores.replay_markers
     )
+    #: Inbound webhooks (V10): hooks are kept where flows are; seen signatures expire on
+    #: the backend; secrets are read from this process's environment and files.
+    hooks = providers.Selector(
+        config.storage,
+        auto=providers.Selector(
+            config.backend, memory=memory_stores.hooks, redis=redis_stores.hooks
+        ),
+        sql=sql_stores.hooks,
+    )
+    seen_signatures = providers.Selector(
+        config.backend, memory=memory_stores.seen_signatures, redis=redis_stores.seen_signatures
+    )
+    hook_secrets = providers.Singleton(EnvironmentSecrets)
     #: ``plaita run`` (Normal mode): the events of its command line, in this process.
     closed_event_bus = memory_stores.closed_event_bus
 
@@ -216,6 +236,14 @@ class Stores(containers.DeclarativeContainer):
     #: This process's config family and generations (W12): logged, registered, and compared
     #: with every carrier's.
     generations = providers.Singleton(generations_of, runtime_config)
+
+    #: http nodes (E11): the deployment's policy and the client that sends their requests.
+    http_policy = providers.Singleton(
+        HttpPolicy,
+        block_private=config.http_block_private,
+        max_response_bytes=config.http_max_response_bytes,
+    )
+    http_client = providers.Singleton(HttpxClient)
 
     #: The handlers the engine runs: imports the allowlisted modules when a node needs one.
     handlers = providers.Singleton(HandlerRegistry, config.handler_modules)

@@ -15,6 +15,7 @@ from plaita.application.use_cases.executions import (
     GetExecution,
     ResumeExecution,
 )
+from plaita.application.use_cases.hooks import HookCatalog, ReceiveHook
 from plaita.application.use_cases.index_janitor import IndexJanitorService
 from plaita.application.use_cases.operator_controls import (
     BulkAction,
@@ -44,6 +45,7 @@ from plaita.application.use_cases.step import ProcessTask, StepSettings
 from plaita.domain.janitor import plan_janitor
 from plaita.domain.schedule_ticks import misfire_grace_ms
 from plaita.entrypoints.container.stores import Stores
+from plaita.entrypoints.hooks_file import load_hooks_file
 
 
 class UseCases(Stores):
@@ -56,10 +58,12 @@ class UseCases(Stores):
         lease_ttl_ms=Stores.config.lease_ttl_ms,
         default_deadline_ms=Stores.config.execution_deadline_ms,
         default_retries=Stores.config.default_retries,
+        http_policy=Stores.http_policy,
         max_deliveries=Stores.config.max_deliveries,
         max_carrier_age_ms=Stores.config.max_carrier_age_ms,
         holder_liveness_disabled=Stores.config.disable_holder_liveness,
         registry_enabled=Stores.config.registry_enabled,
+        max_handovers=Stores.config.affinity_max_handovers,
         generations=Stores.generations,
     )
     process_task = providers.Singleton(
@@ -80,6 +84,8 @@ class UseCases(Stores):
         inbox=Stores.inbox,
         controls=Stores.controls,
         listeners=listeners,
+        tracer=Stores.tracer,
+        http=Stores.http_client,
     )
     dead_letter_guard = providers.Factory(
         GuardDeadLetter,
@@ -103,6 +109,7 @@ class UseCases(Stores):
         clock=Stores.clock,
         ids=Stores.ids,
         generations=Stores.generations,
+        tracer=Stores.tracer,
     )
     resume_execution = providers.Factory(
         ResumeExecution,
@@ -129,7 +136,28 @@ class UseCases(Stores):
         generations=Stores.generations,
     )
     publish_event = providers.Factory(
-        PublishEvent, events=Stores.events, clock=Stores.clock, ids=Stores.ids, inbox=Stores.inbox
+        PublishEvent,
+        events=Stores.events,
+        clock=Stores.clock,
+        ids=Stores.ids,
+        inbox=Stores.inbox,
+        tracer=Stores.tracer,
+    )
+    #: V10: the hooks file's hooks (read and checked once) and the store's.
+    hook_catalog = providers.Singleton(
+        HookCatalog,
+        store=Stores.hooks,
+        configured=providers.Singleton(
+            load_hooks_file, Stores.config.hooks_file, Stores.hook_secrets.provided.read
+        ),
+    )
+    receive_hook = providers.Factory(
+        ReceiveHook,
+        catalog=hook_catalog,
+        secrets=Stores.hook_secrets,
+        seen=Stores.seen_signatures,
+        publish=publish_event,
+        clock=Stores.clock,
     )
     filter_event = providers.Factory(
         FilterEvent,
@@ -139,6 +167,7 @@ class UseCases(Stores):
         queue=Stores.queue,
         clock=Stores.clock,
         generations=Stores.generations,
+        tracer=Stores.tracer,
     )
     #: One round per call (V5); the event-filter command passes ``settings`` (its flags).
     reconcile_events = providers.Factory(
@@ -150,6 +179,7 @@ class UseCases(Stores):
         cursor=Stores.reconciler_cursor,
         clock=Stores.clock,
         generations=Stores.generations,
+        tracer=Stores.tracer,
     )
 
     #: The index janitor (V7): prunes dead members of the event and subscription indexes.

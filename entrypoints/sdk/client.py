@@ -239,10 +239,13 @@ class Client:
         version: str | None = None,
         execution_id: str | None = None,
         dedup_key: str | None = None,
+        target_instance_id: str | None = None,
     ) -> ExecutionHandle:
         """Start an execution of ``flow_id`` (its latest version unless ``version``) with
         ``input``; the handle's ``result()`` awaits its end. With ``dedup_key`` a second
         start with the same key returns the first one's execution (``handle.deduplicated``).
+        With ``target_instance_id`` (a worker's instance id, ``Worker.instance_id``) it runs
+        on that worker while it is running; otherwise on any.
         """
         if not isinstance(flow_id, str):
             flow_id = flow_id.flow_id
@@ -254,6 +257,7 @@ class Client:
                 execution_id=execution_id,
                 dedup_key=dedup_key,
                 tenant_id=self.tenant_id,
+                target_instance_id=target_instance_id,
             )
         return ExecutionHandle(self, started.execution_id, started=started)
 

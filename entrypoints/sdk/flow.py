@@ -55,6 +55,7 @@ from plaita.domain.flow import (
     EventNode,
     FailureStrategy,
     FlowDocument,
+    HttpNode,
     IfNode,
     SleepNode,
     SwitchNode,
@@ -232,6 +233,41 @@ class Flow:
         }
         fields |= _handlers(where, timeout_handler=timeout_handler)
         return self._add(EventNode, id, fields, next=next)
+
+    def http(
+        self,
+        id: str,
+        url: str,
+        *,
+        method: str = "GET",
+        headers: Mapping[str, JSONValue] | None = None,
+        body: JSONValue = None,
+        expect: Sequence[int | str] | None = None,
+        block_private_networks: bool | None = None,
+        next: str | None = None,
+        timeout: Duration | None = None,
+        retry_times: int | None = None,
+        error_handler: OnFailure | None = None,
+        timeout_handler: OnFailure | None = None,
+    ) -> Self:
+        """Call ``method url``; the result is ``{"status", "headers", "body"}`` (a JSON body
+        parsed). ``url``, ``headers`` and ``body`` are templates like a task's params;
+        ``expect`` the statuses that count as success (codes, classes like ``"2xx"``; default
+        every 2xx); ``timeout`` per attempt (default 30 s); 429, 5xx and connection failures
+        are retried, other statuses go to ``error_handler``."""
+        where = self._where(id)
+        fields: dict[str, Any] = {
+            "method": method,
+            "url": url,
+            "headers": _plain(headers or {}, f"{where} headers"),
+            "body": _plain(body, f"{where} body"),
+            "expect": None if expect is None else list(expect),
+            "block_private_networks": block_private_networks,
+            "timeout": _duration(timeout),
+            "retry_times": retry_times,
+        }
+        fields |= _handlers(where, error_handler=error_handler, timeout_handler=timeout_handler)
+        return self._add(HttpNode, id, fields, next=next)
 
     def sleep(self, id: str, duration: Duration, *, next: str | None = None) -> Self:
         """Wait ``duration`` (at most 366 days), then go on."""

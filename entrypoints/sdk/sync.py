@@ -113,6 +113,7 @@ class SyncClient:
         version: str | None = None,
         execution_id: str | None = None,
         dedup_key: str | None = None,
+        target_instance_id: str | None = None,
     ) -> SyncExecutionHandle:
         handle = self._call(
             self._client.start(
@@ -121,6 +122,7 @@ class SyncClient:
                 version=version,
                 execution_id=execution_id,
                 dedup_key=dedup_key,
+                target_instance_id=target_instance_id,
             ),
             "start",
         )

@@ -180,6 +180,12 @@ class Worker:
     def running(self) -> bool:
         return self._running
 
+    @property
+    def instance_id(self) -> str:
+        """This worker's instance id (the settings' consumer name, ``PLAITA_CONSUMER_NAME``):
+        what ``Client.start(..., target_instance_id=...)`` names to run an execution here."""
+        return self.client.settings.consumer_name
+
     def __repr__(self) -> str:
         modules = ", ".join(self.handler_modules) or "no handler modules"
         return f"Worker({self.client!r}, {modules}, {'running' if self._running else 'stopped'})"

@@ -57,6 +57,7 @@ def record_everything(metrics: WorkerMetrics) -> None:
     """One call of every method of the port, so every series has a sample."""
     metrics.dispatched("lease_conflict", "dead_letter")
     metrics.dispatched("retry_scheduled", "ack")
+    metrics.dispatched("handed_over", "ack")
     metrics.crashed()
     metrics.dead_lettered("budget_spent")
     metrics.guard_kept("holder_alive")
@@ -117,6 +118,19 @@ class TestPrometheusWorkerMetrics(WorkerMetricsContract):
         assert value("plaita_failures_total", {"outcome": "lease_conflict"}) == 1
         assert value("plaita_lease_conflicts_total", {"disposition": "dead_letter"}) == 1
         assert value("plaita_retries_total") == 0
+
+    def test_affinity_outcomes_are_counted_by_action(
+        self, metrics: PrometheusWorkerMetrics
+    ) -> None:
+        metrics.dispatched("handed_over", "ack")
+        metrics.dispatched("handed_over", "ack")
+        metrics.dispatched("target_stripped", "ack")
+        metrics.dispatched("completed", "ack")
+        value = metrics.registry.get_sample_value
+        assert value("plaita_affinity_total", {"action": "handed_over"}) == 2
+        assert value("plaita_affinity_total", {"action": "target_stripped"}) == 1
+        assert value("plaita_affinity_total", {"action": "completed"}) is None
+        assert value("plaita_failures_total", {"outcome": "handed_over"}) is None
 
     def test_two_sets_coexist(self) -> None:
         first, second = PrometheusWorkerMetrics(), PrometheusWorkerMetrics()

@@ -319,6 +319,7 @@ def test_every_family_of_commands_works_against_the_dev_process(dev: DevThread) 
         (("recover",), "restored"),
         (("events", "list"), "no stored event matches"),
         (("workers", "list"), "running"),
+        (("hooks", "list"), "no hook of tenant 'default'"),
     ]:
         code, out, err = plaita(*args)
         assert code == 0 and says in out, (args, out, err)

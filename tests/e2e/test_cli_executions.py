@@ -457,3 +457,29 @@ def test_show_prints_the_last_failure_and_its_next_retry(ns: Namespace) -> None:
 def test_history_of_an_unknown_execution_is_a_named_error(ns: Namespace) -> None:
     code, out = ns.invoke("executions", "history", "nobody")
     assert code == 1 and "UnknownExecutionError" in out and "never started" in out
+
+
+# --- affinity: start on one worker instance ----------------------------------------------------
+
+
+def test_start_with_a_target_instance_addresses_its_carrier_to_it(ns: Namespace) -> None:
+    ns.execution("seed-flow", ExecutionStatus.COMPLETED)  # registers FLOW in the namespace
+    code, out = ns.invoke("executions", "start", "waiting", "--target-instance", "worker-b")
+    assert code == 0, out
+    execution_id = out.strip()
+
+    [carrier] = ns.carriers()
+    assert (carrier.execution_id, carrier.target_instance_id) == (execution_id, "worker-b")
+    code, out = ns.invoke("executions", "history", execution_id, "--json")
+    accepted = json.loads(out.splitlines()[1])
+    assert accepted["detail"]["target"] == "worker-b"
+
+
+@pytest.mark.parametrize("target", ["", "two words", "a/b"])
+def test_start_with_a_bad_target_instance_exits_2_with_one_line(ns: Namespace, target: str) -> None:
+    ns.execution("seed-flow", ExecutionStatus.COMPLETED)
+    code, out = ns.invoke("executions", "start", "waiting", "--target-instance", target)
+    assert code == 2
+    assert "InvalidTargetInstanceError" in out and "--target-instance" in out
+    assert "Traceback" not in out
+    assert ns.carriers() == []

@@ -10,6 +10,8 @@ from click.testing import CliRunner
 
 from plaita.entrypoints.cli import main
 
+from ..contract.http_server import serve
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 APPROVAL = "examples/flows/approval.json"
 
@@ -94,3 +96,35 @@ def test_run_flow_timeout_wins_over_the_default_deadline() -> None:
         APPROVAL, "--input", '{"amount": 1}', env={"PLAITA_EXECUTION_DEADLINE_SECONDS": "0"}
     )
     assert code == 0
+
+
+def http_flow_file(tmp_path: Path, url: str) -> str:
+    flow = {
+        "flow_id": "http_run",
+        "start": "call",
+        "nodes": [
+            {"id": "call", "type": "http", "url": url, "next": "done"},
+            {"id": "done", "type": "end", "output": "NODE['call']['body']"},
+        ],
+    }
+    path = tmp_path / "http_run.json"
+    path.write_text(json.dumps(flow))
+    return str(path)
+
+
+def test_run_calls_an_http_node_against_a_real_server(tmp_path: Path) -> None:
+    """E11 in-process: the same node and client as on a worker."""
+    with serve() as server:
+        code, out, err = run(http_flow_file(tmp_path, server.url("/json")))
+    assert code == 0, err
+    assert json.loads(out) == {"ok": True}
+
+
+def test_run_under_the_block_private_setting_refuses_a_loopback_target(tmp_path: Path) -> None:
+    with serve() as server:
+        code, _, err = run(
+            http_flow_file(tmp_path, server.url("/json")), env={"PLAITA_HTTP_BLOCK_PRIVATE": "1"}
+        )
+        assert server.requests == []
+    assert code == 1
+    assert "HttpTargetBlockedError" in err and "a loopback address" in err

@@ -22,9 +22,17 @@ from plaita.application.engine.callbacks import CallbackManager
 from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.distributed import StepKind, StepOutcome
 from plaita.application.engine.execution import FlowExecution, RunOptions
+from plaita.application.engine.runner import NO_HTTP_CLIENT
 from plaita.application.engine.strategies import ResumeInput
 from plaita.application.handlers import HandlerRegistry
-from plaita.application.ports import Clock, Counters, CounterStore, IdGenerator, SubscriptionStore
+from plaita.application.ports import (
+    Clock,
+    Counters,
+    CounterStore,
+    HttpClient,
+    IdGenerator,
+    SubscriptionStore,
+)
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.step.attempts import COUNTER_TTL_MS
 from plaita.application.use_cases.step.dispatch import (
@@ -34,6 +42,7 @@ from plaita.application.use_cases.step.dispatch import (
     ack,
 )
 from plaita.application.use_cases.step.lease_keeper import KeeperRun
+from plaita.application.use_cases.step.tracing import StepTracing, suspended_by
 from plaita.application.use_cases.step.waits import WaitRegistrar
 from plaita.application.use_cases.step.writes import Writes
 from plaita.domain import history
@@ -84,8 +93,12 @@ class Advance:
         ids: IdGenerator,
         settings: StepSettings,
         listeners: Callable[[], list[object]],
+        tracing: StepTracing,
+        http: HttpClient = NO_HTTP_CLIENT,
     ) -> None:
+        self._tracing = tracing
         self._flows = flows
+        self._http = http
         self._handlers = handlers
         self._counters = counters
         self._subscriptions = subscriptions
@@ -122,6 +135,7 @@ class Advance:
                     worker=worker,
                 ),
             )
+        state, trace = self._tracing.begin(held.envelope, state, stored)
         try:
             self._flows.validate(flow)
         except FlowDefinitionError as exc:
@@ -142,48 +156,67 @@ class Advance:
             assert node_id is not None, "a non-terminal execution always has a next node"
             started_ms = self._clock.now_ms()
             attempt = counters.attempt(node_id)
-            started_at = len(pending)
-            pending.append(
-                history.node_started(started_ms, node_id=node_id, attempt=attempt, worker=worker)
-            )
-            held.run.opened(node_id)
-            try:
-                outcome = await execution.astep(
-                    node_id=node_id, resume=resume, registrar=self._waits.for_step(state.steps)
-                )
-            finally:
-                held.run.closed()
-            if node_id in context.rendered_params:  # a task: what its handler was given
-                pending[started_at] = history.node_started(
-                    started_ms,
-                    node_id=node_id,
-                    attempt=attempt,
-                    worker=worker,
-                    params=context.rendered_params.pop(node_id),
-                    has_params=True,
-                )
-            if outcome.inbox_event is not None:
+            with trace.node(state, flow, node_id, attempt) as span:
+                started_at = len(pending)
                 pending.append(
-                    history.event_received(
-                        self._clock.now_ms(),
-                        node_id=node_id,
-                        worker=worker,
-                        event_id=outcome.inbox_event.event_id,
-                        event_type=outcome.inbox_event.event_type,
-                        via=EventPath.INBOX.value,
+                    history.node_started(
+                        started_ms, node_id=node_id, attempt=attempt, worker=worker
                     )
                 )
-            if outcome.error is not None:
-                failed_at = context.apply_to(state)
-                return await self._node_failed(
-                    held, failed_at, flow, outcome.error, counters, previous, pending, started_ms
+                held.run.opened(node_id)
+                try:
+                    outcome = await execution.astep(
+                        node_id=node_id, resume=resume, registrar=self._waits.for_step(state.steps)
+                    )
+                finally:
+                    held.run.closed()
+                if node_id in context.rendered_params:  # a task or http node: what it was given
+                    pending[started_at] = history.node_started(
+                        started_ms,
+                        node_id=node_id,
+                        attempt=attempt,
+                        worker=worker,
+                        params=context.rendered_params.pop(node_id),
+                        has_params=True,
+                    )
+                if outcome.inbox_event is not None:
+                    pending.append(
+                        history.event_received(
+                            self._clock.now_ms(),
+                            node_id=node_id,
+                            worker=worker,
+                            event_id=outcome.inbox_event.event_id,
+                            event_type=outcome.inbox_event.event_type,
+                            via=EventPath.INBOX.value,
+                        )
+                    )
+                if outcome.error is not None:
+                    failed_at = context.apply_to(state)
+                    failed = await self._node_failed(
+                        held,
+                        failed_at,
+                        flow,
+                        outcome.error,
+                        counters,
+                        previous,
+                        pending,
+                        started_ms,
+                    )
+                    span.outcome(failed.outcome, error=_original(outcome.error))
+                    return failed
+                now_ms = self._clock.now_ms()
+                state = apply_step(
+                    state,
+                    _record(outcome, context),
+                    flow=flow,
+                    started_ms=started_ms,
+                    now_ms=now_ms,
                 )
-            now_ms = self._clock.now_ms()
-            state = apply_step(
-                state, _record(outcome, context), flow=flow, started_ms=started_ms, now_ms=now_ms
-            )
-            pending += _after_node(state, flow, outcome, attempt, worker, started_ms, now_ms)
-            await held.writes.checkpoint(state, previous=previous, history=pending)
+                if outcome.kind is StepKind.SUSPENDED:
+                    state = suspended_by(state, span)
+                pending += _after_node(state, flow, outcome, attempt, worker, started_ms, now_ms)
+                await held.writes.checkpoint(state, previous=previous, history=pending)
+                span.outcome(outcome.kind.value)
             pending = []
             previous = state
             counters = await self._succeeded(state.execution_id, counters, outcome.node_id)
@@ -201,6 +234,8 @@ class Advance:
             now_ms=self._clock.now_ms(),
             tenant_id=state.tenant_id,
             generations=self._settings.generations,
+            # W25: the rest of a dispatch that asked for one worker asks for it too.
+            target_instance_id=held.envelope.target_instance_id,
         )
         return DispatchResult(Disposition.ACK, "yielded", enqueue=(hand_over,))
 
@@ -215,8 +250,10 @@ class Advance:
                 mode="distributed",
                 default_deadline_ms=self._settings.default_deadline_ms,
                 default_retries=self._settings.default_retries,
+                http_policy=self._settings.http_policy,
             ),
             callbacks=CallbackManager(self._listeners()),
+            http_client=self._http,
         )
 
     async def _succeeded(self, execution_id: str, counters: Counters, node_id: str) -> Counters:

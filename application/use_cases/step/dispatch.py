@@ -7,8 +7,10 @@ import enum
 
 import attrs
 
+from plaita.domain.affinity import DEFAULT_MAX_HANDOVERS, check_max_handovers
 from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.envelope import CarrierGenerations, TaskEnvelope
+from plaita.domain.http_calls import DEFAULT_HTTP_POLICY, HttpPolicy
 from plaita.domain.tombstone import DEFAULT_CARRIER_MAX_AGE_MS
 
 
@@ -66,6 +68,8 @@ class StepSettings:
     default_deadline_ms: int = 1_800_000
     #: Retries of a node without ``retryTimes`` (E15, ``--default-retries``).
     default_retries: int = DEFAULT_RETRIES
+    #: http nodes' SSRF floor and response cap (E11, ``PLAITA_HTTP_*``).
+    http_policy: HttpPolicy = DEFAULT_HTTP_POLICY
     #: A dispatch that ran this many nodes hands over to a fresh carrier (loops stay fair).
     max_steps_per_dispatch: int = 1000
     max_deliveries: int = 5
@@ -74,3 +78,8 @@ class StepSettings:
     #: Off with ``--no-registry``: no holder is ever provably alive, so a lease conflict never
     #: acks a carrier (W5, B65-03).
     registry_enabled: bool = True
+    #: W25: how often a carrier that names another worker is passed on towards it before
+    #: its target is stripped (``--affinity-max-handovers``); 0 strips at once.
+    max_handovers: int = attrs.field(
+        default=DEFAULT_MAX_HANDOVERS, validator=lambda _s, _a, value: check_max_handovers(value)
+    )

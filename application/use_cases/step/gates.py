@@ -1,9 +1,10 @@
-"""The checks a carrier passes before and instead of the lease (W2, W5, W11-W14, W23).
+"""The checks a carrier passes before and instead of the lease (W2, W5, W11-W14, W23, W25).
 
 Before the lease, in order: its config generations (another pool's carrier is left pending,
 W12), a reclaimed carrier whose execution's lease is live (left pending, uncounted: W2,
-``decide_reclaimed``), its age (W14), the execution's tombstone (W13), then the operator's
-pause gate (a paused execution's carrier is parked, W23). When the lease is held by someone
+``decide_reclaimed``), its age (W14), the execution's tombstone (W13), its target instance
+(passed on to another worker, or stripped: W25, ``affinity``), then the operator's pause gate
+(a paused execution's carrier is parked, W23). When the lease is held by someone
 else: the W5 conflict table, with the holder's registry record. Every answer is the
 domain's; this class gathers the facts.
 """
@@ -24,6 +25,7 @@ from plaita.application.ports import (
     TaskQueue,
     WorkerRegistry,
 )
+from plaita.application.use_cases.step.affinity import AffinityGate
 from plaita.application.use_cases.step.dispatch import (
     Carrier,
     DispatchResult,
@@ -80,6 +82,9 @@ class CarrierGates:
         self._dedup = dedup
         self._controls = controls
         self._queue = queue
+        self._affinity = AffinityGate(
+            registry=registry, queue=queue, executions=executions, clock=clock, settings=settings
+        )
 
     async def before_lease(self, carrier: Carrier) -> DispatchResult | None:
         """Why this carrier must not take the lease, or None."""
@@ -108,7 +113,7 @@ class CarrierGates:
         tombstone = await self._executions.tombstone(envelope.execution_id)
         decision = gate(path, tombstone=tombstone, carrier_tenant=envelope.tenant_id)
         if decision.action is GateAction.DISPATCH:
-            return None
+            return await self._affinity.route(carrier)
         if decision.release_dedup and envelope.dedup_key:
             # The key would otherwise answer with the deleted execution for seven days.
             await self._dedup.release(

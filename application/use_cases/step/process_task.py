@@ -15,7 +15,9 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from plaita.application.engine.runner import NO_HTTP_CLIENT
 from plaita.application.handlers import HandlerRegistry
+from plaita.application.null_objects import NO_TRACING
 from plaita.application.ports import (
     Clock,
     CounterStore,
@@ -23,11 +25,13 @@ from plaita.application.ports import (
     DelayQueue,
     ExecutionControls,
     ExecutionRepository,
+    HttpClient,
     IdGenerator,
     Inbox,
     LeaseManager,
     SubscriptionStore,
     TaskQueue,
+    Tracer,
     WorkerRegistry,
 )
 from plaita.application.tenancy import tenant_scope
@@ -46,6 +50,7 @@ from plaita.application.use_cases.step.gates import CarrierGates
 from plaita.application.use_cases.step.lease_keeper import KeeperRun, LeaseKeeper
 from plaita.application.use_cases.step.resumes import Resumes
 from plaita.application.use_cases.step.starts import Starts
+from plaita.application.use_cases.step.tracing import StepTracing
 from plaita.application.use_cases.step.waits import WaitRegistrar
 from plaita.application.use_cases.step.writes import Writes
 from plaita.domain import history
@@ -78,6 +83,8 @@ class ProcessTask:
         controls: ExecutionControls,
         listeners: Callable[[], list[object]] = list,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        tracer: Tracer = NO_TRACING,
+        http: HttpClient = NO_HTTP_CLIENT,
     ) -> None:
         self._executions, self._leases, self._flows = executions, leases, flows
         self._queue, self._delay, self._subscriptions = queue, delay, subscriptions
@@ -125,6 +132,8 @@ class ProcessTask:
             ids=ids,
             settings=settings,
             listeners=listeners,
+            tracing=StepTracing(tracer, worker=settings.holder_id),
+            http=http,
         )
         self._resumes = Resumes(
             flows=flows, counters=counters, waits=waits, advance=advance, clock=clock
@@ -151,7 +160,7 @@ class ProcessTask:
 
     async def _step(self, carrier: Carrier) -> DispatchResult:
         # Gates: another pool's carrier, a reclaimed one beside a live lease, too old, deleted,
-        # paused (W12, W2, W14, W13, W23).
+        # for another worker, paused (W12, W2, W14, W13, W25, W23).
         refused = await self._gates.before_lease(carrier)
         if refused is not None:
             return refused

@@ -9,6 +9,13 @@ const PAGE = 500;
 //: A refresh reads at most this many pages (the store keeps at most 1,000 entries).
 const MAX_PAGES = 10;
 
+const AFFINITY_WORDS = {
+  target_absent: "it is not registered",
+  target_not_running: "it is not running",
+  target_heartbeat_lapsed: "its heartbeat lapsed",
+  handovers_exhausted: "passed on too often",
+};
+
 const FAILURE_WORDS = {
   transient: "a temporary error: retried while attempts remain",
   deterministic: "not retried: the same input would fail again",
@@ -154,6 +161,19 @@ function describe(entry, onNode, nowMs) {
         "A worker's save was refused because another worker had taken the execution over",
         entry.node_id ? [" (node ", node, ")"] : null,
         "; the step runs again from the last saved one",
+      ];
+    case "handed_over":
+      return [
+        "Passed on towards worker ",
+        h("code", { text: d.target ?? "?" }),
+        h("span", { class: "muted", text: ` (hand-over ${d.handovers ?? "?"})` }),
+      ];
+    case "target_stripped":
+      return [
+        "Worker ",
+        h("code", { text: d.target ?? "?" }),
+        " dropped as its target; any worker runs it",
+        h("span", { class: "muted", text: ` (${AFFINITY_WORDS[d.reason] ?? d.reason ?? "?"})` }),
       ];
     case "operator_action": {
       const extra = Object.entries(d).filter(([key]) => key !== "who" && key !== "action");

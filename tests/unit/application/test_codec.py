@@ -27,6 +27,7 @@ from plaita.domain.envelope import (
     EventPath,
     ResumeType,
     TaskEnvelope,
+    copy_envelope,
 )
 from plaita.domain.errors import InvalidEnvelopeError, SchemaVersionError
 from plaita.domain.limits import ENVELOPE_LIMIT, MAX_JSON_DEPTH
@@ -54,6 +55,7 @@ start_envelopes = st.builds(
     tenant_id=tenants,
     dedup_key=st.none() | ids,
     generations=generations,
+    target_instance_id=st.none() | ids,
 )
 resume_envelopes = st.builds(
     TaskEnvelope.resume,
@@ -163,9 +165,52 @@ def test_a_malformed_generation_is_read_as_missing_with_a_warning(
 
 
 def test_unknown_body_fields_are_ignored() -> None:
-    envelope = decode_envelope(entry(VALID_BODY | {"target_instance_id": "w-2"}))
+    envelope = decode_envelope(entry(VALID_BODY | {"shiny_new_field": "w-2"}))
 
     assert envelope.execution_id == "x-1"
+
+
+# --- affinity (W25) -------------------------------------------------------------------
+
+
+@given(start_envelopes, st.integers(min_value=0, max_value=10_000))
+def test_a_target_and_its_hand_over_count_survive_the_wire(
+    envelope: TaskEnvelope, handovers: int
+) -> None:
+    copy = copy_envelope(envelope, handovers=handovers)
+    assert decode_envelope(encode_envelope(copy)) == copy
+
+
+def test_a_carrier_without_a_target_is_written_as_before_affinity_existed() -> None:
+    """Neither field is written when unset, so older workers and byte counts see no change;
+    an older carrier without them reads as naming no target."""
+    plain = decode_envelope(entry(VALID_BODY))
+    document = json.loads(encode_envelope(plain)[ENVELOPE_FIELD])
+    assert "target_instance_id" not in document and "handovers" not in document
+    assert (plain.target_instance_id, plain.handovers) == (None, 0)
+
+
+def test_an_entry_naming_a_target_decodes_it() -> None:
+    envelope = decode_envelope(entry(VALID_BODY | {"target_instance_id": "w-2", "handovers": 3}))
+    assert (envelope.target_instance_id, envelope.handovers) == ("w-2", 3)
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"target_instance_id": "two words"}, "target instance id"),
+        ({"target_instance_id": ""}, "target instance id"),
+        ({"target_instance_id": 7}, "target instance id"),
+        ({"handovers": -1}, "hand-over count"),
+        ({"handovers": "3"}, "hand-over count"),
+        ({"handovers": True}, "hand-over count"),
+    ],
+)
+def test_a_malformed_target_or_count_makes_the_entry_malformed_by_name(
+    fields: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(InvalidEnvelopeError, match=problem):
+        decode_envelope(entry(VALID_BODY | fields))
 
 
 # --- schema versions (W11) ----------------------------------------------------------

@@ -21,6 +21,8 @@ from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.handlers import HandlerRegistry
+from plaita.application.null_objects import NO_TRACING, NoHttpClient
+from plaita.application.ports import HttpClient, Tracer
 from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.flows import FlowCatalog
@@ -103,6 +105,10 @@ class Twin:
     )
     #: The lifecycle listeners every dispatch tells (E9).
     listeners: list[object] = attrs.field(factory=list)
+    #: What records the spans of its use cases (C6): none unless a test gives a tracer.
+    tracer: Tracer = NO_TRACING
+    #: What the http nodes call (E11): none unless a test gives one.
+    http: HttpClient = attrs.field(factory=NoHttpClient)
 
     @property
     def catalog(self) -> FlowCatalog:
@@ -129,6 +135,8 @@ class Twin:
             controls=self.controls,
             listeners=lambda: list(self.listeners),
             sleep=self.sleep,
+            tracer=self.tracer,
+            http=self.http,
         )
 
     @property
@@ -143,13 +151,18 @@ class Twin:
             clock=self.clock,
             ids=self.ids,
             generations=LEGACY_GENERATIONS,
+            tracer=self.tracer,
         )
 
     @property
     def publish_event(self) -> PublishEvent:
         """PublishEvent on this twin's event log, with an inbox of its own (V6)."""
         return PublishEvent(
-            events=self.events, clock=self.clock, ids=self.ids, inbox=MemoryInbox(self.clock)
+            events=self.events,
+            clock=self.clock,
+            ids=self.ids,
+            inbox=MemoryInbox(self.clock),
+            tracer=self.tracer,
         )
 
     @property
@@ -161,6 +174,7 @@ class Twin:
             queue=self.queue,
             clock=self.clock,
             generations=LEGACY_GENERATIONS,
+            tracer=self.tracer,
         )
 
     def envelope_start(self, amount: int, execution_id: str = "x-1") -> TaskEnvelope:

@@ -34,3 +34,10 @@ def test_each_row(
 @given(st.text())
 def test_a_dead_lettered_dispatch_is_a_failure_whatever_its_outcome(outcome: str) -> None:
     assert tally_dispatch(outcome, "dead_letter").failure
+
+
+@pytest.mark.parametrize("outcome", ["handed_over", "target_stripped"])
+def test_an_affinity_outcome_is_counted_by_its_action_and_is_no_failure(outcome: str) -> None:
+    assert tally_dispatch(outcome, "ack") == DispatchTally(
+        failure=False, retry=False, lease_conflict=False, affinity=outcome
+    )

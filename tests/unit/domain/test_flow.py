@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 from typing import Any
 
 import pytest
@@ -18,11 +19,12 @@ from plaita.domain.errors import (
     InvalidFlowDocumentError,
     InvalidFlowIdError,
     InvalidHandlerReferenceError,
+    InvalidHttpNodeError,
     InvalidTimeoutError,
     MissingStartNodeError,
     UnknownNodeTargetError,
 )
-from plaita.domain.flow import Flow, TaskNode
+from plaita.domain.flow import Flow, HttpNode, TaskNode
 
 DAY_MS = 24 * 60 * 60 * 1000
 
@@ -142,6 +144,7 @@ def test_every_named_definition_error_is_a_flow_definition_error() -> None:
         EmptyEventTypeError,
         InvalidTimeoutError,
         InvalidHandlerReferenceError,
+        InvalidHttpNodeError,
     ):
         assert issubclass(error, FlowDefinitionError)
 
@@ -180,13 +183,14 @@ def test_bytes_that_are_not_utf8_raise_invalid_flow_document() -> None:
     "make",
     [
         lambda: two_node_document(params={"x": "\ud800"}),
+        lambda: two_node_document(params={"x": {"\ud800": 1}}),
         lambda: json.loads(
             '{"flow_id": "f", "start": "a", "nodes": [{"id": "a", "type": "task", '
             '"handler": "m:f", "next": "b", "params": {"x": "\\udfff"}}, '
             '{"id": "b", "type": "end"}]}'
         ),
     ],
-    ids=["python-text", "json-escape"],
+    ids=["python-text", "python-object-key", "json-escape"],
 )
 def test_a_lone_surrogate_in_a_definition_is_a_named_definition_error(make: Any) -> None:
     with pytest.raises(InvalidFlowDocumentError, match=r"flow 'f' .* lone surrogate"):
@@ -581,3 +585,60 @@ def test_task_node_handler_module_is_the_part_before_the_colon() -> None:
 
     assert isinstance(node, TaskNode)
     assert node.handler_module == "pkg.sub.mod"
+
+
+# --- the http node (E11) ------------------------------------------------------------------
+
+
+def http_document(**node: Any) -> dict[str, Any]:
+    call = {"id": "call", "type": "http", "url": "https://api.example/a", "next": "done"}
+    return {
+        "flow_id": "calls",
+        "start": "call",
+        "nodes": [call | node, {"id": "done", "type": "end"}],
+    }
+
+
+def test_an_http_node_reads_every_field_of_the_format() -> None:
+    document = http_document(
+        method="POST",
+        headers={"X-A": "${input['a']}"},
+        body={"k": "${k}"},
+        expect=[200, "3xx"],
+        blockPrivateNetworks=True,
+        timeout=5000,
+        retryTimes=2,
+    )
+    node = Flow.from_document(document).node("call")
+    assert isinstance(node, HttpNode)
+    assert (node.method, node.expect, node.block_private_networks) == ("POST", [200, "3xx"], True)
+    assert node.targets() == ("done",)
+    assert Flow.from_document(document).to_document()["nodes"][0]["blockPrivateNetworks"] is True
+
+
+@pytest.mark.parametrize(
+    ("node", "message"),
+    [
+        ({"method": "get"}, "method 'get' is not one of DELETE, GET"),
+        ({"method": "TRACE"}, "method 'TRACE' is not one of"),
+        ({"url": "file:///etc/passwd"}, "must be an absolute http:// or https:// URL"),
+        ({"url": "https://"}, "must be an absolute http:// or https:// URL"),
+        ({"headers": {"Bad Name": "x"}}, "header name 'Bad Name' is not a valid"),
+        ({"expect": []}, "expect must be a non-empty list"),
+        ({"expect": [700]}, "expect: 700 is not an HTTP status"),
+    ],
+)
+def test_an_unusable_http_node_is_a_named_error(node: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidHttpNodeError, match=re.escape(message)):
+        Flow.from_document(http_document(**node))
+
+
+def test_a_templated_url_is_checked_once_rendered() -> None:
+    assert Flow.from_document(http_document(url="${base}/orders")).node("call")
+
+
+def test_an_http_node_without_a_url_or_next_is_not_a_definition() -> None:
+    document = http_document()
+    del document["nodes"][0]["url"]
+    with pytest.raises(InvalidFlowDocumentError, match=r"nodes\.0\.http\.url"):
+        Flow.from_document(document)

@@ -7,7 +7,7 @@ import ipaddress
 
 import pytest
 
-from plaita.domain.errors import HttpTargetBlockedError
+from plaita.domain.failures import HttpTargetBlockedError
 from plaita.domain.http_targets import (
     MAX_REDIRECTS,
     TargetChoice,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -263,6 +264,25 @@ def tokens_named(name: str) -> str:
     return json.dumps([{"token": "s" * 24, "name": name, "role": "viewer", "tenants": ["*"]}])
 
 
+async def hooks_known(settings: Settings) -> object:
+    """The hooks the console serves: those of the hooks file, written here for the probe."""
+    path = Path(settings.hooks_file) if settings.hooks_file else None
+    if path is not None:
+        hook = {
+            "name": "audited",
+            "event_type": "t",
+            "correlation_id_pointer": "/id",
+            "secret": "whsec-0123456789abcdef",
+        }
+        path.write_text(json.dumps({"hooks": [hook]}))
+    try:
+        listed = await container_of(settings).hook_catalog().list("default")
+        return [item.hook.name for item in listed]
+    finally:
+        if path is not None:
+            path.unlink()
+
+
 PROBES: dict[str, Probe] = {
     "backend": Probe("redis", sync(lambda c: type(c.queue()).__name__), "RedisTaskQueue"),
     "redis_url": Probe("redis://10.1.2.3:6390/4", redis_address, ("10.1.2.3", 6390, 4)),
@@ -351,6 +371,13 @@ PROBES: dict[str, Probe] = {
     ),
     "max_deliveries": Probe(3, sync(lambda c: c.step_settings().max_deliveries), 3),
     "default_retries": Probe(2, sync(lambda c: c.step_settings().default_retries), 2),
+    "http_block_private": Probe(
+        True, sync(lambda c: c.step_settings().http_policy.block_private), True
+    ),
+    "http_max_response_bytes": Probe(
+        4096, sync(lambda c: c.step_settings().http_policy.max_response_bytes), 4096
+    ),
+    "affinity_max_handovers": Probe(3, sync(lambda c: c.step_settings().max_handovers), 3),
     "retention_days": Probe(0.5, terminal_kept_for_s, 12 * 3600),
     "stream_trim_interval_seconds": Probe(
         0.05, sync(lambda c: c.worker().options.trim_every_seconds), 0.05
@@ -402,6 +429,9 @@ PROBES: dict[str, Probe] = {
     ),
     "max_body_bytes": Probe(100, body_refused, True),
     "dlq_max_len": Probe(2, dead_letters_kept, 2),
+    "hooks_file": Probe(
+        str(SCRATCH / f"plaita-audit-hooks-{uuid.uuid4().hex}.json"), hooks_known, ["audited"]
+    ),
     # A miss reads the tenant's own catalogue, then the shared one: two reads (ADR 0011).
     "flow_cache_size": Probe(1, cache_size_reads, 6),
     "flow_cache_ttl_seconds": Probe(1.0, cache_ttl_reads, 4),

@@ -23,6 +23,7 @@ from plaita.domain.errors import (
     InvalidFlowDocumentError,
     InvalidFlowIdError,
     InvalidHandlerReferenceError,
+    InvalidHttpNodeError,
     InvalidTimeoutError,
     MissingStartNodeError,
     UnknownNodeTargetError,
@@ -752,3 +753,48 @@ def test_a_built_flow_walks_its_nodes_in_order(at_repo_root: None) -> None:
     run_flow(container, shop().build(), params, [], stream=True, emit=lines.append)
     walked = [json.loads(line)["node_id"] for line in lines]
     assert walked == ["price", "route", "label", "approved", "done"]
+
+
+def test_an_http_node_with_every_field() -> None:
+    flow = (
+        Flow("f")
+        .http(
+            "call",
+            "https://api.example/orders/${order_id}",
+            method="POST",
+            headers={"Authorization": "Bearer ${input['token']}"},
+            body={"sku": "${sku}"},
+            expect=[201, "2xx"],
+            block_private_networks=True,
+            timeout=timedelta(seconds=10),
+            retry_times=3,
+            error_handler="continue",
+        )
+        .end("done")
+    )
+    assert nodes(flow)[0] == {
+        "id": "call",
+        "type": "http",
+        "method": "POST",
+        "url": "https://api.example/orders/${order_id}",
+        "headers": {"Authorization": "Bearer ${input['token']}"},
+        "body": {"sku": "${sku}"},
+        "expect": [201, "2xx"],
+        "blockPrivateNetworks": True,
+        "next": "done",
+        "timeout": 10_000,
+        "retryTimes": 3,
+        "errorHandler": {"strategy": "continue"},
+    }
+
+
+def test_an_http_node_leaves_its_defaults_out_and_checks_what_it_is_given() -> None:
+    flow = Flow("f").http("call", "https://api.example/a").end("done")
+    assert nodes(flow)[0] == {
+        "id": "call",
+        "type": "http",
+        "url": "https://api.example/a",
+        "next": "done",
+    }
+    with pytest.raises(InvalidHttpNodeError, match="method 'get' is not one of"):
+        Flow("f").http("call", "https://api.example/a", method="get")
