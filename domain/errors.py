@@ -473,3 +473,41 @@ class InvalidExecutionQueryError(InvalidOperatorRequestError):
     def __init__(self, parameter: str, message: str) -> None:
         super().__init__(f"{parameter}: {message}")
         self.parameter = parameter
+
+
+# --- cron schedules (W22) ------------------------------------------------------------------
+
+
+class InvalidScheduleError(PlaitaError):
+    """A schedule cannot be created as given. ``setting`` names the value that is wrong (the
+    cron expression, the time zone, a policy, the input), the message what to give instead."""
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(f"{setting}: {message}")
+        self.setting = setting
+        #: The request field it came from, as the console names it in ``field_errors``.
+        self.parameter = setting
+
+
+class InvalidCronExpressionError(InvalidScheduleError):
+    """The cron expression cannot be read, is random (``R``), or names no time that comes."""
+
+
+class UnknownTimeZoneError(InvalidScheduleError):
+    """The time zone is not an IANA zone name this machine's time zone database knows."""
+
+
+class InvalidSchedulePolicyError(InvalidScheduleError):
+    """The overlap or catch-up policy is not one plaita knows."""
+
+
+class InvalidScheduleInputError(InvalidScheduleError):
+    """The input of the executions a schedule starts is not a JSON object (or not JSON)."""
+
+
+class UnknownScheduleError(PlaitaError):
+    """No schedule of that id exists for the tenant."""
+
+
+class ScheduleExistsError(PlaitaError):
+    """A schedule of that id exists already for the tenant; nothing was changed."""

@@ -3,8 +3,8 @@
 This module is the ``plaita`` group and where every subcommand is attached; the commands
 live in modules named by their group: ``cli_run`` (run, demo), ``cli_worker``,
 ``cli_event_filter``, ``cli_catalog`` (flows, workers), ``cli_executions``, ``cli_events``,
-``cli_ops`` (dlq, reap, executions delete), ``cli_hooks``, ``cli_console``, ``cli_db`` and
-``cli_dev``.
+``cli_ops`` (dlq, reap, executions delete), ``cli_schedules`` (schedules, scheduler),
+``cli_hooks``, ``cli_console``, ``cli_db`` and ``cli_dev``.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from plaita.entrypoints.cli_executions import (
 from plaita.entrypoints.cli_hooks import hooks_create, hooks_delete, hooks_list, hooks_show
 from plaita.entrypoints.cli_ops import delete_execution, dlq, reap, recover
 from plaita.entrypoints.cli_run import demo, run_command
+from plaita.entrypoints.cli_schedules import SCHEDULE_COMMANDS, scheduler
 from plaita.entrypoints.cli_support import dev_option, dev_socket_option
 from plaita.entrypoints.cli_worker import worker
 
@@ -81,11 +82,16 @@ def events() -> None:
 
 
 @main.group()
+def schedules() -> None:
+    """Cron schedules: create, list, show, pause, resume, delete, trigger (W22)."""
+
+
+@main.group()
 def hooks() -> None:
     """Inbound webhooks: POST /hooks/NAME on the console publishes an event."""
 
 
-for _command in (demo, run_command, worker, event_filter, dlq, reap, recover, workers):
+for _command in (demo, run_command, worker, event_filter, scheduler, dlq, reap, recover, workers):
     main.add_command(_command)
 main.add_command(dev)  # `plaita dev`
 main.add_command(db)  # `plaita db upgrade|current`
@@ -114,6 +120,10 @@ for _command in (
 
 for _command in (events_publish, events_list, events_show):
     events.add_command(_command)
+
+# `plaita schedules create|list|show|pause|resume|delete|trigger` (W22).
+for _command in SCHEDULE_COMMANDS:
+    schedules.add_command(_command)
 
 for _command in (hooks_list, hooks_show, hooks_create, hooks_delete):
     hooks.add_command(_command)

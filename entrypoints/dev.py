@@ -1,5 +1,6 @@
-"""`plaita dev`: a project's dev server — worker, event filter, timers and console in one
-process, its flow files registered and reloaded, its CLI reachable (C4, C9; ADR 0021).
+"""`plaita dev`: a project's dev server — worker, event filter, timers, the scheduler and
+console in one process, its flow files registered and reloaded, its CLI reachable (C4, C9,
+W22; ADR 0021).
 
 For a laptop, run from a project's directory: the memory twin by default (nothing to
 install, nothing kept), a real Redis with ``--redis-url``, or state in a database with
@@ -21,9 +22,9 @@ install, nothing kept), a real Redis with ``--redis-url``, or state in a databas
 - **The CLI**: the control socket ``.plaita/dev.sock`` (``dev_control.py``) lets every
   operator command run in this directory act on this process.
 
-Everything stops on SIGINT/SIGTERM: the console first (no new requests), the control socket
-and the flow reloads, then the worker drains its dispatches (W17) and the event filter
-finishes its notification.
+Everything stops on SIGINT/SIGTERM: the scheduler (after its tick) and the console first (no
+new starts, no new requests), the control socket and the flow reloads, then the worker
+drains its dispatches (W17) and the event filter finishes its notification.
 """
 
 from __future__ import annotations
@@ -333,6 +334,8 @@ async def _serve(
         try:
             console = asyncio.create_task(server.serve(sockets=[listening]))
             watching: asyncio.Task[None] | None = None
+            scheduling: asyncio.Task[None] | None = None
+            scheduler_stop = asyncio.Event()
             try:
                 await _wait_started(server, console)
                 echo(
@@ -349,8 +352,15 @@ async def _serve(
                 _echo_recovered(worker, echo)
                 if options.reload:
                     watching = asyncio.create_task(folder.watch(stop), name="flow-reload")
+                # W22: the schedules of this deployment fire from here too.
+                scheduling = asyncio.create_task(
+                    container.scheduler().run(scheduler_stop), name="scheduler"
+                )
                 await _until_stopped(stop, console)
             finally:
+                scheduler_stop.set()
+                if scheduling is not None:
+                    await asyncio.gather(scheduling, return_exceptions=True)
                 server.should_exit = True
                 with contextlib.suppress(asyncio.CancelledError):
                     await asyncio.gather(console, return_exceptions=True)
@@ -490,7 +500,7 @@ def banner(
         ("stop", "Ctrl-C"),
     ]
     width = max(len(label) for label, _ in rows) + 1
-    lines = [f"plaita dev: worker, event filter, timers and console on {store}"]
+    lines = [f"plaita dev: worker, event filter, timers, scheduler and console on {store}"]
     lines += [f"  {label + ':':<{width}} {value}" for label, value in rows]
     return "\n".join(lines)
 

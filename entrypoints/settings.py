@@ -113,6 +113,11 @@ class Settings(BaseSettings):
     #: values fall back to 100 / 300 s with a WARNING on the worker (W21).
     flow_cache_size: int = Field(default=100, ge=1)
     flow_cache_ttl_seconds: float = Field(default=300.0, gt=0)
+    #: W22: how often a scheduler looks for dues (bounded: a due fires within about one
+    #: interval of its time), and how long its claim of a due keeps other schedulers off it
+    #: (a scheduler killed mid-tick delays its claimed dues by this much).
+    scheduler_poll_interval_seconds: float = Field(default=1.0, ge=0.05, le=60.0)
+    scheduler_claim_ttl_seconds: float = Field(default=30.0, ge=0.1, le=3600.0)
     #: The console's tokens (C3): a JSON list of {"token", "name", "role", "tenants"};
     #: ``plaita console --tokens-file`` takes the same JSON from a file instead.
     console_tokens: str | None = None
@@ -177,6 +182,16 @@ class Settings(BaseSettings):
     @property
     def flow_cache_ttl_ms(self) -> int:
         return int(self.flow_cache_ttl_seconds * 1000)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def scheduler_claim_ttl_ms(self) -> int:
+        return int(self.scheduler_claim_ttl_seconds * 1000)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def scheduler_poll_interval_ms(self) -> int:
+        return int(self.scheduler_poll_interval_seconds * 1000)
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -266,3 +266,19 @@ class RedisKeys:
     def execution_parked(self, execution_id: str) -> str:
         """Hash carrier id → envelope fields JSON: carriers kept while the execution is paused."""
         return self._execution(execution_id, "parked")
+
+    # --- cron schedules (W22; the tenant's namespace, the schedule id as hash tag) -------
+
+    def schedule(self, tenant_id: str, schedule_id: str) -> str:
+        """Hash of one schedule: its definition JSON and its state fields."""
+        return f"{self.tenant_namespace(tenant_id)}:sched:{{{schedule_id}}}"
+
+    def schedule_claim(self, tenant_id: str, schedule_id: str, due_ms: int) -> str:
+        """The claim of one due of a schedule (holder id, with a TTL); same hash tag, so the
+        claim and the check that the due still waits are one script."""
+        return f"{self.schedule(tenant_id, schedule_id)}:claim:{due_ms}"
+
+    def schedules(self) -> str:
+        """Set of every tenant's schedules as ``<tenant>:<schedule id>`` (a tenant id has no
+        ':'), added to before a schedule is stored and removed from after it is deleted."""
+        return f"{self.namespace}:schedules"

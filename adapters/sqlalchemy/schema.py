@@ -19,6 +19,8 @@ one row per variable — so a step writes only what it changed (S3):
   TTL; reads ignore expired rows and ``sweep_expired`` removes them.
 - ``flows`` / ``flow_latest``: definitions by (owner, flow_id, version) and each owner's
   latest pointer (S2); the owner is a tenant id, or ``*`` for a deployment-wide definition.
+- ``schedules`` / ``schedule_claims``: cron schedules with their recorded state, and the
+  claim of a due by one scheduler until it expires (W22).
 
 Every execution-data table has the tenant in its primary key (W24). Times are milliseconds
 since the epoch. Execution ids compare byte-wise (``COLLATE "C"`` on PostgreSQL, SQLite's
@@ -184,6 +186,41 @@ flow_latest = sa.Table(
     sa.Column("version", sa.String, nullable=False),
     sa.ForeignKeyConstraint(
         ["owner", "flow_id", "version"], ["flows.owner", "flows.flow_id", "flows.version"]
+    ),
+)
+
+#: Cron schedules (W22): the definition as JSON (as Redis keeps it) and the state the
+#: schedulers record, one column per field (``cron_schedules.ScheduleState``).
+schedules = sa.Table(
+    "schedules",
+    metadata,
+    sa.Column("tenant_id", Tenant, primary_key=True),
+    sa.Column("schedule_id", Identifier, primary_key=True),
+    sa.Column("definition", sa.Text, nullable=False),
+    sa.Column("paused", sa.Boolean, nullable=False),
+    sa.Column("cursor_ms", Millis, nullable=False),
+    sa.Column("last_due_ms", Millis, nullable=True),
+    sa.Column("last_execution_id", sa.String, nullable=True),
+    sa.Column("buffered_due_ms", Millis, nullable=True),
+    sa.Column("fired", sa.BigInteger, nullable=False),
+    sa.Column("skipped", sa.BigInteger, nullable=False),
+    sa.Column("failed", sa.BigInteger, nullable=False),
+    sa.Column("last_error", sa.Text, nullable=True),
+)
+
+#: The claim of one due of a schedule by one scheduler, until it expires (W22).
+schedule_claims = sa.Table(
+    "schedule_claims",
+    metadata,
+    sa.Column("tenant_id", Tenant, primary_key=True),
+    sa.Column("schedule_id", Identifier, primary_key=True),
+    sa.Column("due_ms", Millis, primary_key=True, autoincrement=False),
+    sa.Column("holder_id", sa.String, nullable=False),
+    sa.Column("expires_at_ms", Millis, nullable=False),
+    sa.ForeignKeyConstraint(
+        ["tenant_id", "schedule_id"],
+        ["schedules.tenant_id", "schedules.schedule_id"],
+        ondelete="CASCADE",
     ),
 )
 

@@ -38,6 +38,7 @@ from plaita.application.ports.metrics import WorkerMetrics
 from plaita.application.ports.metrics_exporter import MetricsExporter
 from plaita.application.ports.reconciler_cursor import ReconcilerCursor
 from plaita.application.ports.replay_markers import ReplayMarkerStore
+from plaita.application.ports.schedule_store import DueClaim, ScheduleStore, StoredSchedule
 from plaita.application.ports.seen_signatures import SeenSignatures
 from plaita.application.ports.span import Span
 from plaita.application.ports.subscription_store import SubscriptionStore
@@ -66,6 +67,7 @@ __all__ = [
     "DedupStore",
     "DelayQueue",
     "Delivery",
+    "DueClaim",
     "EndNotices",
     "EndWatch",
     "EventLog",
@@ -90,8 +92,10 @@ __all__ = [
     "RawBase64",
     "ReconcilerCursor",
     "ReplayMarkerStore",
+    "ScheduleStore",
     "SeenSignatures",
     "Span",
+    "StoredSchedule",
     "SubscriptionStore",
     "TaskQueue",
     "Tracer",

@@ -20,7 +20,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from plaita.application.ports import ConsoleMetrics
 from plaita.domain.errors import InvalidConfigurationError
-from plaita.entrypoints.console import routes_events, routes_executions, routes_hooks, routes_ops
+from plaita.entrypoints.console import (
+    routes_events,
+    routes_executions,
+    routes_hooks,
+    routes_ops,
+    routes_schedules,
+)
 from plaita.entrypoints.console.auth import (
     ConsoleToken,
     ConsoleTokensError,
@@ -104,6 +110,7 @@ def create_app(
     app.include_router(routes_executions.router)
     app.include_router(routes_events.router)
     app.include_router(routes_ops.flows)
+    app.include_router(routes_schedules.router)
     # The hooks file is read and checked now: a console never serves with one it cannot use.
     container.hook_catalog()
     app.include_router(routes_hooks.receiver)

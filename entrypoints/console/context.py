@@ -15,7 +15,7 @@ from plaita.entrypoints.container import Container
 _DESCRIPTIONS = {
     401: "No token, or a token the console does not know.",
     403: "The token's role or tenants do not allow this request.",
-    404: "No such execution, flow, event or dead letter (for this tenant).",
+    404: "No such execution, flow, event, dead letter or schedule (for this tenant).",
     409: "The request conflicts with the current state; nothing was changed.",
     413: "The request body is over the console's limit (--max-body-bytes).",
     422: "The request is not valid; field_errors names each problem.",

@@ -19,6 +19,7 @@ from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.reconciler_cursor import MemoryReconcilerCursor
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.replay_markers import MemoryReplayMarkerStore
+from plaita.adapters.memory.schedules import MemoryScheduleStore
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.ports import Clock
@@ -51,6 +52,8 @@ class MemoryStores(containers.DeclarativeContainer):
     registry = providers.Singleton(MemoryWorkerRegistry, clock)
     reconciler_cursor = providers.Singleton(MemoryReconcilerCursor)
     replay_markers = providers.Singleton(MemoryReplayMarkerStore, clock)
+    #: Cron schedules (W22).
+    schedules = providers.Singleton(MemoryScheduleStore, clock)
     hooks = providers.Singleton(MemoryHookStore)
     seen_signatures = providers.Singleton(MemorySeenSignatures, clock)
     #: ``plaita run``: a flow run in this process reads the events given on its command line

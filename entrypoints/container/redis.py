@@ -27,6 +27,7 @@ from plaita.adapters.redis.queue import RedisTaskQueue
 from plaita.adapters.redis.reconciler_cursor import RedisReconcilerCursor
 from plaita.adapters.redis.registry import RedisWorkerRegistry
 from plaita.adapters.redis.replay_markers import RedisReplayMarkerStore
+from plaita.adapters.redis.schedules import RedisScheduleStore
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
 from plaita.domain.startup import ConfigProblem
@@ -148,5 +149,7 @@ class RedisStores(containers.DeclarativeContainer):
     registry = providers.Singleton(RedisWorkerRegistry, client, keys)
     reconciler_cursor = providers.Singleton(RedisReconcilerCursor, client, keys)
     replay_markers = providers.Singleton(RedisReplayMarkerStore, client, keys)
+    #: Cron schedules (W22).
+    schedules = providers.Singleton(RedisScheduleStore, client, keys)
     hooks = providers.Singleton(RedisHookStore, client, keys)
     seen_signatures = providers.Singleton(RedisSeenSignatures, client, keys)

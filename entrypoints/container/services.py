@@ -16,6 +16,7 @@ from plaita.application.null_objects import NoMetrics, NoMetricsExporter
 from plaita.entrypoints.container.use_cases import UseCases
 from plaita.entrypoints.disk_guard import DiskGuard
 from plaita.entrypoints.event_filter import EventFilterService
+from plaita.entrypoints.scheduler import SchedulerService
 from plaita.entrypoints.worker import Worker
 from plaita.entrypoints.worker_registry import Presence
 
@@ -119,6 +120,17 @@ class Container(UseCases):
         consumer=UseCases.config.consumer_name,
         read_block_ms=UseCases.config.read_block_ms,
         claim_min_idle_ms=UseCases.config.claim_min_idle_ms,
+        outages=UseCases.outages,
+    )
+
+    # --- the scheduler (W22) ---------------------------------------------------------------
+    scheduler = providers.Factory(
+        SchedulerService,
+        tick=UseCases.scheduler_tick,
+        holder_id=UseCases.config.consumer_name,
+        poll_interval_seconds=UseCases.config.scheduler_poll_interval_seconds,
+        claim_ttl_ms=UseCases.config.scheduler_claim_ttl_ms,
+        grace_ms=UseCases.scheduler_grace_ms,
         outages=UseCases.outages,
     )
 

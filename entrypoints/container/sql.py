@@ -43,6 +43,12 @@ def _flows(engine: Any) -> Any:
     return SqlFlowRepository(engine)
 
 
+def _schedules(engine: Any, clock: Any) -> Any:
+    from plaita.adapters.sqlalchemy.schedules import SqlScheduleStore
+
+    return SqlScheduleStore(engine, clock)
+
+
 def _hooks(engine: Any) -> Any:
     from plaita.adapters.sqlalchemy.hooks import SqlHookStore
 
@@ -77,4 +83,6 @@ class SqlStores(containers.DeclarativeContainer):
         _executions, engine, clock, counters, controls, config.retention_ms
     )
     flows = providers.Singleton(_flows, engine)
+    #: Cron schedules (W22), beside the flows they start.
+    schedules = providers.Singleton(_schedules, engine, clock)
     hooks = providers.Singleton(_hooks, engine)

@@ -164,6 +164,14 @@ class Stores(containers.DeclarativeContainer):
         ),
         sql=sql_stores.flows,
     )
+    #: Cron schedules (W22): where the flows are (the backend's, or the database).
+    schedules = providers.Selector(
+        config.storage,
+        auto=providers.Selector(
+            config.backend, memory=memory_stores.schedules, redis=redis_stores.schedules
+        ),
+        sql=sql_stores.schedules,
+    )
     queue = providers.Selector(config.backend, memory=memory_stores.queue, redis=redis_stores.queue)
     subscriptions = providers.Selector(
         config.backend, memory=memory_stores.subscriptions, redis=redis_stores.subscriptions

@@ -30,9 +30,20 @@ from plaita.application.use_cases.reap import ReapZombies
 from plaita.application.use_cases.reconcile_events import ReconcileEvents
 from plaita.application.use_cases.recover import RecoverAfterRestart
 from plaita.application.use_cases.results import AwaitResult
+from plaita.application.use_cases.schedules import (
+    CreateSchedule,
+    DeleteSchedule,
+    ListSchedules,
+    PauseSchedule,
+    RunSchedulerTick,
+    ShowSchedule,
+    TickSettings,
+    TriggerSchedule,
+)
 from plaita.application.use_cases.start_execution import StartExecution
 from plaita.application.use_cases.step import ProcessTask, StepSettings
 from plaita.domain.janitor import plan_janitor
+from plaita.domain.schedule_ticks import misfire_grace_ms
 from plaita.entrypoints.container.stores import Stores
 from plaita.entrypoints.hooks_file import load_hooks_file
 
@@ -294,4 +305,36 @@ class UseCases(Stores):
         lease_ttl_ms=Stores.config.lease_ttl_ms,
         generations=Stores.generations,
         controls=Stores.controls,  # a paused execution is skipped (W23)
+    )
+
+    # --- cron schedules (W22): the operator's use cases and the scheduler's tick ----------
+    create_schedule = providers.Factory(
+        CreateSchedule, store=Stores.schedules, flows=Stores.flows, clock=Stores.clock
+    )
+    list_schedules = providers.Factory(ListSchedules, store=Stores.schedules, clock=Stores.clock)
+    show_schedule = providers.Factory(
+        ShowSchedule, store=Stores.schedules, executions=Stores.executions, clock=Stores.clock
+    )
+    pause_schedule = providers.Factory(PauseSchedule, store=Stores.schedules, clock=Stores.clock)
+    delete_schedule = providers.Factory(DeleteSchedule, store=Stores.schedules)
+    trigger_schedule = providers.Factory(
+        TriggerSchedule, store=Stores.schedules, start=start_execution, ids=Stores.ids
+    )
+    scheduler_grace_ms = providers.Callable(
+        misfire_grace_ms,
+        Stores.config.scheduler_poll_interval_ms,
+        Stores.config.scheduler_claim_ttl_ms,
+    )
+    scheduler_tick = providers.Factory(
+        RunSchedulerTick,
+        store=Stores.schedules,
+        start=start_execution,
+        executions=Stores.executions,
+        clock=Stores.clock,
+        settings=providers.Factory(
+            TickSettings,
+            holder_id=Stores.config.consumer_name,
+            claim_ttl_ms=Stores.config.scheduler_claim_ttl_ms,
+            grace_ms=scheduler_grace_ms,
+        ),
     )

@@ -73,6 +73,19 @@ ENDPOINTS = [
     Endpoint("GET", "/api/v1/flows/approval", "viewer"),
     Endpoint("GET", "/api/v1/flows/approval/versions", "viewer"),
     Endpoint("POST", "/api/v1/flows", "admin", {**approval_document(), "version": "7"}),
+    # W22: reading schedules is a viewer's, changing them an admin's, a run now an operator's.
+    Endpoint("GET", "/api/v1/schedules", "viewer"),
+    Endpoint("GET", "/api/v1/schedules/nightly", "viewer"),
+    Endpoint(
+        "POST",
+        "/api/v1/schedules",
+        "admin",
+        {"schedule_id": "nightly", "flow_id": "approval", "cron": "0 3 * * *"},
+    ),
+    Endpoint("POST", "/api/v1/schedules/nightly/pause", "admin", {}),
+    Endpoint("POST", "/api/v1/schedules/nightly/resume", "admin", {}),
+    Endpoint("POST", "/api/v1/schedules/nightly/trigger", "operator", {}),
+    Endpoint("DELETE", "/api/v1/schedules/nightly", "admin"),
     Endpoint("GET", "/api/v1/hooks", "admin"),
     Endpoint("GET", "/api/v1/hooks/some-hook", "admin"),
     Endpoint("DELETE", "/api/v1/hooks/some-hook", "admin"),
@@ -112,6 +125,7 @@ def test_the_matrix_covers_every_operation_of_the_api(app: FastAPI) -> None:
         f"{e.method} {e.path.replace(X, '{execution_id}')}".replace("/some-event", "/{event_id}")
         .replace("/1-0", "/{dlq_id}")
         .replace("/flows/approval", "/flows/{flow_id}")
+        .replace("/schedules/nightly", "/schedules/{schedule_id}")
         .replace("/hooks/some-hook", "/hooks/{name}")
         for e in ENDPOINTS
     }

@@ -226,6 +226,32 @@ def test_wait_prints_the_result_or_exits_with_the_outcome_code(dev: DevThread) -
     assert code == EXIT_TIMED_OUT and "its start is still queued" in err
 
 
+def test_a_schedule_created_through_the_socket_is_fired_by_the_dev_scheduler(
+    dev: DevThread,
+) -> None:
+    """W22: plaita dev runs a scheduler; a per-second schedule starts an execution per due,
+    each under its due's key, and the dev worker runs them."""
+    code, out, err = plaita(
+        "schedules", "create", "tick", "--flow", "calc", "--cron", "* * * * * *",
+        "--input", '{"n": 4}',
+    )  # fmt: skip
+    assert code == 0, out + err
+    waited = 0.0
+    shown = plaita_json("schedules", "show", "tick")
+    while shown["fired"] < 2 or shown["last_status"] != "completed":
+        assert waited < START_TIMEOUT_SECONDS, shown
+        threading.Event().wait(0.2)
+        waited += 0.2
+        shown = plaita_json("schedules", "show", "tick")
+    assert plaita("executions", "wait", shown["last_execution_id"], "--timeout", "10") == (
+        0,
+        '{"value": 8}\n',
+        "",
+    )
+    assert plaita("schedules", "pause", "tick")[0] == 0
+    assert plaita("schedules", "delete", "tick")[0] == 0
+
+
 def test_named_errors_come_back_as_they_are_raised(dev: DevThread) -> None:
     code, _, out = plaita("executions", "retry", "nope")
     assert code == 1 and "UnknownExecutionError" in out

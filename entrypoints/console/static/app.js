@@ -8,6 +8,7 @@ import { executionsView } from "./executions.js";
 import { flowView, flowsView } from "./flows.js";
 import { clearErrors, errorRegion, field, setBusy, showError } from "./forms.js";
 import { dlqView, eventsView, queueStrip, workersView } from "./ops.js";
+import { scheduleView, schedulesView } from "./schedules.js";
 
 const POLL_MS = 2000;
 const ROLES = ["viewer", "operator", "admin"];
@@ -109,6 +110,8 @@ function viewFor({ parts, query }) {
   if (section === "executions" && id) return ["executions", executionView(ctx, id)];
   if (section === "flows" && id) return ["flows", flowView(ctx, id, query)];
   if (section === "flows") return ["flows", flowsView(ctx)];
+  if (section === "schedules" && id) return ["schedules", scheduleView(ctx, id)];
+  if (section === "schedules") return ["schedules", schedulesView(ctx)];
   if (section === "dlq") return ["dlq", dlqView(ctx)];
   if (section === "workers") return ["workers", workersView(ctx)];
   if (section === "events") return ["events", eventsView(ctx, query)];

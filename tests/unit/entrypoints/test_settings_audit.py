@@ -435,6 +435,17 @@ PROBES: dict[str, Probe] = {
     # A miss reads the tenant's own catalogue, then the shared one: two reads (ADR 0011).
     "flow_cache_size": Probe(1, cache_size_reads, 6),
     "flow_cache_ttl_seconds": Probe(1.0, cache_ttl_reads, 4),
+    # W22: the scheduler's pace, and the claim its ticks take (and the grace both make).
+    "scheduler_poll_interval_seconds": Probe(
+        10.0,
+        sync(lambda c: (c.scheduler().poll_interval_seconds, c.scheduler_tick().settings.grace_ms)),
+        (10.0, 80_000),
+    ),
+    "scheduler_claim_ttl_seconds": Probe(
+        2.5,
+        sync(lambda c: (c.scheduler().claim_ttl_ms, c.scheduler_tick().settings.claim_ttl_ms)),
+        (2500, 2500),
+    ),
 }
 
 
