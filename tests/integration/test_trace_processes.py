@@ -148,6 +148,16 @@ WORKER = [
 
 
 @requires_redis
+def running(plaita: Plaita, process: subprocess.Popen[bytes]) -> None:
+    """Return once ``process`` logged its start (or fail if it exited instead)."""
+    poll(
+        lambda: process.poll() is not None or "worker.started" in plaita.log_of(process),
+        timeout=30,
+        what="the worker to start",
+    )
+    assert process.poll() is None, plaita.logs()
+
+
 def test_an_approval_suspended_by_one_worker_and_resumed_by_another_is_one_trace(
     plaita: Plaita, collector: Collector
 ) -> None:
@@ -164,6 +174,7 @@ def test_an_approval_suspended_by_one_worker_and_resumed_by_another_is_one_trace
         env={"OTEL_SERVICE_NAME": "filter"},
     )
     worker_a = plaita.spawn("worker-a", *WORKER, env={"OTEL_SERVICE_NAME": "worker-a"})
+    running(plaita, worker_a)  # its --flows are registered before the start asks for one
     started = plaita.json("executions", "start", "approval", "--input", '{"amount": 5000}')
     execution_id = started["execution_id"]
     waiting = plaita.wait_for_status(execution_id, {"suspended"})
@@ -171,6 +182,7 @@ def test_an_approval_suspended_by_one_worker_and_resumed_by_another_is_one_trace
     assert plaita.stop(worker_a) == 0, plaita.logs()
 
     worker_b = plaita.spawn("worker-b", *WORKER, env={"OTEL_SERVICE_NAME": "worker-b"})
+    running(plaita, worker_b)
     plaita.run(
         "events",
         "publish",
