@@ -27,6 +27,27 @@ class InvalidFlowDocumentError(FlowDefinitionError):
     """The document is not a flow definition (bad JSON, wrong field types, unknown type)."""
 
 
+class InvalidForkError(FlowDefinitionError):
+    """A fork's branches or join are not usable: fewer than two branches, one named twice,
+    a node that does not exist, a branch that is the join or the fork itself (E12)."""
+
+
+class BranchDoesNotReachJoinError(FlowDefinitionError):
+    """A branch of a fork has no path to its join (E12)."""
+
+
+class BranchLeavesWithoutJoinError(FlowDefinitionError):
+    """A branch of a fork can end, or return to its fork, before it reaches the join (E12)."""
+
+
+class BranchesCrossError(FlowDefinitionError):
+    """A branch of a fork runs into the start of another branch (E12)."""
+
+
+class NodeInTwoBranchesError(FlowDefinitionError):
+    """A node is reachable from two branches of one fork before their join (E12)."""
+
+
 class InvalidHttpNodeError(FlowDefinitionError):
     """An http node's method, static url, header names or ``expect`` cannot be used."""
 
