@@ -48,6 +48,11 @@ class NodeInTwoBranchesError(FlowDefinitionError):
     """A node is reachable from two branches of one fork before their join (E12)."""
 
 
+class TokenStateError(PlaitaError):
+    """A branch token was asked to do what its state does not allow (advance a waiting or
+    arrived token, run a join that is not due): a bug of the caller, never of the flow."""
+
+
 class InvalidHttpNodeError(FlowDefinitionError):
     """An http node's method, static url, header names or ``expect`` cannot be used."""
 
