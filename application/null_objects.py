@@ -126,6 +126,9 @@ class NoTracer:
     ) -> Iterator[NoSpan]:
         yield NoSpan()
 
+    def current(self) -> TraceContext | None:
+        return None
+
     @contextlib.contextmanager
     def span(
         self,

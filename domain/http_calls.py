@@ -27,6 +27,7 @@ from plaita.domain.failures import (
     HttpTransientStatusError,
     NodeError,
 )
+from plaita.domain.tracing import TraceContext
 
 JSON = Any
 
@@ -184,13 +185,15 @@ def build_request(
     body: JSON,
     block_private: bool,
     expected: ExpectedStatuses,
+    trace: TraceContext | None = None,
 ) -> HttpRequest:
     """The request an http node sends, from its rendered templates; ``HttpRequestError``
     (deterministic) names the part that cannot be sent.
 
     A JSON body (object, array, number, boolean) is sent as ``application/json``; a string as
     ``text/plain; charset=utf-8``; ``null`` sends no body. A ``Content-Type`` the node sets
-    wins."""
+    wins. ``trace``: the running node's span, sent on as W3C ``traceparent`` (and
+    ``tracestate``) unless the node sets its own."""
     where = f"http node {node_id!r}"
     if not isinstance(url, str):
         raise HttpRequestError(f"{where}: url rendered to {url!r}, not a string")
@@ -209,8 +212,12 @@ def build_request(
             raise HttpRequestError(f"{where}: header {name!r} holds a line break")
         rendered.append((name, text))
     payload, content_type = _encode_body(where, body)
-    if content_type is not None and not any(n.lower() == "content-type" for n, _ in rendered):
+    if content_type is not None and not _has(rendered, "content-type"):
         rendered.append(("Content-Type", content_type))
+    if trace is not None and not _has(rendered, "traceparent"):
+        rendered.append(("traceparent", trace.traceparent))
+        if trace.tracestate:
+            rendered.append(("tracestate", trace.tracestate))
     return HttpRequest(
         method,
         url,
@@ -256,6 +263,10 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     parts = urlsplit(url)
     default = 443 if parts.scheme == "https" else 80
     return parts.scheme, parts.hostname or "", parts.port or default
+
+
+def _has(headers: Sequence[tuple[str, str]], name: str) -> bool:
+    return any(key.lower() == name for key, _ in headers)
 
 
 def _encode_body(where: str, body: JSON) -> tuple[bytes | None, str | None]:

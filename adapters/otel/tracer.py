@@ -252,6 +252,14 @@ class OtelTracer:
         ) as span:
             yield span
 
+    def current(self) -> TraceContext | None:
+        try:
+            span = trace.get_current_span()
+            return _inject(span) if span.get_span_context().is_valid else None
+        except Exception as exc:
+            _failed("current", exc)
+            return None
+
     @contextlib.contextmanager
     def span(
         self,

@@ -38,8 +38,8 @@ from plaita.application.engine.strategies import (
     StepOutput,
 )
 from plaita.application.handlers import HandlerRegistry
-from plaita.application.null_objects import NoEventSource
-from plaita.application.ports import Clock, EventWaiter, HttpClient
+from plaita.application.null_objects import NO_TRACING, NoEventSource
+from plaita.application.ports import Clock, EventWaiter, HttpClient, Tracer
 from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.failures import (
     FlowErrorException,
@@ -99,6 +99,7 @@ class FlowExecution:
         event_waiter: EventWaiter = NO_EVENT_SOURCE,
         sleep: Sleep = asyncio.sleep,
         http_client: HttpClient = NO_HTTP_CLIENT,
+        tracer: Tracer = NO_TRACING,
     ) -> None:
         self._flow = flow
         self._context = context
@@ -113,6 +114,7 @@ class FlowExecution:
             default_retries=self._options.default_retries,
             http=http_client,
             http_policy=self._options.http_policy,
+            tracer=tracer,
         )
         walk: dict[str, Any] = {
             "event_waiter": event_waiter,

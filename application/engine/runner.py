@@ -22,8 +22,8 @@ from plaita.application.engine.expressions import (
     render_template,
 )
 from plaita.application.handlers import Handler, HandlerRegistry
-from plaita.application.null_objects import NoHttpClient
-from plaita.application.ports import Clock, HttpClient
+from plaita.application.null_objects import NO_TRACING, NoHttpClient
+from plaita.application.ports import Clock, HttpClient, Tracer
 from plaita.domain.branching import (
     BRANCH_MISS_EVENT,
     BranchTaken,
@@ -113,7 +113,7 @@ class Budget:
 class NodeRunner:
     """Runs one node at a time. ``default_retries`` is the retry count of a node without
     ``retryTimes`` (E15); ``http`` sends an http node's requests under ``http_policy``
-    (E11)."""
+    (E11), carrying on the current span of ``tracer`` (C6)."""
 
     def __init__(
         self,
@@ -125,8 +125,10 @@ class NodeRunner:
         default_retries: int = DEFAULT_RETRIES,
         http: HttpClient = NO_HTTP_CLIENT,
         http_policy: HttpPolicy = DEFAULT_HTTP_POLICY,
+        tracer: Tracer = NO_TRACING,
     ) -> None:
         self._handlers = handlers
+        self._tracer = tracer
         self._http = http
         self._http_policy = http_policy
         self._callbacks = callbacks
@@ -193,6 +195,7 @@ class NodeRunner:
                 body=render_template(node.body, names),
                 block_private=block_private,
                 expected=expected,
+                trace=self._tracer.current(),
             )
             context.rendered_params[node.id] = request.for_history()
             seconds = DEFAULT_HTTP_TIMEOUT_MS / 1000 if timeout is None else timeout

@@ -66,6 +66,11 @@ class Tracer(Protocol):
         """
         ...
 
+    def current(self) -> TraceContext | None:
+        """The context of the span current in the calling task (a node's while it runs),
+        for a request that carries it on; None when nothing records or no span is open."""
+        ...
+
     def span(
         self,
         name: str,

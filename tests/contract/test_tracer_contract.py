@@ -69,6 +69,12 @@ class TracerContract:
         with pytest.raises(Boom), tracer.span("publish t"):
             raise Boom("lost")
 
+    def test_the_current_context_is_the_open_node_span_s(self, tracer: Tracer) -> None:
+        assert tracer.current() is None  # no span open
+        with tracer.node(RUN, root=ROOT) as span:
+            assert tracer.current() == span.context()
+        assert tracer.current() is None
+
     def test_a_span_with_a_parent_is_in_its_trace(self, tracer: Tracer) -> None:
         with tracer.span("publish t", parent=ROOT, attributes={"plaita.event.type": "t"}) as span:
             span.outcome("published", error=Boom("recorded, not raised"))

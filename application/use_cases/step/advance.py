@@ -254,6 +254,7 @@ class Advance:
             ),
             callbacks=CallbackManager(self._listeners()),
             http_client=self._http,
+            tracer=self._tracing.tracer,
         )
 
     async def _succeeded(self, execution_id: str, counters: Counters, node_id: str) -> Counters:

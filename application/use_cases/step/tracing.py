@@ -27,6 +27,10 @@ class StepTracing:
         self._tracer = tracer
         self._worker = worker
 
+    @property
+    def tracer(self) -> Tracer:
+        return self._tracer
+
     def begin(
         self, envelope: TaskEnvelope, state: ExecutionState, stored: ExecutionState | None
     ) -> tuple[ExecutionState, DispatchTrace]:

@@ -26,6 +26,7 @@ from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED
 from plaita.domain.history import HistoryKind
 from plaita.domain.http_calls import REDACTED, HttpPolicy, HttpRequest, HttpResponse
+from plaita.domain.tracing import TraceContext
 
 from .conftest import FakeClock, SequentialIds
 from .twin import Twin
@@ -215,6 +216,37 @@ def test_a_url_that_renders_to_no_url_is_a_deterministic_failure(clock: FakeCloc
     with pytest.raises(NodeExecutionError, match="must be an absolute http"):
         run(http_flow(url="${target}", retryTimes=3), client, clock, input={"target": "ftp://x"})
     assert client.requests == []
+
+
+class CurrentSpan:
+    """A tracer whose current span is always ``context`` (only ``current`` is used here)."""
+
+    enabled = True
+
+    def __init__(self, context: TraceContext) -> None:
+        self.context = context
+
+    def current(self) -> TraceContext | None:
+        return self.context
+
+
+def test_the_running_nodes_span_is_carried_on_as_traceparent(clock: FakeClock) -> None:
+    """C6 across services: the called endpoint's spans join the execution's trace."""
+    span = TraceContext("00-" + "ab" * 16 + "-" + "cd" * 8 + "-01", "vendor=1")
+    client = ScriptedClient(answer(200))
+    flow = http_flow()
+    context = ExecutionContext(execution_id="x-1", flow_id=flow.flow_id, input={})
+    FlowExecution(
+        flow,
+        context,
+        handlers=HandlerRegistry([]),
+        clock=clock,
+        new_id=SequentialIds().new_id,
+        http_client=client,
+        tracer=CurrentSpan(span),  # type: ignore[arg-type]
+    ).run()
+    headers = dict(client.requests[0].headers)
+    assert (headers["traceparent"], headers["tracestate"]) == (span.traceparent, "vendor=1")
 
 
 def test_a_run_without_an_http_client_says_what_to_do(clock: FakeClock) -> None:

@@ -27,6 +27,7 @@ from plaita.domain.http_calls import (
     response_result,
     status_failure,
 )
+from plaita.domain.tracing import TraceContext
 
 S, T, D = ResponseVerdict.SUCCESS, ResponseVerdict.TRANSIENT, ResponseVerdict.DETERMINISTIC
 
@@ -146,6 +147,19 @@ def test_a_request_that_cannot_be_sent_is_a_named_deterministic_error(
 ) -> None:
     with pytest.raises(HttpRequestError, match=re.escape(message)):
         request(**overrides)
+
+
+TRACE = TraceContext("00-" + "ab" * 16 + "-" + "cd" * 8 + "-01", "v=1")
+
+
+def test_the_running_span_is_sent_on_unless_the_node_sets_its_own() -> None:
+    carried = request(trace=TRACE).headers
+    assert carried == (("traceparent", TRACE.traceparent), ("tracestate", "v=1"))
+    own = request(trace=TRACE, headers={"TraceParent": "00-mine"}).headers
+    assert own == (("TraceParent", "00-mine"),)
+    assert request(trace=TraceContext(TRACE.traceparent)).headers == (
+        ("traceparent", TRACE.traceparent),
+    )
 
 
 def test_numbers_in_headers_become_text() -> None:
