@@ -109,6 +109,11 @@ class ResultLimitError(DeterministicNodeError):
     handler would produce it again, so it is not retried."""
 
 
+class InvalidMapError(DeterministicNodeError):
+    """A map node's list has more items than a map runs over, or its concurrency is out of
+    bounds (E14): the same list fails the same way."""
+
+
 # --- the http node's failures (E11) ------------------------------------------------------
 
 
