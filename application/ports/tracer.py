@@ -67,8 +67,10 @@ class Tracer(Protocol):
         ...
 
     def current(self) -> TraceContext | None:
-        """The context of the span current in the calling task (a node's while it runs),
-        for a request that carries it on; None when nothing records or no span is open."""
+        """The context of the span open in the calling task, or None when there is none.
+
+        While a node runs that is its span, which an http node's request carries on; None
+        also when nothing records."""
         ...
 
     def span(
