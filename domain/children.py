@@ -8,11 +8,15 @@ is used when it obeys the id rule (``plaita.domain.ids``); a node id the rule re
 deep nesting that passes ``MAX_ID_LENGTH``, gets ``child.<sha256 of parent, node, index>``
 instead — deterministic too, and as unique.
 
-**A map's progress** is a handful of counters in the parent's checkpoint, whatever the
-number of items: which items ended (and how) is kept beside it in a completion record that
-tells a first completion from a repeated one, and the children's results stay with the
-children until the node gathers them. The rules here decide, per completion, what to start
-next and whether the node is done:
+**A map's progress** lives in the parent's checkpoint (its suspension) and stays small
+whatever the number of items: counters, and which items ended as a *window* — every index
+below ``low`` ended, and a bit per index from ``low`` up to the next item to start. Children
+start in item order and at most ``concurrency`` run at once, so the window is as wide as the
+spread between the oldest running child and the newest: a few bytes, not one entry per item.
+The window tells a first completion from a repeated one, inside the same fenced checkpoint
+that counts it — nothing to lose between two writes on a crash. The children's results stay
+with the children until the node gathers them. The rules here decide, per completion, what
+to start next and whether the node is done:
 
 - at the beginning ``min(concurrency, items)`` children start, then one more per completion
   until every item started: never more than ``concurrency`` run at once;
@@ -27,10 +31,15 @@ from __future__ import annotations
 import enum
 import hashlib
 
+from collections.abc import Mapping
+from typing import Any
+
 import attrs
 
 from plaita.domain.failures import InvalidMapError
 from plaita.domain.ids import id_problem
+
+JSON = Any
 
 #: The most items one map node may run over (the parent's gather reads them back in pages).
 MAX_MAP_ITEMS = 100_000
@@ -54,9 +63,18 @@ class OnItemError(enum.StrEnum):
     COLLECT = "collect"
 
 
+#: How often a parent waiting for children checks on them itself, should a child's end
+#: notice be lost (the worker that saved the child's end died before sending it).
+CHILD_CHECK_INTERVAL_MS = 60_000
+
+
 @attrs.frozen
 class MapProgress:
-    """Where one map node stands: ``started`` is also the index of the next item to start."""
+    """Where one map node stands: ``started`` is also the index of the next item to start.
+
+    ``low`` and ``done`` are the completion window: every index below ``low`` ended, and bit
+    ``i`` of ``done`` says whether index ``low + i`` did.
+    """
 
     total: int
     concurrency: int
@@ -66,6 +84,10 @@ class MapProgress:
     failed: int = 0
     #: ``fail`` met a failure: the node has ended in error and nothing more starts.
     aborted: bool = False
+    low: int = 0
+    done: int = 0
+    #: The item whose failure aborted the node (``fail``); None otherwise.
+    failed_index: int | None = None
 
     @property
     def ended(self) -> int:
@@ -80,6 +102,53 @@ class MapProgress:
         """The node's outcome is known: every item ended, or ``fail`` met a failure."""
         return self.aborted or self.ended == self.total
 
+    def has_ended(self, index: int) -> bool:
+        """Whether item ``index``'s child was counted as ended."""
+        return index < self.low or bool(self.done >> (index - self.low) & 1)
+
+    def running_indexes(self) -> list[int]:
+        """The items whose children started and were not counted as ended, in order."""
+        return [i for i in range(self.low, self.started) if not self.has_ended(i)]
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "total": self.total,
+            "concurrency": self.concurrency,
+            "on_item_error": self.on_item_error.value,
+            "started": self.started,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "aborted": self.aborted,
+            "low": self.low,
+            "done": format(self.done, "x"),
+            "failed_index": self.failed_index,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, JSON]) -> MapProgress:
+        failed_index = raw.get("failed_index")
+        return cls(
+            total=int(raw["total"]),
+            concurrency=int(raw["concurrency"]),
+            on_item_error=OnItemError(raw["on_item_error"]),
+            started=int(raw["started"]),
+            succeeded=int(raw["succeeded"]),
+            failed=int(raw["failed"]),
+            aborted=bool(raw["aborted"]),
+            low=int(raw["low"]),
+            done=int(str(raw["done"]), 16),
+            failed_index=None if failed_index is None else int(failed_index),
+        )
+
+
+def _mark_ended(progress: MapProgress, index: int) -> MapProgress:
+    done = progress.done | 1 << (index - progress.low)
+    low = progress.low
+    while done & 1:  # slide the window past every ended index at its bottom
+        done >>= 1
+        low += 1
+    return attrs.evolve(progress, low=low, done=done)
+
 
 @attrs.frozen
 class MapStep:
@@ -88,6 +157,8 @@ class MapStep:
     start: range
     #: ``fail`` just met its failure: cancel the children still running.
     cancel_running: bool = False
+    #: Whether the completion counted (False: a repeat, or the node had finished already).
+    counted: bool = True
 
 
 def begin_map(total: int, *, concurrency: int, on_item_error: OnItemError) -> MapStep:
@@ -106,19 +177,21 @@ def begin_map(total: int, *, concurrency: int, on_item_error: OnItemError) -> Ma
     return MapStep(progress, range(first))
 
 
-def child_ended(progress: MapProgress, *, ok: bool, first_time: bool) -> MapStep:
-    """One child ended (``ok`` or not); ``first_time`` is the completion record's answer.
+def child_ended(progress: MapProgress, *, index: int, ok: bool) -> MapStep:
+    """Item ``index``'s child ended (``ok`` or not).
 
-    A repeated completion, or any completion once the node finished, changes nothing."""
-    if not first_time or progress.finished:
-        return MapStep(progress, range(0))
+    A repeated completion, one for an item not started, or any completion once the node
+    finished changes nothing (``counted`` False)."""
+    if progress.finished or not 0 <= index < progress.started or progress.has_ended(index):
+        return MapStep(progress, range(0), counted=False)
+    marked = _mark_ended(progress, index)
     if not ok and progress.on_item_error is OnItemError.FAIL:
-        failed = attrs.evolve(progress, failed=progress.failed + 1, aborted=True)
+        failed = attrs.evolve(marked, failed=marked.failed + 1, aborted=True, failed_index=index)
         return MapStep(failed, range(0), cancel_running=True)
     counted = attrs.evolve(
-        progress,
-        succeeded=progress.succeeded + (1 if ok else 0),
-        failed=progress.failed + (0 if ok else 1),
+        marked,
+        succeeded=marked.succeeded + (1 if ok else 0),
+        failed=marked.failed + (0 if ok else 1),
     )
     if counted.started >= counted.total:
         return MapStep(counted, range(0))

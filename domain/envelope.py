@@ -35,6 +35,8 @@ class ResumeType(enum.StrEnum):
     EVENT = "event"
     TIMEOUT = "timeout"
     CANCEL = "cancel"
+    #: A child execution ended (E13, E14): its parent counts it; ``subscription_id`` names it.
+    CHILD = "child"
 
 
 @attrs.frozen

@@ -53,6 +53,11 @@ class TokenStateError(PlaitaError):
     arrived token, run a join that is not due): a bug of the caller, never of the flow."""
 
 
+class InvalidChildNodeError(FlowDefinitionError):
+    """A subflow or map node cannot start its children: the child flow id is not an id, a
+    map's concurrency is out of bounds, or its ``items`` is not an expression (E13, E14)."""
+
+
 class InvalidHttpNodeError(FlowDefinitionError):
     """An http node's method, static url, header names or ``expect`` cannot be used."""
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from plaita.domain.children import MapProgress
 from plaita.domain.errors import IllegalTransitionError
 from plaita.domain.tracing import ExecutionTrace
 
@@ -50,7 +51,8 @@ _FROM_RUNNING = frozenset({_S.RUNNING, _S.SUSPENDED, _S.COMPLETED, _S.ERROR, _S.
 LEGAL_TRANSITIONS: Mapping[ExecutionStatus, frozenset[ExecutionStatus]] = {
     _S.PENDING: _FROM_RUNNING,
     _S.RUNNING: _FROM_RUNNING,
-    _S.SUSPENDED: frozenset({_S.RUNNING, _S.ERROR, _S.CANCELLED}),
+    # suspended -> suspended: a wait for children counts each child's end and waits on (E14).
+    _S.SUSPENDED: frozenset({_S.RUNNING, _S.SUSPENDED, _S.ERROR, _S.CANCELLED}),
     _S.ERROR: frozenset({_S.RUNNING}),
     _S.COMPLETED: frozenset(),
     _S.CANCELLED: frozenset(),
@@ -88,21 +90,76 @@ class ExecutionError:
 
 @attrs.frozen
 class Suspension:
-    """Where a suspended execution waits: an event subscription or a timer."""
+    """Where a suspended execution waits: an event subscription, a timer, or its children.
+
+    A wait for children (a ``subflow`` or ``map`` node, E13, E14) names them — the one
+    ``child_id`` of a subflow, the ``map`` progress of a map — and keeps a timer too
+    (``subscription_id`` and ``wake_at_ms``): the parent's own check on its children.
+    """
 
     node_id: str
     subscription_id: str | None = None
     wake_at_ms: int | None = None
+    child_id: str | None = None
+    map: MapProgress | None = None
+    #: The node says ``on_parent_end: abandon``: the parent's cancel or delete leaves its
+    #: running children be.
+    abandon_children: bool = False
+
+    @property
+    def waits_for_children(self) -> bool:
+        return self.child_id is not None or self.map is not None
+
+    def to_json(self) -> dict[str, JSON]:
+        raw: dict[str, JSON] = {
+            "node_id": self.node_id,
+            "subscription_id": self.subscription_id,
+            "wake_at_ms": self.wake_at_ms,
+        }
+        if self.child_id is not None:
+            raw["child_id"] = self.child_id
+        if self.map is not None:
+            raw["map"] = self.map.to_json()
+        if self.abandon_children:
+            raw["abandon_children"] = True
+        return raw
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, JSON]) -> Suspension:
+        progress = raw.get("map")
+        return cls(
+            node_id=str(raw["node_id"]),
+            subscription_id=raw.get("subscription_id"),
+            wake_at_ms=raw.get("wake_at_ms"),
+            child_id=raw.get("child_id"),
+            map=None if progress is None else MapProgress.from_json(progress),
+            abandon_children=bool(raw.get("abandon_children", False)),
+        )
+
+
+@attrs.frozen
+class ParentLink:
+    """The execution (and node) that started a child execution (E13, E14): told when the
+    child ends. ``index`` is the child's item in a map; None for a subflow's child."""
+
+    execution_id: str
+    flow_id: str
+    node_id: str
+    index: int | None = None
 
     def to_json(self) -> dict[str, JSON]:
         return attrs.asdict(self)
 
     @classmethod
-    def from_json(cls, raw: Mapping[str, JSON]) -> Suspension:
+    def from_json(cls, raw: JSON) -> ParentLink | None:
+        if not raw:
+            return None
+        index = raw.get("index")
         return cls(
+            execution_id=str(raw["execution_id"]),
+            flow_id=str(raw["flow_id"]),
             node_id=str(raw["node_id"]),
-            subscription_id=raw.get("subscription_id"),
-            wake_at_ms=raw.get("wake_at_ms"),
+            index=None if index is None else int(index),
         )
 
 
@@ -233,6 +290,8 @@ class ExecutionState:
     #: Its trace (C6): the root span's context and the span that suspended it last; None =
     #: started with tracing off (or before traces were stored).
     trace: ExecutionTrace | None = None
+    #: The execution that started this one as its child (E13, E14); None for any other.
+    parent: ParentLink | None = None
 
     @classmethod
     def new(
@@ -307,6 +366,7 @@ class ExecutionState:
             "node_timings": {node: t.to_json() for node, t in self.node_timings.items()},
             "last_failure": None if self.last_failure is None else self.last_failure.to_json(),
             "trace": None if self.trace is None else self.trace.to_json(),
+            "parent": None if self.parent is None else self.parent.to_json(),
         }
 
     @classmethod
@@ -341,4 +401,5 @@ class ExecutionState:
             },
             last_failure=None if last_failure is None else NodeFailure.from_json(last_failure),
             trace=ExecutionTrace.from_json(raw.get("trace")),
+            parent=ParentLink.from_json(raw.get("parent")),
         )

@@ -114,6 +114,12 @@ class InvalidMapError(DeterministicNodeError):
     bounds (E14): the same list fails the same way."""
 
 
+class ChildExecutionError(DeterministicNodeError):
+    """A subflow's child execution, or an item's child of a map under ``on_item_error:
+    fail``, ended in error or was cancelled (E13, E14): the parent node fails with it, through
+    its errorHandler."""
+
+
 # --- the http node's failures (E11) ------------------------------------------------------
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 from collections.abc import Iterator, Mapping
@@ -20,10 +21,12 @@ from pydantic import (
 )
 
 from plaita.domain.durations import MAX_WAIT_MS, parse_duration_ms
+from plaita.domain.children import MAX_MAP_CONCURRENCY, OnItemError
 from plaita.domain.errors import (
     DuplicateNodeIdError,
     EmptyEventTypeError,
     InvalidFlowDocumentError,
+    InvalidChildNodeError,
     InvalidHandlerReferenceError,
     InvalidHttpNodeError,
     MissingStartNodeError,
@@ -36,7 +39,7 @@ from plaita.domain.http_calls import (
     check_method,
     check_url,
 )
-from plaita.domain.ids import validate_flow_id
+from plaita.domain.ids import id_problem, validate_flow_id
 from plaita.domain.limits import check_unicode
 
 JSON = Any
@@ -150,13 +153,68 @@ class HttpNode(BaseNode):
         return (self.next,)
 
 
+class OnParentEnd(enum.StrEnum):
+    """What a parent's cancel or delete does to the children still running (E13, E14)."""
+
+    CANCEL = "cancel"
+    ABANDON = "abandon"
+
+
+class SubflowNode(BaseNode):
+    """Start one child execution of ``flow_id`` (``version``: the latest when absent) with
+    ``input`` rendered as a template, wait for it to end, and take its output as the node's
+    result; its error or cancel is this node's failure, through the ``errorHandler`` (E13)."""
+
+    type: Literal["subflow"]
+    flow_id: str = Field(min_length=1)
+    version: str | None = Field(default=None, min_length=1)
+    input: dict[str, JSON] = Field(default_factory=dict)
+    on_parent_end: OnParentEnd = OnParentEnd.CANCEL
+    next: str
+
+    def targets(self) -> tuple[str, ...]:
+        return (self.next,)
+
+
+class MapNode(BaseNode):
+    """Start one child execution of ``flow_id`` per item of the list ``items`` evaluates
+    to, with input ``{"item": ..., "index": ...}``, at most ``concurrency`` at a time; the
+    result is the children's outputs in item order (E14). ``on_item_error``: ``fail`` ends
+    the node at the first failed item and cancels the rest; ``collect`` records each item as
+    ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": ...}`` and goes on."""
+
+    type: Literal["map"]
+    items: str = Field(min_length=1)
+    flow_id: str = Field(min_length=1)
+    version: str | None = Field(default=None, min_length=1)
+    concurrency: StrictInt = 10
+    on_item_error: OnItemError = OnItemError.FAIL
+    on_parent_end: OnParentEnd = OnParentEnd.CANCEL
+    next: str
+
+    def targets(self) -> tuple[str, ...]:
+        return (self.next,)
+
+
+#: The node types that start child executions.
+ChildNode = SubflowNode | MapNode
+
+
 class EndNode(BaseNode):
     type: Literal["end"]
     output: str | None = None
 
 
 Node = Annotated[
-    TaskNode | IfNode | SwitchNode | EventNode | SleepNode | HttpNode | EndNode,
+    TaskNode
+    | IfNode
+    | SwitchNode
+    | EventNode
+    | SleepNode
+    | HttpNode
+    | SubflowNode
+    | MapNode
+    | EndNode,
     Field(discriminator="type"),
 ]
 _NODE_LIST = TypeAdapter(list[Node])
@@ -302,12 +360,28 @@ def check_node(flow_id: str, node: BaseNode) -> None:
         parse_duration_ms(node.duration, field=f"{where} duration", maximum_ms=MAX_WAIT_MS)
     if isinstance(node, HttpNode):
         _check_http(where, node)
+    if isinstance(node, SubflowNode | MapNode):
+        _check_children(where, node)
     if isinstance(node, TaskNode):
         module, sep, function = node.handler.partition(":")
         if not (sep and module and function):
             raise InvalidHandlerReferenceError(
                 f"{where}: handler {node.handler!r} must be written as 'module:function'"
             )
+
+
+def _check_children(where: str, node: ChildNode) -> None:
+    problems = [id_problem(node.flow_id, f"flow_id {node.flow_id!r}")]
+    if isinstance(node, MapNode):
+        if not 1 <= node.concurrency <= MAX_MAP_CONCURRENCY:
+            problems.append(
+                f"concurrency must be 1 to {MAX_MAP_CONCURRENCY}, got {node.concurrency}"
+            )
+        if not node.items.strip():
+            problems.append("items must be an expression that yields a list")
+    found = [problem for problem in problems if problem is not None]
+    if found:
+        raise InvalidChildNodeError(f"{where}: {'; '.join(found)}")
 
 
 def _check_http(where: str, node: HttpNode) -> None:

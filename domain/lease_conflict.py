@@ -23,12 +23,13 @@ class ConflictCarrier(enum.StrEnum):
     EVENT = "event"
     TIMEOUT = "timeout"
     CANCEL = "cancel"
+    CHILD = "child"
 
 
 #: Carriers that decide something (A46-04/A47-F2): in the suspend window they are the
 #: execution's only way to wake up, not duplicates, whatever the holder's liveness.
 DECISION_CARRIERS = frozenset(
-    {ConflictCarrier.EVENT, ConflictCarrier.TIMEOUT, ConflictCarrier.CANCEL}
+    {ConflictCarrier.EVENT, ConflictCarrier.TIMEOUT, ConflictCarrier.CANCEL, ConflictCarrier.CHILD}
 )
 
 

@@ -33,7 +33,8 @@ live execution whose graph ahead changed ends in an observable terminal error.
 CANCEL, WAKE_UP, DEFINITION_DRIFT (a terminal error) and both PROCEEDs run under the lease and
 the carrier is acked once that step returned; every other kind is acked at once, no lease taken
 and the execution left as it is. A wait is "this wait" when the carrier names it (subscription
-and/or node) and, for a timeout, a timer is pending. Drift: the fingerprint recorded at start
+and/or node) and, for a timeout, a timer is pending; a child carrier's wait is a wait for
+children (E13, E14), and which child it names is the step's to judge. Drift: the fingerprint recorded at start
 differs from the deployed flow's; when the subgraph from the current node is unchanged the run
 goes on with a WARNING, otherwise (or when no subgraph fingerprint was recorded) it is breaking;
 a row recorded without a fingerprint skips the check.
@@ -101,6 +102,8 @@ class WaitView:
     node_id: str
     subscription_id: str | None = None
     timer_pending: bool = False
+    #: A subflow's or map's wait for its children (E13, E14).
+    children: bool = False
 
 
 @attrs.frozen
@@ -133,7 +136,12 @@ class ExecutionView:
         held = state.suspension
         wait = None
         if held is not None:
-            wait = WaitView(held.node_id, held.subscription_id, held.wake_at_ms is not None)
+            wait = WaitView(
+                held.node_id,
+                held.subscription_id,
+                held.wake_at_ms is not None,
+                held.waits_for_children,
+            )
         return cls(
             execution_id=state.execution_id,
             status=state.status,
@@ -306,7 +314,11 @@ def _refusal_detail(execution: ExecutionView, refusal: WakeupRefusal, caps: Wake
 
 
 def _names_this_wait(request: ResumeRequest, wait: WaitView | None) -> bool:
-    if wait is None or (request.subscription_id is None and request.node_id is None):
+    if wait is None:
+        return False
+    if request.resume_type is ResumeType.CHILD:
+        return wait.children and request.node_id in (None, wait.node_id)
+    if request.subscription_id is None and request.node_id is None:
         return False
     if request.node_id not in (None, wait.node_id):
         return False

@@ -19,6 +19,8 @@ from typing import Any, Protocol
 import attrs
 
 from plaita.application.engine.callbacks import CallbackManager
+from plaita.application.engine.child_steps import ChildSteps
+from plaita.application.engine.children import NO_CHILD_EXECUTIONS, ChildExecutions
 from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.runner import Budget, NodeRunner
 from plaita.application.engine.strategies import ResumeInput, StepOutput, finish_wait
@@ -27,7 +29,15 @@ from plaita.domain.errors import ResumeProtocolError
 from plaita.domain.events import Event
 from plaita.domain.execution import Suspension
 from plaita.domain.failures import ExecutionCancelledError, FlowErrorException
-from plaita.domain.flow import BaseNode, EndNode, EventNode, Flow, SleepNode
+from plaita.domain.flow import (
+    BaseNode,
+    EndNode,
+    EventNode,
+    Flow,
+    MapNode,
+    SleepNode,
+    SubflowNode,
+)
 
 JSON = Any
 
@@ -109,9 +119,15 @@ class DistributedStrategy:
 
     mode = "distributed"
 
-    def __init__(self, runner: NodeRunner, callbacks: CallbackManager) -> None:
+    def __init__(
+        self,
+        runner: NodeRunner,
+        callbacks: CallbackManager,
+        children: ChildExecutions = NO_CHILD_EXECUTIONS,
+    ) -> None:
         self._runner = runner
         self._callbacks = callbacks
+        self._children = ChildSteps(children, callbacks)
 
     async def step(
         self,
@@ -125,6 +141,8 @@ class DistributedStrategy:
     ) -> StepOutcome:
         """The outcome of running ``node_id``; a failure raises (the caller flattens it)."""
         node = flow.node(node_id)
+        if isinstance(node, SubflowNode | MapNode):
+            return await self._child_step(node, context, resume)
         if resume is not None and resume.resume_type not in (ResumeType.CONTINUE, ResumeType.RETRY):
             return StepOutcome.of(self._resume(node, context, resume), resume.subscription_id)
         if isinstance(node, EventNode):
@@ -145,6 +163,17 @@ class DistributedStrategy:
                 is_end=isinstance(node, EndNode) or outcome.next_node_id is None,
             )
         )
+
+    async def _child_step(
+        self, node: SubflowNode | MapNode, context: ExecutionContext, resume: ResumeInput | None
+    ) -> StepOutcome:
+        kind = None if resume is None else resume.resume_type
+        if resume is None or kind in (ResumeType.CONTINUE, ResumeType.RETRY):
+            return StepOutcome.of(await self._children.begin(node, context))
+        if kind in (ResumeType.CHILD, ResumeType.TIMEOUT):
+            self._callbacks.on_flow_resume(context.execution_id, node.id, resume.resume_type.value)
+            return StepOutcome.of(await self._children.resume(node, context, resume))
+        return StepOutcome.of(self._resume(node, context, resume))  # a cancel raises there
 
     async def _wait(
         self, node: EventNode, context: ExecutionContext, registrar: SuspensionRegistrar

@@ -23,6 +23,14 @@ from typing import Any, Literal
 import attrs
 
 from plaita.application.engine.callbacks import CallbackManager
+from plaita.application.engine.children import (
+    NO_CHILD_EXECUTIONS,
+    NO_CHILD_RUNS,
+    ChildExecutions,
+    ChildRuns,
+    FlowResolver,
+    InProcessChildren,
+)
 from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.distributed import (
     DistributedStrategy,
@@ -100,7 +108,12 @@ class FlowExecution:
         sleep: Sleep = asyncio.sleep,
         http_client: HttpClient = NO_HTTP_CLIENT,
         tracer: Tracer = NO_TRACING,
+        child_executions: ChildExecutions = NO_CHILD_EXECUTIONS,
+        child_flows: FlowResolver | None = None,
     ) -> None:
+        """``child_executions``: how a worker's subflow and map nodes start children
+        (Distributed); ``child_flows``: where Normal and Generator runs find the flows their
+        children run, in this process, with this run's handlers and options (E13, E14)."""
         self._flow = flow
         self._context = context
         self._clock = clock
@@ -116,15 +129,37 @@ class FlowExecution:
             http_policy=self._options.http_policy,
             tracer=tracer,
         )
+        child_runs: ChildRuns = NO_CHILD_RUNS
+        if child_flows is not None:
+
+            async def run_child(child: Flow, context: ExecutionContext) -> JSON:
+                nested = FlowExecution(
+                    child,
+                    context,
+                    handlers=handlers,
+                    clock=clock,
+                    new_id=new_id,
+                    options=attrs.evolve(self._options, mode="normal", timeout_ms=None),
+                    callbacks=self._callbacks,
+                    event_waiter=event_waiter,
+                    sleep=sleep,
+                    http_client=http_client,
+                    tracer=tracer,
+                    child_flows=child_flows,
+                )
+                return await nested.arun()
+
+            child_runs = InProcessChildren(child_flows, run_child)
         walk: dict[str, Any] = {
             "event_waiter": event_waiter,
             "new_id": new_id,
             "now_ms": clock.now_ms,
             "sleep": sleep,
+            "child_runs": child_runs,
         }
         self._normal = NormalStrategy(self._runner, self._callbacks, **walk)
         self._generator = GeneratorStrategy(self._runner, self._callbacks, **walk)
-        self._distributed = DistributedStrategy(self._runner, self._callbacks)
+        self._distributed = DistributedStrategy(self._runner, self._callbacks, child_executions)
 
     @property
     def flow(self) -> Flow:

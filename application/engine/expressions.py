@@ -88,9 +88,22 @@ def compile_expression(expression: str) -> ast.AST:
         ) from None
 
 
+class _JsonEval(simpleeval.EvalWithCompoundTypes):  # type: ignore[misc]
+    """Data before methods: ``$input.items`` is the object's key ``items``, never the
+    mapping's ``items`` method (nor ``keys``, ``values``, ``get``...)."""
+
+    def _eval_attribute(self, node: ast.Attribute) -> JSON:
+        base = self._eval(node.value)
+        if isinstance(base, Mapping) and node.attr in base and not node.attr.startswith("_"):
+            return base[node.attr]
+        # Evaluated once: the rest of the rules see the value, not the expression again.
+        settled = ast.Attribute(value=ast.Constant(value=base), attr=node.attr, ctx=node.ctx)
+        return super()._eval_attribute(settled)
+
+
 def evaluate(expression: str, names: Mapping[str, JSON]) -> JSON:
     parsed = compile_expression(expression)
-    evaluator = simpleeval.EvalWithCompoundTypes(names=dict(names), functions=_FUNCTIONS)
+    evaluator = _JsonEval(names=dict(names), functions=_FUNCTIONS)
     try:
         return evaluator.eval(expression, previously_parsed=parsed)
     except simpleeval.InvalidExpression as exc:

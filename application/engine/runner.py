@@ -412,6 +412,12 @@ def _retry_requested(
     return error
 
 
+def fail_through_handler(node: BaseNode, cause: BaseException) -> JSON:
+    """What ``node``'s errorHandler makes of ``cause``: the value to go on with
+    (``continue``, ``continue_with``), or the node's failure raised (``abort``)."""
+    return _apply_strategy(node.error_handler, _node_failed(node.id, cause))
+
+
 def _apply_strategy(strategy: FailureStrategy, error: FlowExecutionException) -> JSON:
     if strategy.strategy == "continue":
         return None

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import attrs
 
 from plaita.application.engine.callbacks import CallbackManager
+from plaita.application.engine.children import NO_CHILD_RUNS, ChildRuns, InProcessChildSteps
 from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.runner import Budget, NodeRunner
 from plaita.application.ports import EventWaiter
@@ -27,7 +28,7 @@ from plaita.domain.failures import (
     ExecutionDeadlineError,
     NodeTimeoutError,
 )
-from plaita.domain.flow import BaseNode, EventNode, Flow, SleepNode
+from plaita.domain.flow import BaseNode, EventNode, Flow, MapNode, SleepNode, SubflowNode
 
 JSON = Any
 Sleep = Callable[[float], Awaitable[None]]
@@ -41,6 +42,8 @@ class ResumeInput:
     resume_type: ResumeType
     event: JSON = None
     subscription_id: str | None = None
+    #: The suspension being resumed: a wait for children reads its progress from it.
+    waiting: Suspension | None = None
 
 
 @attrs.frozen
@@ -129,9 +132,11 @@ class NormalStrategy:
         new_id: Callable[[], str],
         now_ms: Callable[[], int],
         sleep: Sleep = asyncio.sleep,
+        child_runs: ChildRuns = NO_CHILD_RUNS,
     ) -> None:
         self._runner = runner
         self._callbacks = callbacks
+        self._children = InProcessChildSteps(child_runs, callbacks)
         self._event_waiter = event_waiter
         self._new_id = new_id
         self._now_ms = now_ms
@@ -147,6 +152,8 @@ class NormalStrategy:
                 branch = context.last_branch
             elif isinstance(node, SleepNode):
                 result, next_id, branch = await self._nap(node, context, budget), node.next, None
+            elif isinstance(node, SubflowNode | MapNode):
+                result, next_id, branch = await self._children.run(node, context), node.next, None
             else:
                 outcome = await self._runner.run_node(node, context, budget)
                 result, next_id, branch = outcome.result, outcome.next_node_id, outcome.branch

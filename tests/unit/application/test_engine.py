@@ -508,3 +508,15 @@ async def test_a_variable_over_the_limit_fails_the_attempt_naming_it(clock: Fake
     run = execution(task_flow({"retryTimes": 3}), handler_registry(work=deep), clock)
     with pytest.raises(NodeExecutionError, match="execution variable depth limit"):
         await run.arun()
+
+
+@pytest.mark.parametrize("key", ["items", "keys", "values", "get", "copy"])
+def test_a_key_named_like_a_mapping_method_is_the_key(key: str) -> None:
+    """``$input.items`` reads the input's ``items``: data before the mapping's methods."""
+    from plaita.application.engine.expressions import ExpressionEvaluationError, evaluate
+
+    names = {"input": {key: [1, 2]}, "nested": {"a": {key: "x"}}}
+    assert evaluate(f"$input.{key}", names) == [1, 2]
+    assert evaluate(f"$nested.a.{key}", names) == "x"
+    with pytest.raises(ExpressionEvaluationError):
+        evaluate("$input.__class__", names)

@@ -56,10 +56,10 @@ def test_children_of_one_parent_never_share_an_id() -> None:
 def test_a_map_starts_at_most_its_concurrency_then_one_per_completion() -> None:
     step = begin_map(5, concurrency=2, on_item_error=OnItemError.FAIL)
     assert step.start == range(0, 2) and step.progress.running == 2
-    step = child_ended(step.progress, ok=True, first_time=True)
+    step = child_ended(step.progress, index=1, ok=True)
     assert step.start == range(2, 3) and step.progress.running == 2
-    for _ in range(4):
-        step = child_ended(step.progress, ok=True, first_time=True)
+    for index in (0, 2, 3, 4):
+        step = child_ended(step.progress, index=index, ok=True)
     assert step.progress.finished and step.progress.succeeded == 5
     assert step.progress.started == 5 and step.start == range(0)
 
@@ -71,25 +71,56 @@ def test_an_empty_list_is_finished_at_once() -> None:
 
 def test_a_repeated_completion_changes_nothing() -> None:
     step = begin_map(3, concurrency=1, on_item_error=OnItemError.COLLECT)
-    once = child_ended(step.progress, ok=True, first_time=True)
-    again = child_ended(once.progress, ok=True, first_time=False)
-    assert again.progress == once.progress and again.start == range(0)
+    once = child_ended(step.progress, index=0, ok=True)
+    again = child_ended(once.progress, index=0, ok=True)
+    assert again.progress == once.progress and again.start == range(0) and not again.counted
+
+
+def test_a_completion_for_an_item_not_started_changes_nothing() -> None:
+    step = begin_map(3, concurrency=1, on_item_error=OnItemError.COLLECT)
+    for index in (1, 2, -1, 7):
+        early = child_ended(step.progress, index=index, ok=True)
+        assert early.progress == step.progress and not early.counted
+
+
+def test_the_window_slides_past_ended_items_and_stays_small() -> None:
+    """Out-of-order ends are bits above ``low``; once the oldest ends, ``low`` moves past
+    every ended index at once and the bits are gone."""
+    step = begin_map(1000, concurrency=3, on_item_error=OnItemError.FAIL)
+    step = child_ended(step.progress, index=2, ok=True)
+    step = child_ended(step.progress, index=1, ok=True)
+    assert (step.progress.low, step.progress.done) == (0, 0b110)
+    assert step.progress.running_indexes() == [0, 3, 4]
+    step = child_ended(step.progress, index=0, ok=True)
+    assert (step.progress.low, step.progress.done) == (3, 0)
+    for index in range(3, 1000):
+        step = child_ended(step.progress, index=index, ok=True)
+    assert step.progress.finished and step.progress.low == 1000
+    assert len(str(step.progress.to_json())) < 250  # 1,000 items: a few counters
+
+
+def test_the_progress_survives_its_json_form() -> None:
+    step = begin_map(70, concurrency=5, on_item_error=OnItemError.COLLECT)
+    for index in (4, 1, 3):
+        step = child_ended(step.progress, index=index, ok=index != 3)
+    assert MapProgress.from_json(step.progress.to_json()) == step.progress
 
 
 def test_collect_counts_a_failure_and_goes_on() -> None:
     step = begin_map(2, concurrency=1, on_item_error=OnItemError.COLLECT)
-    step = child_ended(step.progress, ok=False, first_time=True)
+    step = child_ended(step.progress, index=0, ok=False)
     assert step.start == range(1, 2) and not step.cancel_running
-    step = child_ended(step.progress, ok=True, first_time=True)
+    step = child_ended(step.progress, index=1, ok=True)
     assert step.progress.finished and (step.progress.succeeded, step.progress.failed) == (1, 1)
 
 
 def test_fail_ends_the_node_at_the_first_failure_and_cancels_the_running() -> None:
     step = begin_map(10, concurrency=3, on_item_error=OnItemError.FAIL)
-    step = child_ended(step.progress, ok=False, first_time=True)
+    step = child_ended(step.progress, index=1, ok=False)
     assert step.cancel_running and step.progress.finished and step.start == range(0)
-    assert step.progress.running == 0
-    late = child_ended(step.progress, ok=True, first_time=True)
+    assert step.progress.running == 0 and step.progress.failed_index == 1
+    assert step.progress.running_indexes() == [0, 2]  # what to cancel
+    late = child_ended(step.progress, index=0, ok=True)
     assert late.progress == step.progress and not late.cancel_running
 
 
@@ -120,27 +151,31 @@ def test_any_order_of_completions_with_duplicates_keeps_the_bounds(
     total: int, concurrency: int, mode: OnItemError, data: st.DataObject
 ) -> None:
     """Children end in any order, some completions twice: never more than ``concurrency``
-    run, every item starts exactly once (until ``fail`` aborts), and the map finishes."""
+    run, every item starts exactly once (until ``fail`` aborts), each counts once, and the
+    map finishes."""
     step = begin_map(total, concurrency=concurrency, on_item_error=mode)
     progress: MapProgress = step.progress
     running = list(step.start)
     started = list(step.start)
-    ended: set[int] = set()
+    ended: list[int] = []
     for _ in range(total + 1):  # each turn ends one running child
         if progress.finished:
             break
         assert len(running) == progress.running <= concurrency
+        assert progress.running_indexes() == sorted(running)
         if ended and data.draw(st.booleans()):  # a repeated completion first
-            repeated = child_ended(progress, ok=True, first_time=False)
-            assert repeated.progress == progress and repeated.start == range(0)
+            repeated = child_ended(progress, index=data.draw(st.sampled_from(ended)), ok=True)
+            assert repeated.progress == progress and not repeated.counted
         index = data.draw(st.sampled_from(running))
-        step = child_ended(progress, ok=data.draw(st.booleans()), first_time=True)
-        ended.add(index)
+        step = child_ended(progress, index=index, ok=data.draw(st.booleans()))
+        assert step.counted
+        ended.append(index)
         running.remove(index)
         running += list(step.start)
         started += list(step.start)
-        progress = step.progress
+        progress = MapProgress.from_json(step.progress.to_json())
     assert progress.finished
     assert started == list(range(len(started)))
+    assert all(progress.has_ended(i) for i in ended)
     if not progress.aborted:
         assert started == list(range(total)) and progress.ended == total

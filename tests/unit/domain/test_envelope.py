@@ -58,8 +58,16 @@ def test_a_resume_carrier_carries_its_resume_type(resume_type: ResumeType) -> No
     assert envelope.event == {"event_type": "approval_decision", "data": {"ok": True}}
 
 
-def test_the_resume_types_are_the_five_the_spec_names() -> None:
-    assert {t.value for t in ResumeType} == {"continue", "retry", "event", "timeout", "cancel"}
+def test_the_resume_types_are_the_five_the_spec_names_and_a_childs_end() -> None:
+    """W1's five, and ``child`` (E13, E14): a child execution ended."""
+    assert {t.value for t in ResumeType} == {
+        "continue",
+        "retry",
+        "event",
+        "timeout",
+        "cancel",
+        "child",
+    }
 
 
 def test_a_resume_carrier_without_resume_type_is_refused() -> None:

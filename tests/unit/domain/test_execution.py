@@ -103,7 +103,7 @@ def test_transition_table_is_the_one_the_spec_describes() -> None:
     assert {
         ExecutionStatus.PENDING: {RUNNING, SUSPENDED, COMPLETED, ERROR, CANCELLED},
         RUNNING: {RUNNING, SUSPENDED, COMPLETED, ERROR, CANCELLED},
-        SUSPENDED: {RUNNING, ERROR, CANCELLED},
+        SUSPENDED: {RUNNING, SUSPENDED, ERROR, CANCELLED},
         ERROR: {RUNNING},
         COMPLETED: set(),
         CANCELLED: set(),
