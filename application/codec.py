@@ -58,7 +58,7 @@ class EnvelopeDocument(BaseModel):
     timestamp_ms: int = Field(ge=0)
     version: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
-    resume_type: Literal["continue", "retry", "event", "timeout", "cancel"] | None = None
+    resume_type: Literal["continue", "retry", "event", "timeout", "cancel", "child"] | None = None
     event: dict[str, Any] | None = None
     subscription_id: str | None = None
     tenant_id: str = Field(default="default", min_length=1)

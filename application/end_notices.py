@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from plaita.application.use_cases.children import ChildLinks
 from plaita.application.ports import EndNotices, ExecutionPage, ExecutionRepository, NodeHeartbeat
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.execution_query import EVERY_EXECUTION, ExecutionQuery
@@ -24,11 +25,15 @@ log = logging.getLogger("plaita.end_notices")
 
 
 class AnnouncingExecutions:
-    """An ``ExecutionRepository`` that is ``store``, plus the end notices."""
+    """An ``ExecutionRepository`` that is ``store``, plus the end notices; and, given
+    ``links``, what an end or a delete does to the parent and the children (E13, E14)."""
 
-    def __init__(self, store: ExecutionRepository, notices: EndNotices) -> None:
+    def __init__(
+        self, store: ExecutionRepository, notices: EndNotices, links: ChildLinks | None = None
+    ) -> None:
         self.store = store
         self._notices = notices
+        self._links = links
 
     async def save(
         self,
@@ -41,6 +46,8 @@ class AnnouncingExecutions:
         await self.store.save(state, fence=fence, previous=previous, history=history)
         if ends_execution(previous, state):
             await self._announce(state.execution_id)
+            if self._links is not None:
+                await self._links.ended(previous, state)
 
     async def delete(
         self,
@@ -50,10 +57,15 @@ class AnnouncingExecutions:
         tombstone: Tombstone,
         tombstone_ttl_ms: int,
     ) -> Tombstone:
+        # What it waited for is read first: a parent deleted while its children run cancels
+        # them (E13, E14).
+        doomed = None if self._links is None else await self.store.load(execution_id)
         stored = await self.store.delete(
             execution_id, fence=fence, tombstone=tombstone, tombstone_ttl_ms=tombstone_ttl_ms
         )
         await self._announce(execution_id)  # a waiter learns it is gone
+        if self._links is not None and doomed is not None and not doomed.is_terminal:
+            await self._links.cascade(doomed, doomed.suspension)
         return stored
 
     async def _announce(self, execution_id: str) -> None:

@@ -24,7 +24,7 @@ from plaita.domain.envelope import (
     TaskEnvelope,
     validate_target_instance_id,
 )
-from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.execution import ExecutionState, ExecutionStatus, ParentLink
 from plaita.domain.ids import validate_execution_id, validate_flow_id
 from plaita.domain.limits import ENVELOPE_LIMIT, INPUT_LIMIT, check_json_text, check_json_value
 from plaita.domain.step import first_state
@@ -75,9 +75,11 @@ class StartExecution:
         tenant_id: str = "default",
         trace_link: TraceContext | None = None,
         target_instance_id: str | None = None,
+        parent: ParentLink | None = None,
     ) -> StartedExecution:
         """Accept a start of ``flow_id``; ``trace_link`` is the caller's trace context (an
-        incoming request's), which the execution's new trace links to (C6)."""
+        incoming request's), which the execution's new trace links to (C6); ``parent`` the
+        execution whose subflow or map node starts it as a child (E13, E14)."""
         validate_flow_id(flow_id)
         if execution_id is not None:
             validate_execution_id(execution_id)
@@ -129,8 +131,9 @@ class StartExecution:
                 )
         # ADR 0022: the execution exists from here on, before any worker saw its carrier. An
         # id that names a stored execution already is left to the carrier (W6).
-        accepted = first_state(
-            envelope, flow, now_ms=envelope.timestamp_ms, status=ExecutionStatus.PENDING
+        accepted = attrs.evolve(
+            first_state(envelope, flow, now_ms=envelope.timestamp_ms, status=ExecutionStatus.PENDING),
+            parent=parent,
         )
         await self._executions.accept(
             self._traced(accepted, trace_link), history=[_accepted(envelope, params or {})]

@@ -16,6 +16,8 @@ from plaita.adapters.otel.environment import tracer_from_environment
 from plaita.adapters.secrets import EnvironmentSecrets
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.end_notices import AnnouncingExecutions
+from plaita.application.use_cases.children import ChildLinks
+from plaita.application.use_cases.operator_controls import CancelExecution
 from plaita.application.handlers import HandlerAllowlist, HandlerRegistry
 from plaita.application.ports import Clock
 from plaita.application.use_cases.flows import FlowCatalog
@@ -155,8 +157,6 @@ class Stores(containers.DeclarativeContainer):
     end_notices = providers.Selector(
         config.backend, memory=memory_stores.end_notices, redis=redis_stores.end_notices
     )
-    #: The store, announcing each save that ends an execution (and each delete).
-    executions = providers.Singleton(AnnouncingExecutions, execution_store, end_notices)
     flow_repository = providers.Selector(
         config.storage,
         auto=providers.Selector(
@@ -236,6 +236,27 @@ class Stores(containers.DeclarativeContainer):
     #: This process's config family and generations (W12): logged, registered, and compared
     #: with every carrier's.
     generations = providers.Singleton(generations_of, runtime_config)
+
+    #: What an execution's end or delete does to its parent and children (E13, E14); its
+    #: cancels are an operator's (W23), made on the configured store itself.
+    child_links = providers.Singleton(
+        ChildLinks,
+        queue=queue,
+        cancel=providers.Singleton(
+            CancelExecution,
+            executions=execution_store,
+            controls=controls,
+            queue=queue,
+            clock=clock,
+            generations=generations,
+        ),
+        clock=clock,
+        generations=generations,
+    )
+    #: The store, announcing each save that ends an execution (and each delete).
+    executions = providers.Singleton(
+        AnnouncingExecutions, execution_store, end_notices, child_links
+    )
 
     #: http nodes (E11): the deployment's policy and the client that sends their requests.
     http_policy = providers.Singleton(

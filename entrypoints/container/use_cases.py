@@ -40,6 +40,7 @@ from plaita.application.use_cases.schedules import (
     TickSettings,
     TriggerSchedule,
 )
+from plaita.application.use_cases.children import WorkerChildren
 from plaita.application.use_cases.start_execution import StartExecution
 from plaita.application.use_cases.step import ProcessTask, StepSettings
 from plaita.domain.janitor import plan_janitor
@@ -65,27 +66,6 @@ class UseCases(Stores):
         registry_enabled=Stores.config.registry_enabled,
         max_handovers=Stores.config.affinity_max_handovers,
         generations=Stores.generations,
-    )
-    process_task = providers.Singleton(
-        ProcessTask,
-        executions=Stores.executions,
-        leases=Stores.leases,
-        flows=Stores.flows,
-        queue=Stores.queue,
-        subscriptions=Stores.subscriptions,
-        handlers=Stores.handlers,
-        clock=Stores.clock,
-        ids=Stores.ids,
-        settings=step_settings,
-        counters=Stores.counters,
-        delay=Stores.delay_queue,
-        registry=Stores.registry,
-        dedup=Stores.dedup,
-        inbox=Stores.inbox,
-        controls=Stores.controls,
-        listeners=listeners,
-        tracer=Stores.tracer,
-        http=Stores.http_client,
     )
     dead_letter_guard = providers.Factory(
         GuardDeadLetter,
@@ -256,6 +236,40 @@ class UseCases(Stores):
         queue=Stores.queue,
         clock=Stores.clock,
         generations=Stores.generations,
+    )
+    #: A worker's subflow and map nodes (E13, E14): children started as executions, read
+    #: back from the store, cancelled as an operator would.
+    worker_children = providers.Singleton(
+        WorkerChildren,
+        start=start_execution,
+        cancel=cancel_execution,
+        executions=Stores.executions,
+        delay=Stores.delay_queue,
+        clock=Stores.clock,
+        ids=Stores.ids,
+        generations=Stores.generations,
+    )
+    process_task = providers.Singleton(
+        ProcessTask,
+        executions=Stores.executions,
+        leases=Stores.leases,
+        flows=Stores.flows,
+        queue=Stores.queue,
+        subscriptions=Stores.subscriptions,
+        handlers=Stores.handlers,
+        clock=Stores.clock,
+        ids=Stores.ids,
+        settings=step_settings,
+        counters=Stores.counters,
+        delay=Stores.delay_queue,
+        registry=Stores.registry,
+        dedup=Stores.dedup,
+        inbox=Stores.inbox,
+        controls=Stores.controls,
+        listeners=listeners,
+        tracer=Stores.tracer,
+        http=Stores.http_client,
+        children=worker_children,
     )
     continue_execution = providers.Factory(
         ContinueExecution,

@@ -34,8 +34,8 @@ from .sql_fixtures import fresh_postgres_database, postgres_url, sqlite_url
 from .test_execution_repository_contract import state
 from .test_flow_repository_contract import flow
 
-#: The newest migration (0007: cron schedules and the claims of their dues).
-HEAD = "0007"
+#: The newest migration (0008: the parent of a child execution).
+HEAD = "0008"
 
 
 def differences(connection: Connection, target: sa.MetaData) -> list[Any]:

@@ -19,6 +19,7 @@ from pathlib import Path
 import attrs
 
 from plaita.application.engine.callbacks import CallbackManager
+from plaita.application.engine.children import NO_CHILD_EXECUTIONS, ChildExecutions
 from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.distributed import StepKind, StepOutcome
 from plaita.application.engine.execution import FlowExecution, RunOptions
@@ -95,7 +96,9 @@ class Advance:
         listeners: Callable[[], list[object]],
         tracing: StepTracing,
         http: HttpClient = NO_HTTP_CLIENT,
+        children: ChildExecutions = NO_CHILD_EXECUTIONS,
     ) -> None:
+        self._children = children
         self._tracing = tracing
         self._flows = flows
         self._http = http
@@ -255,6 +258,7 @@ class Advance:
             callbacks=CallbackManager(self._listeners()),
             http_client=self._http,
             tracer=self._tracing.tracer,
+            child_executions=self._children,
         )
 
     async def _succeeded(self, execution_id: str, counters: Counters, node_id: str) -> Counters:

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 
 from plaita.application.engine.runner import NO_HTTP_CLIENT
 from plaita.application.handlers import HandlerRegistry
+from plaita.application.engine.children import NO_CHILD_EXECUTIONS, ChildExecutions
 from plaita.application.null_objects import NO_TRACING
 from plaita.application.ports import (
     Clock,
@@ -85,7 +86,10 @@ class ProcessTask:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         tracer: Tracer = NO_TRACING,
         http: HttpClient = NO_HTTP_CLIENT,
+        children: ChildExecutions = NO_CHILD_EXECUTIONS,
     ) -> None:
+        """``children`` starts and reads the child executions of subflow and map nodes
+        (E13, E14); without it those nodes fail with a named error."""
         self._executions, self._leases, self._flows = executions, leases, flows
         self._queue, self._delay, self._subscriptions = queue, delay, subscriptions
         self._clock, self._settings, self._listeners = clock, settings, listeners
@@ -134,6 +138,7 @@ class ProcessTask:
             listeners=listeners,
             tracing=StepTracing(tracer, worker=settings.holder_id),
             http=http,
+            children=children,
         )
         self._resumes = Resumes(
             flows=flows, counters=counters, waits=waits, advance=advance, clock=clock

@@ -121,7 +121,9 @@ class Resumes:
                 )
             envelope = held.envelope
             assert envelope.resume_type is not None
-            resume = ResumeInput(envelope.resume_type, envelope.event, envelope.subscription_id)
+            resume = ResumeInput(
+                envelope.resume_type, envelope.event, envelope.subscription_id, state.suspension
+            )
         lead = self._woken_by(held, state) if resume is not None else ()
         return await self._advance.run(
             held, state, flow, resume=resume, counters=counters, stored=state, lead=lead

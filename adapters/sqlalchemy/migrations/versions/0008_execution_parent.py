@@ -1,0 +1,30 @@
+"""The execution that started an execution as its child, part of its state (E13, E14).
+
+Revision ID: 0008
+Revises: 0007
+Create Date: 2026-12-02
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0008"
+down_revision: str | Sequence[str] | None = "0007"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    # JSON text, as the other structured header columns; 'null' (started by no parent) for
+    # every stored execution.
+    with op.batch_alter_table("executions") as batch:
+        batch.add_column(sa.Column("parent", sa.Text(), nullable=False, server_default="null"))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("executions") as batch:
+        batch.drop_column("parent")
