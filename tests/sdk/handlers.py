@@ -17,3 +17,10 @@ async def decide(params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
 
 def refuse(params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
     raise DeterministicNodeError(f"amount {params.get('amount')!r} is not allowed")
+
+
+def double(params: dict[str, Any], ctx: NodeContext) -> int:
+    """A map item's work: a negative item is a deterministic failure."""
+    if params["n"] < 0:
+        raise DeterministicNodeError(f"item {params['n']} is negative")
+    return int(params["n"]) * 2
