@@ -72,6 +72,14 @@ def _parse_events(values: tuple[str, ...]) -> list[tuple[str, dict[str, JSON]]]:
     metavar="TYPE=JSON",
     help="An event the run's event nodes can receive; repeat for several.",
 )
+@click.option(
+    "--with-flow",
+    "child_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="A flow the run's subflow and map nodes start as children; repeat for several.",
+)
 @default_retries_option
 def run_command(
     flow_file: Path,
@@ -79,14 +87,18 @@ def run_command(
     handler_modules: str | None,
     stream: bool,
     event_values: tuple[str, ...],
+    child_files: tuple[Path, ...],
     default_retries: int,
 ) -> None:
     """Run FLOW_FILE in this process and print its result (no Redis needed)."""
     flow = load_flow_file(flow_file)
+    children = [load_flow_file(path) for path in child_files]
     params = parse_json_object("--input", input_json, INPUT_LIMIT)
     events = _parse_events(event_values)
     if handler_modules is None:
-        handler_modules = ",".join(sorted(flow.handler_modules()))
+        handler_modules = ",".join(
+            sorted(flow.handler_modules().union(*(child.handler_modules() for child in children)))
+        )
         if handler_modules:
             click.echo(
                 f"note: trusting the handler modules {flow_file} names: {handler_modules} "
@@ -101,7 +113,9 @@ def run_command(
     container = build_container(settings)
     with named_errors():
         try:
-            result = run_flow(container, flow, params, events, stream=stream, emit=click.echo)
+            result = run_flow(
+                container, flow, params, events, stream=stream, emit=click.echo, children=children
+            )
         except FlowExecutionException as exc:
             where = f" at node {exc.node_id!r}" if exc.node_id else ""
             raise click.ClickException(

@@ -2,9 +2,11 @@
 
 An example is a ```json block preceded by one or more comments, one per run::
 
-    <!-- example: name=NAME [input=JSON] [event=TYPE=JSON]... (expect=JSON | expect_error=ERROR) -->
+    <!-- example: name=NAME [input=JSON] [event=TYPE=JSON]... [with=NAME]...
+         (expect=JSON | expect_error=ERROR) -->
 
-Each run goes through the real CLI in-process (click's CliRunner), from the repository root,
+``with=NAME`` gives the flow of the example called NAME to the run (``--with-flow``), for
+its subflow and map nodes to start as children. Each run goes through the real CLI in-process (click's CliRunner), from the repository root,
 with ``--handler-modules examples.docs_handlers``: the same command a reader would type.
 """
 
@@ -47,6 +49,7 @@ class Example:
     expect: Any = _NO_EXPECT
     expect_error: str | None = None
     flow: dict[str, Any] = field(default_factory=dict, compare=False)
+    children: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return f"example {self.name!r} (docs/flows.md line {self.line})"
@@ -56,6 +59,7 @@ def _parse_annotation(text: str, line: int, document: str) -> Example:
     """Read ``key=value`` pairs; JSON values are decoded in place, so they may hold spaces."""
     values: dict[str, Any] = {}
     events: list[tuple[str, dict[str, Any]]] = []
+    children: list[str] = []
     pos = 0
     while (match := _KEY.match(text, pos)) is not None:
         key, pos = match.group(1), match.end()
@@ -64,6 +68,12 @@ def _parse_annotation(text: str, line: int, document: str) -> Example:
             if word is None:
                 raise ValueError(f"{key}= needs a value")
             values[key], pos = word.group(), word.end()
+        elif key == "with":
+            word = _WORD.match(text, pos)
+            if word is None:
+                raise ValueError("with= needs the name of another example")
+            children.append(word.group())
+            pos = word.end()
         elif key in ("input", "expect"):
             values[key], pos = _DECODER.raw_decode(text, pos)
         elif key == "event":
@@ -91,6 +101,7 @@ def _parse_annotation(text: str, line: int, document: str) -> Example:
         expect=values.get("expect", _NO_EXPECT),
         expect_error=values.get("expect_error"),
         flow=json.loads(document),
+        children=tuple(children),
     )
 
 
@@ -154,11 +165,18 @@ def parse_guide(text: str) -> tuple[list[Example], list[str]]:
     problems += [
         f"example name {n!r} is used twice" for n in sorted(set(names)) if names.count(n) > 1
     ]
+    problems += [
+        f"{example}: with={child} names no example"
+        for example in examples
+        for child in example.children
+        if child not in names
+    ]
     return examples, problems
 
 
 EXAMPLES, PROBLEMS = parse_guide(GUIDE.read_text(encoding="utf-8"))
 SUCCEEDING = [example for example in EXAMPLES if example.expect_error is None]
+BY_NAME = {example.name: example for example in EXAMPLES}
 
 
 @pytest.fixture
@@ -177,6 +195,10 @@ def run_example(example: Example, tmp_path: Path, *extra: str) -> Result:
         args += ["--input", json.dumps(example.input)]
     for event_type, data in example.events:
         args += ["--event", f"{event_type}={json.dumps(data)}"]
+    for child in example.children:
+        child_file = tmp_path / f"child-{child}.json"
+        child_file.write_text(BY_NAME[child].document, encoding="utf-8")
+        args += ["--with-flow", str(child_file)]
     return CliRunner().invoke(main, [*args, *extra], catch_exceptions=False)
 
 
@@ -187,7 +209,16 @@ def test_the_guide_has_well_formed_annotated_examples() -> None:
 
 def test_the_examples_cover_every_node_type_and_the_main_options() -> None:
     nodes = [node for example in EXAMPLES for node in example.flow["nodes"]]
-    assert {node["type"] for node in nodes} >= {"task", "if", "switch", "event", "sleep", "end"}
+    assert {node["type"] for node in nodes} >= {
+        "task",
+        "if",
+        "switch",
+        "event",
+        "sleep",
+        "subflow",
+        "map",
+        "end",
+    }
     assert any(node.get("retryTimes") for node in nodes)
     assert any(node.get("errorHandler", {}).get("strategy") == "continue_with" for node in nodes)
     assert any(node.get("timeoutHandler", {}).get("strategy") == "continue" for node in nodes)
