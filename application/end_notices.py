@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from plaita.application.use_cases.children import ChildLinks
 from plaita.application.ports import EndNotices, ExecutionPage, ExecutionRepository, NodeHeartbeat
+from plaita.application.use_cases.children import ChildLinks
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.execution_query import EVERY_EXECUTION, ExecutionQuery
 from plaita.domain.history import DEFAULT_HISTORY_PAGE, HistoryEntry, HistoryPage

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import enum
 import hashlib
-
 from collections.abc import Mapping
 from typing import Any
 

@@ -15,9 +15,10 @@ from typing import Any
 
 import attrs
 
-from plaita.domain.children import MapProgress
 from plaita.domain.errors import IllegalTransitionError
+from plaita.domain.tokens import OpenFork
 from plaita.domain.tracing import ExecutionTrace
+from plaita.domain.waits import Suspension as Suspension
 
 JSON = Any
 
@@ -85,55 +86,6 @@ class ExecutionError:
             message=str(raw["message"]),
             node_id=raw.get("node_id"),
             kind=str(raw.get("kind", "FlowErrorException")),
-        )
-
-
-@attrs.frozen
-class Suspension:
-    """Where a suspended execution waits: an event subscription, a timer, or its children.
-
-    A wait for children (a ``subflow`` or ``map`` node, E13, E14) names them — the one
-    ``child_id`` of a subflow, the ``map`` progress of a map — and keeps a timer too
-    (``subscription_id`` and ``wake_at_ms``): the parent's own check on its children.
-    """
-
-    node_id: str
-    subscription_id: str | None = None
-    wake_at_ms: int | None = None
-    child_id: str | None = None
-    map: MapProgress | None = None
-    #: The node says ``on_parent_end: abandon``: the parent's cancel or delete leaves its
-    #: running children be.
-    abandon_children: bool = False
-
-    @property
-    def waits_for_children(self) -> bool:
-        return self.child_id is not None or self.map is not None
-
-    def to_json(self) -> dict[str, JSON]:
-        raw: dict[str, JSON] = {
-            "node_id": self.node_id,
-            "subscription_id": self.subscription_id,
-            "wake_at_ms": self.wake_at_ms,
-        }
-        if self.child_id is not None:
-            raw["child_id"] = self.child_id
-        if self.map is not None:
-            raw["map"] = self.map.to_json()
-        if self.abandon_children:
-            raw["abandon_children"] = True
-        return raw
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, JSON]) -> Suspension:
-        progress = raw.get("map")
-        return cls(
-            node_id=str(raw["node_id"]),
-            subscription_id=raw.get("subscription_id"),
-            wake_at_ms=raw.get("wake_at_ms"),
-            child_id=raw.get("child_id"),
-            map=None if progress is None else MapProgress.from_json(progress),
-            abandon_children=bool(raw.get("abandon_children", False)),
         )
 
 
@@ -292,6 +244,8 @@ class ExecutionState:
     trace: ExecutionTrace | None = None
     #: The execution that started this one as its child (E13, E14); None for any other.
     parent: ParentLink | None = None
+    #: The branches of its open ``parallel`` node (E12); None while no fork is open.
+    fork: OpenFork | None = None
 
     @classmethod
     def new(
@@ -327,6 +281,20 @@ class ExecutionState:
     @property
     def is_terminal(self) -> bool:
         return self.status.is_terminal
+
+    @property
+    def waits(self) -> tuple[Suspension, ...]:
+        """Every wait it has registered: its suspension, and those of its open branches."""
+        found = () if self.fork is None else self.fork.waits
+        if self.suspension is not None and self.suspension not in found:
+            found = (self.suspension, *found)
+        return found
+
+    def wait_of(self, subscription_id: str | None) -> Suspension | None:
+        """The wait (of any branch) registered under ``subscription_id``; None if none is."""
+        if subscription_id is None:
+            return None
+        return next((w for w in self.waits if w.subscription_id == subscription_id), None)
 
     @property
     def stopped_at(self) -> str | None:
@@ -367,6 +335,7 @@ class ExecutionState:
             "last_failure": None if self.last_failure is None else self.last_failure.to_json(),
             "trace": None if self.trace is None else self.trace.to_json(),
             "parent": None if self.parent is None else self.parent.to_json(),
+            "fork": None if self.fork is None else self.fork.to_json(),
         }
 
     @classmethod
@@ -402,4 +371,5 @@ class ExecutionState:
             last_failure=None if last_failure is None else NodeFailure.from_json(last_failure),
             trace=ExecutionTrace.from_json(raw.get("trace")),
             parent=ParentLink.from_json(raw.get("parent")),
+            fork=OpenFork.from_json(raw.get("fork")),
         )

@@ -20,13 +20,15 @@ from pydantic import (
     ValidationError,
 )
 
-from plaita.domain.durations import MAX_WAIT_MS, parse_duration_ms
+from plaita.domain.branch_regions import branch_regions
 from plaita.domain.children import MAX_MAP_CONCURRENCY, OnItemError
+from plaita.domain.durations import MAX_WAIT_MS, parse_duration_ms
 from plaita.domain.errors import (
     DuplicateNodeIdError,
     EmptyEventTypeError,
-    InvalidFlowDocumentError,
     InvalidChildNodeError,
+    InvalidFlowDocumentError,
+    InvalidForkError,
     InvalidHandlerReferenceError,
     InvalidHttpNodeError,
     MissingStartNodeError,
@@ -41,6 +43,7 @@ from plaita.domain.http_calls import (
 )
 from plaita.domain.ids import id_problem, validate_flow_id
 from plaita.domain.limits import check_unicode
+from plaita.domain.tokens import WaitFor
 
 JSON = Any
 # Strict: JSON `true` must not become 1 ms or one retry on its way through pydantic.
@@ -153,6 +156,21 @@ class HttpNode(BaseNode):
         return (self.next,)
 
 
+class ParallelNode(BaseNode):
+    """Run ``branches`` side by side, each from its start node until it reaches ``join``;
+    the join runs once, after every branch arrived (``wait: all``) or the first one
+    (``wait: any``: the others are cancelled). Each branch's node results are visible after
+    the join; a branch may wait for its own event or timer while the others go on (E12)."""
+
+    type: Literal["parallel"]
+    branches: list[str] = Field(min_length=2)
+    join: str
+    wait: WaitFor = WaitFor.ALL
+
+    def targets(self) -> tuple[str, ...]:
+        return (*self.branches, self.join)
+
+
 class OnParentEnd(enum.StrEnum):
     """What a parent's cancel or delete does to the children still running (E13, E14)."""
 
@@ -214,6 +232,7 @@ Node = Annotated[
     | HttpNode
     | SubflowNode
     | MapNode
+    | ParallelNode
     | EndNode,
     Field(discriminator="type"),
 ]
@@ -343,6 +362,30 @@ def _check_graph(document: FlowDocument, by_id: Mapping[str, BaseNode]) -> None:
                     f"flow {flow!r}: node {node.id!r} points at unknown node {target!r}"
                 )
         check_node(flow, node)
+    _check_forks(by_id)
+
+
+#: The node types a branch of a parallel node may hold.
+_BRANCH_NODE_TYPES = frozenset({"task", "http", "if", "switch", "event", "sleep"})
+
+
+def _check_forks(by_id: Mapping[str, BaseNode]) -> None:
+    """Each parallel node's branches obey the fork's rules (E12): reach the join, never
+    cross, no node in two branches, and hold only nodes a branch can run."""
+    graph = {node_id: node.targets() for node_id, node in by_id.items()}
+    for node in by_id.values():
+        if not isinstance(node, ParallelNode):
+            continue
+        regions = branch_regions(graph, fork=node.id, branches=node.branches, join=node.join)
+        for start, region in regions.items():
+            for member in sorted(region):
+                kind = by_id[member].type
+                if kind not in _BRANCH_NODE_TYPES:
+                    raise InvalidForkError(
+                        f"parallel node {node.id!r}: branch {start!r} holds {kind} node "
+                        f"{member!r}; a branch holds only "
+                        f"{', '.join(sorted(_BRANCH_NODE_TYPES))} nodes"
+                    )
 
 
 def check_node(flow_id: str, node: BaseNode) -> None:

@@ -17,12 +17,13 @@ First matching row wins; "live" = running or suspended; caps come from ``WakeUpC
  7  live + cancel                               -> CANCEL, cancel                    W23
  8  live + anything else, cancel intent set     -> CANCEL, cancel_requested          W23
  9  suspended + continue/retry                  -> ALREADY_SUSPENDED, already_suspended  #33
-10  suspended + event/timeout for another wait  -> PROTOCOL_ERROR, not_this_suspension   #33 #221
+10  suspended + event/timeout/child, not a wait -> PROTOCOL_ERROR, not_this_suspension  #33 #221
 11  live, breaking drift                        -> DEFINITION_DRIFT, definition_changed  W7
-12  suspended + event/timeout for this wait     -> PROCEED, resume
+12  suspended + event/timeout/child, its wait  -> PROCEED, resume
 13  running + continue                          -> PROCEED, continue
-14  running + retry                             -> PROCEED_AS_CONTINUE, retry_on_running  #53
-15  running + event/timeout                     -> PROCEED_AS_CONTINUE, stale_carrier     #258
+14  running + event/timeout, a branch's wait   -> PROCEED, resume                        E12
+15  running + retry                             -> PROCEED_AS_CONTINUE, retry_on_running  #53
+16  running + event/timeout/child, no wait      -> PROCEED_AS_CONTINUE, stale_carrier     #258
 
 Every row is W7; the last column names the incident (docs/incidents.md) or the other
 requirement a row comes from. Rows 2 and 8: a set cancel intent wins over every other answer,
@@ -34,10 +35,12 @@ CANCEL, WAKE_UP, DEFINITION_DRIFT (a terminal error) and both PROCEEDs run under
 the carrier is acked once that step returned; every other kind is acked at once, no lease taken
 and the execution left as it is. A wait is "this wait" when the carrier names it (subscription
 and/or node) and, for a timeout, a timer is pending; a child carrier's wait is a wait for
-children (E13, E14), and which child it names is the step's to judge. Drift: the fingerprint recorded at start
-differs from the deployed flow's; when the subgraph from the current node is unchanged the run
-goes on with a WARNING, otherwise (or when no subgraph fingerprint was recorded) it is breaking;
-a row recorded without a fingerprint skips the check.
+children (E13, E14), and which child it names is the step's to judge. The waits are the
+suspension's and, while a ``parallel`` node's branches are open, each branch's (E12).
+Drift: the fingerprint recorded at start differs from the deployed flow's; when the subgraph
+from the current node is unchanged the run goes on with a WARNING, otherwise (or when no
+subgraph fingerprint was recorded) it is breaking; a row recorded without a fingerprint
+skips the check.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from plaita.domain.budgets import CounterChange, WakeupRefusal, decide_wakeup
 from plaita.domain.budgets import WakeUpCaps as WakeUpCaps
 from plaita.domain.envelope import ResumeType
 from plaita.domain.errors import DefinitionDriftError, PlaitaError, ResumeProtocolError
-from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.execution import ExecutionState, ExecutionStatus, Suspension
 
 
 class ResumeKind(enum.StrEnum):
@@ -122,6 +125,8 @@ class ExecutionView:
     #: Where it stopped, once it ended (``ExecutionState.stopped_at``): a wake-up restarts a
     #: failed one there (W7).
     stopped_at: str | None = None
+    #: The waits of its open branches (E12): a running execution's branch may wait too.
+    branch_waits: tuple[WaitView, ...] = ()
 
     @classmethod
     def of(
@@ -134,14 +139,7 @@ class ExecutionView:
         cancel_requested: bool = False,
     ) -> ExecutionView:
         held = state.suspension
-        wait = None
-        if held is not None:
-            wait = WaitView(
-                held.node_id,
-                held.subscription_id,
-                held.wake_at_ms is not None,
-                held.waits_for_children,
-            )
+        wait = None if held is None else _wait_view(held)
         return cls(
             execution_id=state.execution_id,
             status=state.status,
@@ -153,7 +151,14 @@ class ExecutionView:
             consecutive_failures=consecutive_failures,
             cancel_requested=cancel_requested,
             stopped_at=state.stopped_at if state.is_terminal else None,
+            branch_waits=() if state.fork is None else tuple(map(_wait_view, state.fork.waits)),
         )
+
+
+def _wait_view(held: Suspension) -> WaitView:
+    return WaitView(
+        held.node_id, held.subscription_id, held.wake_at_ms is not None, held.waits_for_children
+    )
 
 
 @attrs.frozen
@@ -241,7 +246,7 @@ def decide_resume(
             return ResumeDecision(
                 ResumeKind.ALREADY_SUSPENDED, ResumeReason.ALREADY_SUSPENDED, detail
             )
-        if not _names_this_wait(request, execution.wait):
+        if not _names_a_wait(request, execution):
             return _protocol_error(execution, request)
     if drift is DefinitionDrift.BREAKING:
         return _drifted(ResumeKind.DEFINITION_DRIFT, execution, current)
@@ -250,6 +255,9 @@ def decide_resume(
         return ResumeDecision(ResumeKind.PROCEED, ResumeReason.RESUME, f"{kind} {xid}", warning)
     if kind is ResumeType.CONTINUE:
         return ResumeDecision(ResumeKind.PROCEED, ResumeReason.CONTINUE, f"continue {xid}", warning)
+    if kind is not ResumeType.RETRY and _names_a_wait(request, execution):
+        # A branch's wait while another branch runs (E12): it is this carrier's to resume.
+        return ResumeDecision(ResumeKind.PROCEED, ResumeReason.RESUME, f"{kind} {xid}", warning)
     if kind is ResumeType.RETRY:
         # Refusing (or silently dropping) it made "retry" look accepted while nothing ran (#53).
         retry_warning = (
@@ -311,6 +319,11 @@ def _refusal_detail(execution: ExecutionView, refusal: WakeupRefusal, caps: Wake
         f"{xid} failed {execution.consecutive_failures} times in a row (cap "
         f"{caps.max_consecutive_failures}); fix the cause, reset its nofail counter, then retry"
     )
+
+
+def _names_a_wait(request: ResumeRequest, execution: ExecutionView) -> bool:
+    waits = (execution.wait, *execution.branch_waits)
+    return any(_names_this_wait(request, wait) for wait in waits)
 
 
 def _names_this_wait(request: ResumeRequest, wait: WaitView | None) -> bool:

@@ -12,7 +12,9 @@ from collections.abc import Mapping
 
 import attrs
 
+from plaita.domain import tokens
 from plaita.domain.envelope import TaskEnvelope
+from plaita.domain.errors import TokenStateError
 from plaita.domain.execution import (
     JSON,
     ExecutionState,
@@ -20,7 +22,11 @@ from plaita.domain.execution import (
     Suspension,
     node_timing,
 )
-from plaita.domain.flow import Flow
+from plaita.domain.flow import Flow, ParallelNode
+from plaita.domain.tokens import OpenFork, Token, TokenStatus
+
+#: The result a branch ``wait: any`` left behind records at the node it had reached (E12).
+CANCELLED_MARKER: Mapping[str, JSON] = {"cancelled": True}
 
 
 @attrs.frozen
@@ -51,13 +57,21 @@ class StepRecord:
 def apply_step(
     state: ExecutionState, step: StepRecord, *, flow: Flow, started_ms: int, now_ms: int
 ) -> ExecutionState:
-    """``state`` after ``step``, which began at ``started_ms`` and ended at ``now_ms``."""
+    """``state`` after ``step``, which began at ``started_ms`` and ended at ``now_ms``.
+
+    While a ``parallel`` node's fork is open, the step moved one branch's token, and where
+    the execution stands is the fork's to say (``_fork_position``, E12)."""
+    fork = state.fork
+    token = None if fork is None else fork.at(step.node_id)
+    resumed = state.status is ExecutionStatus.SUSPENDED or (
+        token is not None and token.status is TokenStatus.WAITING
+    )
     timings = dict(state.node_timings)
     timings[step.node_id] = node_timing(
         state.node_timings.get(step.node_id),
         started_ms=started_ms,
         now_ms=now_ms,
-        resumed=state.status is ExecutionStatus.SUSPENDED,
+        resumed=resumed,
         suspended=step.suspension is not None,
     )
     advanced = attrs.evolve(
@@ -75,6 +89,12 @@ def apply_step(
             else state.last_failure
         ),
     )
+    node = flow.node(step.node_id) if flow.has_node(step.node_id) else None
+    if fork is None and isinstance(node, ParallelNode):
+        opened = tokens.fork(node.id, node.branches, join=node.join, wait=node.wait)
+        return _fork_position(advanced, opened, flow=flow, now_ms=now_ms)
+    if fork is not None and token is not None:
+        return _fork_position(advanced, _moved(fork, token, step), flow=flow, now_ms=now_ms)
     if step.suspension is not None:
         return advanced.transition(
             ExecutionStatus.SUSPENDED,
@@ -93,6 +113,59 @@ def apply_step(
         now_ms=now_ms,
         next_node_id=step.next_node_id,
         subgraph_fingerprint=flow.subgraph_fingerprint(step.next_node_id),
+    )
+
+
+def _moved(fork: OpenFork, token: Token, step: StepRecord) -> OpenFork:
+    """The fork after ``step`` ran ``token``'s node (resuming it first, if it waited)."""
+    if token.status is TokenStatus.WAITING:
+        fork = tokens.resume(fork, token.token_id, node_id=token.node_id).state
+    if step.suspension is not None:
+        return tokens.suspend(fork, token.token_id, step.suspension)
+    if step.next_node_id is None:
+        raise TokenStateError(
+            f"node {step.node_id!r} ended the flow inside branch {token.token_id!r}, which "
+            "can only go on or wait"
+        )
+    return tokens.advance(fork, token.token_id, step.next_node_id)
+
+
+def _fork_position(
+    state: ExecutionState, fork: OpenFork, *, flow: Flow, now_ms: int
+) -> ExecutionState:
+    """Where an execution with ``fork`` stands: at its join once due (the fork closed, every
+    token ``wait: any`` left behind recorded as cancelled at its node), at its next ready
+    branch, or suspended while every branch waits or arrived."""
+    if fork.join_due:
+        left = tokens.run_join(fork).cancelled
+        results = dict(state.node_results)
+        for token in left:
+            results[token.node_id] = dict(CANCELLED_MARKER)
+        return state.transition(
+            ExecutionStatus.RUNNING,
+            now_ms=now_ms,
+            fork=None,
+            node_results=results,
+            next_node_id=fork.join_node_id,
+            subgraph_fingerprint=flow.subgraph_fingerprint(fork.join_node_id),
+        )
+    if fork.ready:
+        at = fork.ready[0].node_id
+        return state.transition(
+            ExecutionStatus.RUNNING,
+            now_ms=now_ms,
+            fork=fork,
+            next_node_id=at,
+            subgraph_fingerprint=flow.subgraph_fingerprint(at),
+        )
+    waiting = fork.waits[0]
+    return state.transition(
+        ExecutionStatus.SUSPENDED,
+        now_ms=now_ms,
+        fork=fork,
+        suspension=waiting,
+        next_node_id=waiting.node_id,
+        subgraph_fingerprint=flow.subgraph_fingerprint(waiting.node_id),
     )
 
 

@@ -21,12 +21,15 @@ Pure values; ids are given (token ids are the branch start's path under the fork
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import attrs
 
 from plaita.domain.errors import TokenStateError
-from plaita.domain.execution import Suspension
+from plaita.domain.waits import Suspension
+
+JSON = Any
 
 
 class WaitFor(enum.StrEnum):
@@ -49,6 +52,22 @@ class Token:
     status: TokenStatus = TokenStatus.READY
     suspension: Suspension | None = None
 
+    def to_json(self) -> dict[str, JSON]:
+        raw: dict[str, JSON] = {"id": self.token_id, "node": self.node_id, "s": self.status.value}
+        if self.suspension is not None:
+            raw["wait"] = self.suspension.to_json()
+        return raw
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, JSON]) -> Token:
+        wait = raw.get("wait")
+        return cls(
+            token_id=str(raw["id"]),
+            node_id=str(raw["node"]),
+            status=TokenStatus(raw["s"]),
+            suspension=None if wait is None else Suspension.from_json(wait),
+        )
+
 
 @attrs.frozen
 class OpenFork:
@@ -58,6 +77,44 @@ class OpenFork:
     join_node_id: str
     wait: WaitFor
     tokens: tuple[Token, ...]
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "fork": self.fork_node_id,
+            "join": self.join_node_id,
+            "wait": self.wait.value,
+            "tokens": [token.to_json() for token in self.tokens],
+        }
+
+    @classmethod
+    def from_json(cls, raw: JSON) -> OpenFork | None:
+        if not raw:
+            return None
+        return cls(
+            fork_node_id=str(raw["fork"]),
+            join_node_id=str(raw["join"]),
+            wait=WaitFor(raw["wait"]),
+            tokens=tuple(Token.from_json(token) for token in raw["tokens"]),
+        )
+
+    @property
+    def waits(self) -> tuple[Suspension, ...]:
+        """The suspensions of the tokens that wait."""
+        return tuple(
+            t.suspension
+            for t in self.tokens
+            if t.status is TokenStatus.WAITING and t.suspension is not None
+        )
+
+    def at(self, node_id: str) -> Token | None:
+        """The ready or waiting token at ``node_id`` (a node is in one branch at most)."""
+        for token in self.tokens:
+            if token.node_id == node_id and token.status in (
+                TokenStatus.READY,
+                TokenStatus.WAITING,
+            ):
+                return token
+        return None
 
     def token(self, token_id: str) -> Token:
         for token in self.tokens:

@@ -75,6 +75,7 @@ executions = sa.Table(
     sa.Column("last_failure", sa.Text, nullable=False, server_default="null"),
     sa.Column("trace", sa.Text, nullable=False, server_default="null"),
     sa.Column("parent", sa.Text, nullable=False, server_default="null"),
+    sa.Column("fork", sa.Text, nullable=False, server_default="null"),
     sa.Column("expires_at_ms", Millis, nullable=True),
     # The console's listings (C1): newest first, all or by flow, status or both (W23 paging).
     sa.Index("ix_executions_updated", "tenant_id", "updated_at_ms", "execution_id"),
@@ -94,7 +95,7 @@ executions = sa.Table(
 
 #: Header fields stored as JSON text; every other header column holds the field's value.
 JSON_HEADER_FIELDS = frozenset(
-    {"input", "suspension", "result", "error", "last_failure", "trace", "parent"}
+    {"input", "suspension", "result", "error", "last_failure", "trace", "parent", "fork"}
 )
 #: Every header field of a checkpoint (``domain.checkpoint.header_of``), one column each.
 HEADER_FIELDS = frozenset(

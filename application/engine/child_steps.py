@@ -90,7 +90,9 @@ class ChildSteps:
             assert waiting.child_id is not None
             (outcome,) = await self._children.outcomes([waiting.child_id])
             if outcome is None:
-                return await self._wait(node, context, waiting, child_id=waiting.child_id, rearm=rearm)
+                return await self._wait(
+                    node, context, waiting, child_id=waiting.child_id, rearm=rearm
+                )
             try:
                 result = subflow_result(node.id, outcome)
             except ChildExecutionError as exc:
@@ -143,7 +145,9 @@ class ChildSteps:
                 fail_through_handler(node, map_failure(node.id, progress, failure)),
             )
         return self._finish(
-            node, context, map_result(node.on_item_error, await self._gather(node, context, progress))
+            node,
+            context,
+            map_result(node.on_item_error, await self._gather(node, context, progress)),
         )
 
     async def _gather(

@@ -30,9 +30,8 @@ from plaita.application.engine.expressions import (
 )
 from plaita.application.engine.runner import fail_through_handler
 from plaita.domain.child_outcomes import ChildOutcome, map_failure, map_result, subflow_result
-from plaita.domain.children import MapProgress, begin_map, child_ended, child_execution_id
-from plaita.domain.errors import PayloadLimitError
-from plaita.domain.errors import PlaitaError
+from plaita.domain.children import begin_map, child_ended, child_execution_id
+from plaita.domain.errors import PayloadLimitError, PlaitaError
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.failures import (
     ChildExecutionError,
@@ -80,7 +79,9 @@ class ChildExecutions(Protocol):
 class ChildRuns(Protocol):
     """Children run to their end in this process (Normal and Generator modes)."""
 
-    async def run(self, parent: ExecutionContext, node: ChildNode, start: ChildStart) -> ChildOutcome:
+    async def run(
+        self, parent: ExecutionContext, node: ChildNode, start: ChildStart
+    ) -> ChildOutcome:
         """Run one child of ``parent``'s ``node`` to its end."""
         ...
 
@@ -114,7 +115,9 @@ class NoChildExecutions:
 class NoChildRuns:
     """ChildRuns of a run given none: a subflow or map node fails with a named error."""
 
-    async def run(self, parent: ExecutionContext, node: ChildNode, start: ChildStart) -> ChildOutcome:
+    async def run(
+        self, parent: ExecutionContext, node: ChildNode, start: ChildStart
+    ) -> ChildOutcome:
         raise _unavailable(node)
 
 
@@ -137,13 +140,14 @@ def map_items(node: MapNode, context: ExecutionContext) -> list[JSON]:
     value = evaluate(node.items, context.names())
     if not isinstance(value, list):
         raise InvalidMapError(
-            f"map node {node.id!r}: items {node.items!r} yields {type(value).__name__}, "
-            "not a list"
+            f"map node {node.id!r}: items {node.items!r} yields {type(value).__name__}, not a list"
         )
     return value
 
 
-def map_start(node: MapNode, context: ExecutionContext, items: Sequence[JSON], index: int) -> ChildStart:
+def map_start(
+    node: MapNode, context: ExecutionContext, items: Sequence[JSON], index: int
+) -> ChildStart:
     """Item ``index``'s child: input ``{"item": ..., "index": ...}``."""
     child_input = {"item": items[index], "index": index}
     check_json_value(child_input, INPUT_LIMIT, field=f"map node {node.id!r} item {index}")
@@ -163,7 +167,9 @@ class InProcessChildren:
         self._flows = flows
         self._run_child = run_child
 
-    async def run(self, parent: ExecutionContext, node: ChildNode, start: ChildStart) -> ChildOutcome:
+    async def run(
+        self, parent: ExecutionContext, node: ChildNode, start: ChildStart
+    ) -> ChildOutcome:
         try:
             flow = await self._flows(node.flow_id, node.version)
         except PlaitaError as exc:

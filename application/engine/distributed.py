@@ -23,7 +23,12 @@ from plaita.application.engine.child_steps import ChildSteps
 from plaita.application.engine.children import NO_CHILD_EXECUTIONS, ChildExecutions
 from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.runner import Budget, NodeRunner
-from plaita.application.engine.strategies import ResumeInput, StepOutput, finish_wait
+from plaita.application.engine.strategies import (
+    ResumeInput,
+    StepOutput,
+    finish_wait,
+    open_fork,
+)
 from plaita.domain.envelope import ResumeType
 from plaita.domain.errors import ResumeProtocolError
 from plaita.domain.events import Event
@@ -35,6 +40,7 @@ from plaita.domain.flow import (
     EventNode,
     Flow,
     MapNode,
+    ParallelNode,
     SleepNode,
     SubflowNode,
 )
@@ -143,6 +149,9 @@ class DistributedStrategy:
         node = flow.node(node_id)
         if isinstance(node, SubflowNode | MapNode):
             return await self._child_step(node, context, resume)
+        if isinstance(node, ParallelNode):
+            # The fork opens in the checkpoint (apply_step): one token per branch (E12).
+            return StepOutcome.of(open_fork(node, context, self._callbacks))
         if resume is not None and resume.resume_type not in (ResumeType.CONTINUE, ResumeType.RETRY):
             return StepOutcome.of(self._resume(node, context, resume), resume.subscription_id)
         if isinstance(node, EventNode):

@@ -28,7 +28,17 @@ from plaita.domain.failures import (
     ExecutionDeadlineError,
     NodeTimeoutError,
 )
-from plaita.domain.flow import BaseNode, EventNode, Flow, MapNode, SleepNode, SubflowNode
+from plaita.domain.flow import (
+    BaseNode,
+    EventNode,
+    Flow,
+    MapNode,
+    ParallelNode,
+    SleepNode,
+    SubflowNode,
+)
+from plaita.domain.step import CANCELLED_MARKER
+from plaita.domain.tokens import WaitFor
 
 JSON = Any
 Sleep = Callable[[float], Awaitable[None]]
@@ -147,25 +157,70 @@ class NormalStrategy:
     ) -> AsyncIterator[StepOutput]:
         node: BaseNode | None = flow.start_node
         while node is not None:
-            if isinstance(node, EventNode):
-                result, next_id = await self._wait(node, context, budget)
-                branch = context.last_branch
-            elif isinstance(node, SleepNode):
-                result, next_id, branch = await self._nap(node, context, budget), node.next, None
-            elif isinstance(node, SubflowNode | MapNode):
-                result, next_id, branch = await self._children.run(node, context), node.next, None
-            else:
-                outcome = await self._runner.run_node(node, context, budget)
-                result, next_id, branch = outcome.result, outcome.next_node_id, outcome.branch
-            yield StepOutput(
-                node_id=node.id,
-                node_type=node.type,
-                result=result,
-                branch=branch,
-                next_node_id=next_id,
-                is_end=next_id is None,
-            )
-            node = None if next_id is None else flow.node(next_id)
+            if isinstance(node, ParallelNode):
+                yield open_fork(node, context, self._callbacks)
+                for output in await self._branches(node, flow, context, budget):
+                    yield output
+                node = flow.node(node.join)
+                continue
+            output = await self._run_one(node, context, budget)
+            yield output
+            node = None if output.next_node_id is None else flow.node(output.next_node_id)
+
+    async def _run_one(
+        self, node: BaseNode, context: ExecutionContext, budget: Budget
+    ) -> StepOutput:
+        if isinstance(node, EventNode):
+            result, next_id = await self._wait(node, context, budget)
+            branch = context.last_branch
+        elif isinstance(node, SleepNode):
+            result, next_id, branch = await self._nap(node, context, budget), node.next, None
+        elif isinstance(node, SubflowNode | MapNode):
+            result, next_id, branch = await self._children.run(node, context), node.next, None
+        else:
+            outcome = await self._runner.run_node(node, context, budget)
+            result, next_id, branch = outcome.result, outcome.next_node_id, outcome.branch
+        return StepOutput(
+            node_id=node.id,
+            node_type=node.type,
+            result=result,
+            branch=branch,
+            next_node_id=next_id,
+            is_end=next_id is None,
+        )
+
+    async def _branches(
+        self, node: ParallelNode, flow: Flow, context: ExecutionContext, budget: Budget
+    ) -> list[StepOutput]:
+        """Each branch walks in its own task until it reaches the join (E12); ``any``
+        cancels the others once the first arrived, recording them at the node they had
+        reached. The outputs, in the order the nodes finished."""
+        outputs: list[StepOutput] = []
+        at: dict[str, str] = {}
+
+        async def walk(start: str) -> None:
+            current = start
+            while current != node.join:
+                at[start] = current
+                output = await self._run_one(flow.node(current), context, budget)
+                outputs.append(output)
+                assert output.next_node_id is not None  # a branch never ends (validated)
+                current = output.next_node_id
+
+        walkers = {asyncio.ensure_future(walk(start)): start for start in node.branches}
+        first = asyncio.FIRST_COMPLETED if node.wait is WaitFor.ANY else asyncio.FIRST_EXCEPTION
+        try:
+            done, pending = await asyncio.wait(walkers, return_when=first)
+            for walker in done:
+                walker.result()  # a branch's failure is the execution's
+            for walker in pending:  # wait any: the branches left behind
+                walker.cancel()
+                context.record_node(at[walkers[walker]], dict(CANCELLED_MARKER), None)
+        finally:
+            for walker in walkers:
+                walker.cancel()
+            await asyncio.gather(*walkers, return_exceptions=True)
+        return outputs
 
     async def _wait(
         self, node: EventNode, context: ExecutionContext, budget: Budget
@@ -233,3 +288,13 @@ def finish_wait(
     context.record_node(node.id, result, branch)
     callbacks.on_node_end(context.execution_id, node.id, result, branch)
     return result, next_id
+
+
+def open_fork(
+    node: ParallelNode, context: ExecutionContext, callbacks: CallbackManager
+) -> StepOutput:
+    """A ``parallel`` node ran: its result is None, and its branches start (E12)."""
+    callbacks.on_node_start(context.execution_id, node.id, node.type)
+    context.record_node(node.id, None, None)
+    callbacks.on_node_end(context.execution_id, node.id, None, None)
+    return StepOutput(node.id, node.type, None, None, node.branches[0])

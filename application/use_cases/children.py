@@ -205,4 +205,3 @@ class ChildLinks:
                 parent.execution_id,
                 exc,
             )
-

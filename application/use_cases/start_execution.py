@@ -132,7 +132,9 @@ class StartExecution:
         # ADR 0022: the execution exists from here on, before any worker saw its carrier. An
         # id that names a stored execution already is left to the carrier (W6).
         accepted = attrs.evolve(
-            first_state(envelope, flow, now_ms=envelope.timestamp_ms, status=ExecutionStatus.PENDING),
+            first_state(
+                envelope, flow, now_ms=envelope.timestamp_ms, status=ExecutionStatus.PENDING
+            ),
             parent=parent,
         )
         await self._executions.accept(

@@ -16,11 +16,11 @@ from plaita.adapters.otel.environment import tracer_from_environment
 from plaita.adapters.secrets import EnvironmentSecrets
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.end_notices import AnnouncingExecutions
-from plaita.application.use_cases.children import ChildLinks
-from plaita.application.use_cases.operator_controls import CancelExecution
 from plaita.application.handlers import HandlerAllowlist, HandlerRegistry
 from plaita.application.ports import Clock
+from plaita.application.use_cases.children import ChildLinks
 from plaita.application.use_cases.flows import FlowCatalog
+from plaita.application.use_cases.operator_controls import CancelExecution
 from plaita.domain.config_generations import RuntimeConfig, generations_of
 from plaita.domain.http_calls import HttpPolicy
 from plaita.entrypoints.container import redis as redis_family

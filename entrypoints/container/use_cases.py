@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dependency_injector import providers
 
+from plaita.application.use_cases.children import WorkerChildren
 from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
 from plaita.application.use_cases.dedup_claims import DedupClaims
 from plaita.application.use_cases.delete_execution import DeleteExecution
@@ -40,7 +41,6 @@ from plaita.application.use_cases.schedules import (
     TickSettings,
     TriggerSchedule,
 )
-from plaita.application.use_cases.children import WorkerChildren
 from plaita.application.use_cases.start_execution import StartExecution
 from plaita.application.use_cases.step import ProcessTask, StepSettings
 from plaita.domain.janitor import plan_janitor

@@ -34,7 +34,7 @@ from .sql_fixtures import fresh_postgres_database, postgres_url, sqlite_url
 from .test_execution_repository_contract import state
 from .test_flow_repository_contract import flow
 
-#: The newest migration (0008: the parent of a child execution).
+#: The newest migration (0008: the parent of a child execution, the open fork).
 HEAD = "0008"
 
 

@@ -6,8 +6,9 @@ An example is a ```json block preceded by one or more comments, one per run::
          (expect=JSON | expect_error=ERROR) -->
 
 ``with=NAME`` gives the flow of the example called NAME to the run (``--with-flow``), for
-its subflow and map nodes to start as children. Each run goes through the real CLI in-process (click's CliRunner), from the repository root,
-with ``--handler-modules examples.docs_handlers``: the same command a reader would type.
+its subflow and map nodes to start as children. Each run goes through the real CLI
+in-process (click's CliRunner), from the repository root, with ``--handler-modules
+examples.docs_handlers``: the same command a reader would type.
 """
 
 from __future__ import annotations

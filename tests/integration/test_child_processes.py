@@ -83,7 +83,9 @@ def test_a_map_of_200_items_over_two_workers_survives_a_kill_9(plaita: Plaita) -
     poll(some_ended, timeout=60, interval=0.1, what="30 items to end")
     os.kill(first.pid, signal.SIGKILL)  # mid-run: its children and perhaps the parent's step
     first.wait(timeout=10)
-    (view,) = plaita.wait_for_statuses([parent], {"completed", "error"}, 120, alive=[second]).values()
+    (view,) = plaita.wait_for_statuses(
+        [parent], {"completed", "error"}, 120, alive=[second]
+    ).values()
     assert view["status"] == "completed", view
     assert view["result"] == [n * 10 for n in range(200)]  # each item once, in item order
     ended = plaita.states(children)

@@ -22,8 +22,13 @@ PER_ITEM: dict[str, Any] = {
     "flow_id": "sdk_per_item",
     "start": "work",
     "nodes": [
-        {"id": "work", "type": "task", "handler": "tests.sdk.handlers:double",
-         "params": {"n": "${item}"}, "next": "out"},
+        {
+            "id": "work",
+            "type": "task",
+            "handler": "tests.sdk.handlers:double",
+            "params": {"n": "${item}"},
+            "next": "out",
+        },
         {"id": "out", "type": "end"},
     ],
 }
@@ -46,18 +51,32 @@ def parent(node: dict[str, Any], flow_id: str = "sdk_parent") -> dict[str, Any]:
 
 
 MAP = parent(
-    {"id": "each", "type": "map", "items": "$input.items", "flow_id": "sdk_per_item",
-     "concurrency": 3},
+    {
+        "id": "each",
+        "type": "map",
+        "items": "$input.items",
+        "flow_id": "sdk_per_item",
+        "concurrency": 3,
+    },
     "sdk_map",
 )
 COLLECT = parent(
-    {"id": "each", "type": "map", "items": "$input.items", "flow_id": "sdk_per_item",
-     "on_item_error": "collect"},
+    {
+        "id": "each",
+        "type": "map",
+        "items": "$input.items",
+        "flow_id": "sdk_per_item",
+        "on_item_error": "collect",
+    },
     "sdk_collect",
 )
 SUBFLOW = parent(
-    {"id": "child", "type": "subflow", "flow_id": "sdk_waiting_child",
-     "input": {"n": "${input.n}"}},
+    {
+        "id": "child",
+        "type": "subflow",
+        "flow_id": "sdk_waiting_child",
+        "input": {"n": "${input.n}"},
+    },
     "sdk_subflow",
 )
 
@@ -135,8 +154,13 @@ async def test_cancelling_the_parent_cancels_its_running_child(url: str) -> None
 
 async def test_an_abandoning_parent_leaves_its_child_running(url: str) -> None:
     abandoning = parent(
-        {"id": "child", "type": "subflow", "flow_id": "sdk_waiting_child",
-         "input": {"n": 2}, "on_parent_end": "abandon"},
+        {
+            "id": "child",
+            "type": "subflow",
+            "flow_id": "sdk_waiting_child",
+            "input": {"n": 2},
+            "on_parent_end": "abandon",
+        },
         "sdk_abandoning",
     )
     async with plaita.Client(url) as client, plaita.Worker(client, handler_modules=HANDLER_MODULES):

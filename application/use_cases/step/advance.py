@@ -121,10 +121,13 @@ class Advance:
         counters: Counters,
         stored: ExecutionState | None,
         lead: Sequence[HistoryEntry] = (),
+        at: str | None = None,
     ) -> DispatchResult:
         """Advance ``state`` (``stored`` is what storage holds: each checkpoint writes only
         what changed since, S3). ``lead`` is what happened before this advance (the resume's
-        event or timer); it rides the first checkpoint, with the history of each node run."""
+        event or timer); it rides the first checkpoint, with the history of each node run.
+        ``at`` is the node the resume wakes when it is not the next one: a branch's wait
+        while another branch runs (E12)."""
         worker = held.writes.worker
         pending = list(lead)
         taken_up = stored is None or stored.status is ExecutionStatus.PENDING
@@ -155,7 +158,7 @@ class Advance:
         execution = self._execution(flow, context)
         previous = stored
         for _ in range(self._settings.max_steps_per_dispatch):
-            node_id = state.next_node_id
+            node_id, at = at or state.next_node_id, None
             assert node_id is not None, "a non-terminal execution always has a next node"
             started_ms = self._clock.now_ms()
             attempt = counters.attempt(node_id)
@@ -221,13 +224,15 @@ class Advance:
                 await held.writes.checkpoint(state, previous=previous, history=pending)
                 span.outcome(outcome.kind.value)
             pending = []
-            previous = state
             counters = await self._succeeded(state.execution_id, counters, outcome.node_id)
             if outcome.consumed_subscription_id is not None:
                 await self._subscriptions.remove(outcome.consumed_subscription_id)
-            if outcome.kind is StepKind.SUSPENDED:
+            if previous is not None and previous.fork is not None:
+                await self._drop_left_behind(previous, state, outcome.consumed_subscription_id)
+            previous = state
+            if state.status is ExecutionStatus.SUSPENDED:
                 return ack("suspended")
-            if outcome.kind is StepKind.ENDED:
+            if state.status is ExecutionStatus.COMPLETED:
                 return ack("completed")
             resume = None
         hand_over = TaskEnvelope.resume(
@@ -241,6 +246,16 @@ class Advance:
             target_instance_id=held.envelope.target_instance_id,
         )
         return DispatchResult(Disposition.ACK, "yielded", enqueue=(hand_over,))
+
+    async def _drop_left_behind(
+        self, previous: ExecutionState, state: ExecutionState, consumed: str | None
+    ) -> None:
+        """Unregister the subscriptions of the branches a ``wait: any`` join left behind
+        (E12); their timers fire into nothing, as a consumed wait's do."""
+        kept = {wait.subscription_id for wait in state.waits}
+        for wait in previous.waits:
+            if wait.subscription_id not in kept and wait.subscription_id != consumed:
+                await self._subscriptions.remove(wait.subscription_id or "")
 
     def _execution(self, flow: Flow, context: ExecutionContext) -> FlowExecution:
         return FlowExecution(

@@ -15,9 +15,9 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from plaita.application.engine.children import NO_CHILD_EXECUTIONS, ChildExecutions
 from plaita.application.engine.runner import NO_HTTP_CLIENT
 from plaita.application.handlers import HandlerRegistry
-from plaita.application.engine.children import NO_CHILD_EXECUTIONS, ChildExecutions
 from plaita.application.null_objects import NO_TRACING
 from plaita.application.ports import (
     Clock,

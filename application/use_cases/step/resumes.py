@@ -17,7 +17,7 @@ from plaita.application.use_cases.step.waits import WaitRegistrar
 from plaita.domain import history
 from plaita.domain.envelope import ResumeType, TaskEnvelope
 from plaita.domain.errors import FlowDefinitionError, UnknownFlowError
-from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.execution import ExecutionState, ExecutionStatus, Suspension
 from plaita.domain.flow import Flow
 from plaita.domain.history import HistoryEntry
 from plaita.domain.operator_controls import ControlFlags
@@ -101,17 +101,18 @@ class Resumes:
             woken_counters = await self._counters.apply(
                 state.execution_id, decision.counter_changes, ttl_ms=COUNTER_TTL_MS
             )
-            woken = state.transition(
+            awake = state.transition(
                 ExecutionStatus.RUNNING,
                 now_ms=self._clock.now_ms(),
                 error=None,
                 next_node_id=decision.restart_node_id,
             )
             return await self._advance.run(
-                held, woken, flow, resume=None, counters=woken_counters, stored=state
+                held, awake, flow, resume=None, counters=woken_counters, stored=state
             )
-        resume = None
-        if decision.kind is ResumeKind.PROCEED and state.status is ExecutionStatus.SUSPENDED:
+        resume, at = None, None
+        woken = _woken_wait(held.envelope, state)
+        if decision.kind is ResumeKind.PROCEED and woken is not None:
             taken_by = await self._taken_by(held.envelope, state)
             if taken_by is not None:
                 # V6: an earlier wait of this execution already took this event.
@@ -122,17 +123,18 @@ class Resumes:
             envelope = held.envelope
             assert envelope.resume_type is not None
             resume = ResumeInput(
-                envelope.resume_type, envelope.event, envelope.subscription_id, state.suspension
+                envelope.resume_type, envelope.event, envelope.subscription_id, woken
             )
-        lead = self._woken_by(held, state) if resume is not None else ()
+            at = woken.node_id
+        lead = self._woken_by(held, woken) if woken is not None and resume is not None else ()
         return await self._advance.run(
-            held, state, flow, resume=resume, counters=counters, stored=state, lead=lead
+            held, state, flow, resume=resume, counters=counters, stored=state, lead=lead, at=at
         )
 
-    def _woken_by(self, held: Held, state: ExecutionState) -> tuple[HistoryEntry, ...]:
-        """The history of what resumed a suspended execution: its event, or its timer."""
+    def _woken_by(self, held: Held, woken: Suspension) -> tuple[HistoryEntry, ...]:
+        """The history of what resumed a wait: its event, or its timer."""
         envelope = held.envelope
-        node_id = state.suspension.node_id if state.suspension else state.next_node_id
+        node_id = woken.node_id
         now_ms = self._clock.now_ms()
         if envelope.resume_type is ResumeType.EVENT:
             event = envelope.event or {}
@@ -157,6 +159,19 @@ class Resumes:
         return await self._waits.take_for_resume(
             state.execution_id, state.tenant_id, envelope.event, envelope.subscription_id
         )
+
+
+def _woken_wait(envelope: TaskEnvelope, state: ExecutionState) -> Suspension | None:
+    """The wait a resume carrier wakes: the suspension of a suspended execution, or the
+    branch wait its subscription names while another branch runs (E12); None for any other
+    carrier."""
+    kind = envelope.resume_type
+    if kind not in (ResumeType.EVENT, ResumeType.TIMEOUT, ResumeType.CHILD):
+        return None
+    named = state.wait_of(envelope.subscription_id)
+    if named is not None:
+        return named
+    return state.suspension if state.status is ExecutionStatus.SUSPENDED else None
 
 
 def _deployed(flow: Flow, state: ExecutionState) -> CurrentDefinition:

@@ -22,8 +22,13 @@ DOUBLE = Flow.from_document(
         "flow_id": "double",
         "start": "d",
         "nodes": [
-            {"id": "d", "type": "task", "handler": "t:double", "params": {"n": "${item}"},
-             "next": "out"},
+            {
+                "id": "d",
+                "type": "task",
+                "handler": "t:double",
+                "params": {"n": "${item}"},
+                "next": "out",
+            },
             {"id": "out", "type": "end"},
         ],
     }
@@ -33,8 +38,13 @@ KYC = Flow.from_document(
         "flow_id": "kyc",
         "start": "check",
         "nodes": [
-            {"id": "check", "type": "task", "handler": "t:kyc", "params": {"who": "${name}"},
-             "next": "out"},
+            {
+                "id": "check",
+                "type": "task",
+                "handler": "t:kyc",
+                "params": {"who": "${name}"},
+                "next": "out",
+            },
             {"id": "out", "type": "end"},
         ],
     }
@@ -52,8 +62,9 @@ def parent(node: dict[str, Any]) -> Flow:
 
 
 def each(**fields: Any) -> Flow:
-    return parent({"id": "each", "type": "map", "items": "$input.items", "flow_id": "double",
-                   **fields})
+    return parent(
+        {"id": "each", "type": "map", "items": "$input.items", "flow_id": "double", **fields}
+    )
 
 
 class Handlers:
@@ -79,8 +90,9 @@ class Handlers:
         return {"cleared": params["who"]}
 
 
-def run(flow: Flow, params: dict[str, Any], handlers: Handlers | None = None, *,
-        mode: str = "normal") -> Any:
+def run(
+    flow: Flow, params: dict[str, Any], handlers: Handlers | None = None, *, mode: str = "normal"
+) -> Any:
     handlers = handlers or Handlers()
     flows = {f.flow_id: f for f in (DOUBLE, KYC)}
 
@@ -104,20 +116,28 @@ def run(flow: Flow, params: dict[str, Any], handlers: Handlers | None = None, *,
 
 
 def test_a_subflow_node_takes_its_childs_output() -> None:
-    flow = parent({"id": "kyc", "type": "subflow", "flow_id": "kyc",
-                   "input": {"name": "${input.name}"}})
+    flow = parent(
+        {"id": "kyc", "type": "subflow", "flow_id": "kyc", "input": {"name": "${input.name}"}}
+    )
     assert run(flow, {"name": "ada"}) == {"cleared": "ada"}
 
 
 def test_a_subflow_childs_error_fails_the_node_through_its_error_handler() -> None:
-    flow = parent({"id": "kyc", "type": "subflow", "flow_id": "kyc",
-                   "input": {"name": "${input.name}"}})
-    with pytest.raises(NodeExecutionError, match="child execution p-1.kyc error") as caught:
+    flow = parent(
+        {"id": "kyc", "type": "subflow", "flow_id": "kyc", "input": {"name": "${input.name}"}}
+    )
+    with pytest.raises(NodeExecutionError, match=r"child execution p-1\.kyc error") as caught:
         run(flow, {"name": "mallory"})
     assert isinstance(caught.value.__cause__, ChildExecutionError)
-    forgiving = parent({"id": "kyc", "type": "subflow", "flow_id": "kyc",
-                        "input": {"name": "${input.name}"},
-                        "errorHandler": {"strategy": "continue_with", "default": "manual"}})
+    forgiving = parent(
+        {
+            "id": "kyc",
+            "type": "subflow",
+            "flow_id": "kyc",
+            "input": {"name": "${input.name}"},
+            "errorHandler": {"strategy": "continue_with", "default": "manual"},
+        }
+    )
     assert run(forgiving, {"name": "mallory"}) == "manual"
 
 
@@ -139,7 +159,7 @@ def test_an_empty_map_returns_an_empty_list() -> None:
 
 
 def test_a_map_that_fails_stops_at_the_first_failed_item() -> None:
-    with pytest.raises(NodeExecutionError, match="item 2 failed .*negative -2"):
+    with pytest.raises(NodeExecutionError, match=r"item 2 failed .*negative -2"):
         run(each(concurrency=2), {"items": [1, 2, -2, 4, 5, 6]})
 
 
@@ -159,8 +179,15 @@ def test_a_map_whose_items_are_not_a_list_fails_through_its_error_handler(
     flow = parent({"id": "each", "type": "map", "items": items, "flow_id": "double"})
     with pytest.raises(NodeExecutionError, match=message):
         run(flow, {"name": "ada"})
-    forgiving = parent({"id": "each", "type": "map", "items": items, "flow_id": "double",
-                        "errorHandler": {"strategy": "continue"}})
+    forgiving = parent(
+        {
+            "id": "each",
+            "type": "map",
+            "items": items,
+            "flow_id": "double",
+            "errorHandler": {"strategy": "continue"},
+        }
+    )
     assert run(forgiving, {"name": "ada"}) is None
 
 
@@ -173,16 +200,37 @@ def test_generator_mode_yields_the_map_node_once_with_its_list() -> None:
 @pytest.mark.parametrize(
     ("node", "error", "message"),
     [
-        ({"id": "m", "type": "map", "items": "$input.x", "flow_id": "double", "concurrency": 0},
-         InvalidChildNodeError, "concurrency must be 1 to 1000, got 0"),
-        ({"id": "m", "type": "map", "items": " ", "flow_id": "double"},
-         InvalidChildNodeError, "items must be an expression"),
-        ({"id": "s", "type": "subflow", "flow_id": "bad id!"},
-         InvalidChildNodeError, "flow_id 'bad id!'"),
-        ({"id": "m", "type": "map", "items": "$input.x", "flow_id": "double",
-          "on_item_error": "shrug"}, InvalidFlowDocumentError, "on_item_error"),
-        ({"id": "s", "type": "subflow", "flow_id": "kyc", "on_parent_end": "sometimes"},
-         InvalidFlowDocumentError, "on_parent_end"),
+        (
+            {"id": "m", "type": "map", "items": "$input.x", "flow_id": "double", "concurrency": 0},
+            InvalidChildNodeError,
+            "concurrency must be 1 to 1000, got 0",
+        ),
+        (
+            {"id": "m", "type": "map", "items": " ", "flow_id": "double"},
+            InvalidChildNodeError,
+            "items must be an expression",
+        ),
+        (
+            {"id": "s", "type": "subflow", "flow_id": "bad id!"},
+            InvalidChildNodeError,
+            "flow_id 'bad id!'",
+        ),
+        (
+            {
+                "id": "m",
+                "type": "map",
+                "items": "$input.x",
+                "flow_id": "double",
+                "on_item_error": "shrug",
+            },
+            InvalidFlowDocumentError,
+            "on_item_error",
+        ),
+        (
+            {"id": "s", "type": "subflow", "flow_id": "kyc", "on_parent_end": "sometimes"},
+            InvalidFlowDocumentError,
+            "on_parent_end",
+        ),
     ],
 )
 def test_a_child_node_that_cannot_start_children_is_refused_at_registration(
