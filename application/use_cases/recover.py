@@ -30,7 +30,7 @@ from plaita.application.ports import (
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
 from plaita.domain.errors import UnknownFlowError
-from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.execution import ExecutionState, ExecutionStatus, Suspension
 from plaita.domain.flow import EventNode
 
 log = logging.getLogger("plaita.recover")
@@ -79,8 +79,12 @@ class RecoverAfterRestart:
             async for state in self._states(status):
                 await self._queue.enqueue(self._carrier(state, ResumeType.CONTINUE, None))
                 report = attrs.evolve(report, continued=report.continued + 1)
+                for wait in state.waits:  # a branch that waits while another runs (E12)
+                    report = await self._restore_wait(state, wait, report)
         async for state in self._states(ExecutionStatus.SUSPENDED):
-            report = await self._restore_wait(state, report)
+            held: tuple[Suspension | None, ...] = state.waits or (None,)
+            for waiting in held:
+                report = await self._restore_wait(state, waiting, report)
         log.info(
             "event=recover.done reindexed=%d continued=%d timers=%d subscriptions=%d skipped=%d",
             report.reindexed,
@@ -91,8 +95,9 @@ class RecoverAfterRestart:
         )
         return report
 
-    async def _restore_wait(self, state: ExecutionState, report: RecoveryReport) -> RecoveryReport:
-        suspension = state.suspension
+    async def _restore_wait(
+        self, state: ExecutionState, suspension: Suspension | None, report: RecoveryReport
+    ) -> RecoveryReport:
         if suspension is None or suspension.subscription_id is None:
             return attrs.evolve(report, skipped=report.skipped + 1)
         if suspension.wake_at_ms is not None:

@@ -1,6 +1,7 @@
-"""Subflow and map nodes across real ``plaita worker`` processes on a real Redis (E13, E14):
-a map of 200 items over two workers, one killed with ``kill -9`` mid-run; a subflow whose
-child an operator cancels; a parent deleted while its children wait.
+"""Parallel, subflow and map nodes across real ``plaita worker`` processes on a real Redis
+(E12, E13, E14): a map of 200 items over two workers, one killed with ``kill -9`` mid-run; a
+subflow whose child an operator cancels; a parent deleted while its children wait; two
+branches that each wait for their own event, resumed in either order and with duplicates.
 
 The flows are in ``fanout_flows/``; each item's task is ``fault_handlers:step``, which
 leaves the evidence of every run in Redis. Timings are the fault suites' (lease TTL 3 s,
@@ -20,6 +21,7 @@ import pytest
 from .conftest import (
     HANDLER_MODULE,
     Plaita,
+    PlannedEvent,
     poll,
     requires_redis,
     share_fault_timings,
@@ -118,3 +120,27 @@ def test_a_parent_deleted_while_its_children_wait_cancels_them(plaita: Plaita) -
     views = plaita.wait_for_statuses(running, {"cancelled"}, 30, alive=[worker])
     assert {v["status"] for v in views.values()} == {"cancelled"}
     assert plaita.states([parent, f"{parent}.each.4"]) == {parent: None, f"{parent}.each.4": None}
+
+
+@pytest.mark.parametrize("first", ["legal", "finance"])
+def test_two_branches_wait_for_their_own_events_in_either_order_with_duplicates(
+    plaita: Plaita, first: str
+) -> None:
+    one, two = start_worker(plaita, "one"), start_worker(plaita, "two")
+    router = plaita.spawn("event-filter", "event-filter", "--read-block-ms", "100")
+    parents = plaita.start_executions("fan_parallel", 3)
+    plaita.wait_for_statuses(parents, {"suspended"}, 30, alive=[one, two, router])
+    then = "finance" if first == "legal" else "legal"
+    values = {"legal": 7, "finance": 9}
+    events = [
+        PlannedEvent(f"{branch}.ok", parent, {"v": values[branch]})
+        for branch in (first, first, then, then)  # each event twice
+        for parent in parents
+    ]
+    plaita.publish(events)
+    views = plaita.wait_for_statuses(parents, {"completed", "error"}, 60, alive=[one, two, router])
+    for parent in parents:
+        assert views[parent]["status"] == "completed", views[parent]
+        assert views[parent]["result"] == [7, 9]
+        assert runs(plaita, parent, "both") == 1, "the join ran once"
+        assert runs(plaita, parent, "legal_step") == 1, "a duplicate event ran nothing again"

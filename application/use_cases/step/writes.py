@@ -114,9 +114,10 @@ class Writes:
         return ack("cancelled")
 
     async def drop_wait(self, state: ExecutionState) -> None:
-        suspension = state.suspension
-        if suspension is not None and suspension.subscription_id is not None:
-            await self._subscriptions.remove(suspension.subscription_id)
+        """Unregister its waits: its suspension's, and every open branch's (E12)."""
+        for wait in state.waits:
+            if wait.subscription_id is not None:
+                await self._subscriptions.remove(wait.subscription_id)
 
     def ended(self, execution_id: str, error: BaseException) -> None:
         """Tell listeners the flow ended in error — once the worker decided it did (E9)."""

@@ -598,3 +598,32 @@ def test_a_cancel_intent_is_never_acked_away_on_a_live_execution(
 
     if view.status in (RUNNING, SUSPENDED):
         assert decision.kind is ResumeKind.CANCEL and decision.take_lease
+
+
+# --- rows 10, 12, 14, 16 with branches and children (E12, E13, E14) --------------------
+
+BRANCH_WAIT = WaitView(node_id="legal", subscription_id="sub-legal")
+
+
+def test_a_running_executions_branch_wait_is_resumed_by_its_event() -> None:
+    """Row 14: one branch runs while another waits; the waiting branch's event resumes it."""
+    view = execution(RUNNING, node_id="finance", branch_waits=(BRANCH_WAIT,))
+    decision = decide(view, ResumeRequest(EVENT, subscription_id="sub-legal", event_id="e"))
+    assert (decision.kind, decision.reason) == (ResumeKind.PROCEED, ResumeReason.RESUME)
+    stale = decide(view, ResumeRequest(EVENT, subscription_id="sub-gone", event_id="e"))
+    assert stale.kind is ResumeKind.PROCEED_AS_CONTINUE  # row 16: no such wait
+
+
+def test_a_suspended_executions_branch_waits_are_all_its_waits() -> None:
+    """Rows 10 and 12: any branch's wait is this execution's; another is not."""
+    view = execution(SUSPENDED, branch_waits=(WAIT, BRANCH_WAIT))
+    legal = decide(view, ResumeRequest(EVENT, subscription_id="sub-legal", event_id="e"))
+    assert legal.kind is ResumeKind.PROCEED
+    other = decide(view, ResumeRequest(EVENT, subscription_id="sub-x", event_id="e"))
+    assert other.kind is ResumeKind.PROTOCOL_ERROR
+
+
+def test_a_child_carrier_resumes_only_a_wait_for_children() -> None:
+    children = WaitView("each", "timer-1", timer_pending=True, children=True)
+    assert decide(execution(SUSPENDED, wait=children), ResumeType.CHILD).kind is ResumeKind.PROCEED
+    assert decide(execution(SUSPENDED), ResumeType.CHILD).kind is ResumeKind.PROTOCOL_ERROR

@@ -160,3 +160,107 @@ def test_another_nodes_step_keeps_the_last_failure() -> None:
         now_ms=15,
     )
     assert after.last_failure == FAILED_REQUEST
+
+
+FORKED = Flow.from_document(
+    {
+        "flow_id": "approval",
+        "start": "fan",
+        "nodes": [
+            {"id": "fan", "type": "parallel", "branches": ["legal", "finance"], "join": "both"},
+            {"id": "legal", "type": "event", "event_type": "legal.ok", "next": "both"},
+            {"id": "finance", "type": "task", "handler": "t:f", "next": "both"},
+            {"id": "both", "type": "end"},
+        ],
+    }
+)
+
+
+def forked(wait: str = "all") -> Flow:
+    document = FORKED.to_document()
+    document["nodes"][0]["wait"] = wait
+    return Flow.from_document(document)
+
+
+def test_a_parallel_node_opens_its_fork_at_the_first_branch() -> None:
+    """E12: one token per branch, the execution running at the first ready one."""
+    after = apply_step(
+        running(next_node_id="fan"),
+        record("fan", next_node_id="legal"),
+        flow=FORKED,
+        started_ms=1,
+        now_ms=2,
+    )
+    assert after.fork is not None and [t.node_id for t in after.fork.ready] == ["legal", "finance"]
+    assert (after.status, after.next_node_id) == (ExecutionStatus.RUNNING, "legal")
+
+
+def test_a_branch_that_waits_lets_the_next_branch_run_then_the_execution_suspends() -> None:
+    flow = forked()
+    state = apply_step(
+        running(next_node_id="fan"),
+        record("fan", next_node_id="legal"),
+        flow=flow,
+        started_ms=1,
+        now_ms=2,
+    )
+    legal = Suspension("legal", "sub-legal", None)
+    state = apply_step(state, record("legal", suspension=legal), flow=flow, started_ms=3, now_ms=4)
+    assert (state.status, state.next_node_id) == (ExecutionStatus.RUNNING, "finance")
+    assert state.waits == (legal,) and state.wait_of("sub-legal") == legal
+    state = apply_step(
+        state, record("finance", next_node_id="both"), flow=flow, started_ms=5, now_ms=6
+    )
+    assert (state.status, state.suspension) == (ExecutionStatus.SUSPENDED, legal)
+    # The event resumes the waiting branch; both arrived: the join is next, the fork closed.
+    state = apply_step(
+        state, record("legal", next_node_id="both"), flow=flow, started_ms=7, now_ms=8
+    )
+    assert (state.status, state.next_node_id, state.fork) == (
+        ExecutionStatus.RUNNING,
+        "both",
+        None,
+    )
+    assert state.node_timings["legal"] == NodeTiming(3, 8), "the wait spans its suspension"
+
+
+def test_wait_any_joins_after_the_first_branch_and_records_the_others_cancelled() -> None:
+    flow = forked("any")
+    state = apply_step(
+        running(next_node_id="fan"),
+        record("fan", next_node_id="legal"),
+        flow=flow,
+        started_ms=1,
+        now_ms=2,
+    )
+    state = apply_step(
+        state,
+        record("legal", suspension=Suspension("legal", "sub-legal", None)),
+        flow=flow,
+        started_ms=3,
+        now_ms=4,
+    )
+    state = apply_step(
+        state, record("finance", next_node_id="both"), flow=flow, started_ms=5, now_ms=6
+    )
+    assert (state.next_node_id, state.fork, state.waits) == ("both", None, ())
+    assert state.node_results["legal"] == {"cancelled": True}
+
+
+def test_the_json_form_keeps_an_open_fork() -> None:
+    flow = forked()
+    state = apply_step(
+        running(next_node_id="fan"),
+        record("fan", next_node_id="legal"),
+        flow=flow,
+        started_ms=1,
+        now_ms=2,
+    )
+    state = apply_step(
+        state,
+        record("legal", suspension=Suspension("legal", "s", 9)),
+        flow=flow,
+        started_ms=3,
+        now_ms=4,
+    )
+    assert ExecutionState.from_json(state.to_json()) == state
