@@ -478,11 +478,18 @@ def execution_rows(view: dict[str, Any], now_ms: int) -> list[tuple[str, str]]:
         ("tenant", view["tenant_id"]),
         ("status", _status_line(view)),
     ]
+    parent = view.get("parent")
+    if parent:
+        item = "" if parent.get("index") is None else f", item {parent['index']}"
+        rows.append(("parent", f"{parent['execution_id']} (node {parent['node_id']}{item})"))
     waiting = view.get("waiting_for")
     if waiting:
         rows.append(("waiting", _waiting_line(waiting, now_ms)))
     elif view["status"] == ExecutionStatus.PENDING.value:
         rows.append(("waiting", "for a worker to pick it up (accepted, not started yet)"))
+    for branch in view.get("branch_waits") or []:
+        if branch != waiting:
+            rows.append(("branch waits", _waiting_line(branch, now_ms)))
     if view.get("next_node_id") and ExecutionStatus(view["status"]).advances_on_continue:
         rows.append(("next node", view["next_node_id"]))
     failure = view.get("last_failure")
@@ -560,6 +567,15 @@ def _status_line(view: dict[str, Any]) -> str:
 def _waiting_line(waiting: dict[str, Any], now_ms: int) -> str:
     node = waiting["node_id"]
     wake_at_ms = waiting.get("wake_at_ms")
+    if waiting.get("child_id"):
+        return f"at node {node} for its child execution {waiting['child_id']}"
+    progress = waiting.get("map")
+    if progress:
+        ended = progress["succeeded"] + progress["failed"]
+        return (
+            f"at node {node} for its children: {ended} of {progress['total']} items ended "
+            f"({progress['failed']} failed), {progress['started'] - ended} running"
+        )
     if waiting.get("subscription_id"):
         until = f", at most until {human_time(wake_at_ms, now_ms)}" if wake_at_ms else ""
         return f"at node {node} for an event{until}"

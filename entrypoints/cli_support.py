@@ -58,6 +58,10 @@ def execution_view(state: ExecutionState) -> dict[str, JSON]:
         "last_node_id": state.last_node_id,
         "next_node_id": state.next_node_id,
         "waiting_for": None if state.suspension is None else state.suspension.to_json(),
+        # A parallel node's open branches each wait on their own (E12).
+        "branch_waits": [] if state.fork is None else [w.to_json() for w in state.fork.waits],
+        # The execution whose subflow or map node started this one (E13, E14).
+        "parent": None if state.parent is None else state.parent.to_json(),
         "result": state.result,
         "error": None if state.error is None else state.error.to_json(),
         "last_failure": None if state.last_failure is None else state.last_failure.to_json(),

@@ -57,7 +57,10 @@ from plaita.domain.flow import (
     FlowDocument,
     HttpNode,
     IfNode,
+    MapNode,
+    ParallelNode,
     SleepNode,
+    SubflowNode,
     SwitchNode,
     TaskNode,
     check_node,
@@ -272,6 +275,62 @@ class Flow:
     def sleep(self, id: str, duration: Duration, *, next: str | None = None) -> Self:
         """Wait ``duration`` (at most 366 days), then go on."""
         return self._add(SleepNode, id, {"duration": _duration(duration)}, next=next)
+
+    def parallel(self, id: str, branches: Sequence[str], *, join: str, wait: str = "all") -> Self:
+        """Run ``branches`` (their start nodes) side by side until each reaches ``join``,
+        which runs once: after every branch (``wait="all"``) or the first (``"any"``)."""
+        fields = {"branches": list(branches), "join": join, "wait": wait}
+        return self._add(ParallelNode, id, fields)
+
+    def subflow(
+        self,
+        id: str,
+        flow_id: str,
+        *,
+        version: str | None = None,
+        input: Mapping[str, JSONValue] | None = None,
+        on_parent_end: str = "cancel",
+        next: str | None = None,
+        error_handler: OnFailure | None = None,
+    ) -> Self:
+        """Start a child execution of ``flow_id`` with ``input`` (templates), wait for it to
+        end and take its result; its failure goes to ``error_handler``."""
+        fields: dict[str, Any] = {
+            "flow_id": flow_id,
+            "version": version,
+            "input": _plain(input or {}, f"{self._where(id)} input"),
+            "on_parent_end": on_parent_end,
+        }
+        fields |= _handlers(self._where(id), error_handler=error_handler)
+        return self._add(SubflowNode, id, fields, next=next)
+
+    def map(
+        self,
+        id: str,
+        items: str,
+        flow_id: str,
+        *,
+        version: str | None = None,
+        concurrency: int = 10,
+        on_item_error: str = "fail",
+        on_parent_end: str = "cancel",
+        next: str | None = None,
+        error_handler: OnFailure | None = None,
+    ) -> Self:
+        """Start a child execution of ``flow_id`` per item of the list the expression
+        ``items`` yields (input ``{"item", "index"}``), ``concurrency`` at a time; the
+        result is their results in item order (``on_item_error="collect"``: one
+        ``{"ok", "result" | "error"}`` per item)."""
+        fields: dict[str, Any] = {
+            "items": items,
+            "flow_id": flow_id,
+            "version": version,
+            "concurrency": concurrency,
+            "on_item_error": on_item_error,
+            "on_parent_end": on_parent_end,
+        }
+        fields |= _handlers(self._where(id), error_handler=error_handler)
+        return self._add(MapNode, id, fields, next=next)
 
     def end(
         self, id: str, output: str | None = None, *, error_handler: OnFailure | None = None

@@ -216,6 +216,7 @@ def test_the_examples_cover_every_node_type_and_the_main_options() -> None:
         "switch",
         "event",
         "sleep",
+        "parallel",
         "subflow",
         "map",
         "end",
@@ -256,14 +257,21 @@ def test_example_gives_the_documented_result(
 def test_example_streams_one_line_per_visited_node(
     example: Example, tmp_path: Path, at_repo_root: None
 ) -> None:
-    """Generator mode: one JSON line per node, chained start → … → end, then the result."""
+    """Generator mode: one JSON line per node, chained start → … → end (a parallel node's
+    branches interleaved before their join), then the result."""
     result = run_example(example, tmp_path, "--stream")
     assert result.exit_code == 0, f"{example} failed with --stream:\n{result.output}"
     steps = [json.loads(line) for line in result.stdout.splitlines()]
     types = {node["id"]: node["type"] for node in example.flow["nodes"]}
     assert steps and steps[0]["node_id"] == example.flow["start"]
-    for step, following in itertools.pairwise(steps):
-        assert not step["is_end"] and step["next_node_id"] == following["node_id"]
+    if any(node["type"] == "parallel" for node in example.flow["nodes"]):
+        # Branches interleave: each step's next node is still visited later (the join once).
+        for index, step in enumerate(steps[:-1]):
+            later = {following["node_id"] for following in steps[index + 1 :]}
+            assert not step["is_end"] and step["next_node_id"] in later
+    else:
+        for step, following in itertools.pairwise(steps):
+            assert not step["is_end"] and step["next_node_id"] == following["node_id"]
     for step in steps:
         assert step["node_type"] == types[step["node_id"]]
         assert not step["is_suspend"]

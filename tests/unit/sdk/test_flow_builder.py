@@ -798,3 +798,59 @@ def test_an_http_node_leaves_its_defaults_out_and_checks_what_it_is_given() -> N
     }
     with pytest.raises(InvalidHttpNodeError, match="method 'get' is not one of"):
         Flow("f").http("call", "https://api.example/a", method="get")
+
+
+def test_parallel_subflow_and_map_nodes_build_the_documented_fields() -> None:
+    """E12-E14: the builder writes what docs/flows.md documents, defaults left out."""
+    flow = (
+        Flow("fan")
+        .parallel("fan", ["a", "b"], join="both", wait="any")
+        .event("a", "a.ok", next="both")
+        .event("b", "b.ok", next="both")
+        .map("both", "$input.items", "per_item", concurrency=3, on_item_error="collect")
+        .subflow("kyc", "kyc_check", version="2", input={"who": "${name}"}, on_parent_end="abandon")
+        .end("done")
+    )
+    nodes = flow.to_dict()["nodes"]
+    assert nodes[0] == {
+        "id": "fan",
+        "type": "parallel",
+        "branches": ["a", "b"],
+        "join": "both",
+        "wait": "any",
+    }
+    assert nodes[3] == {
+        "id": "both",
+        "type": "map",
+        "items": "$input.items",
+        "flow_id": "per_item",
+        "concurrency": 3,
+        "on_item_error": "collect",
+        "next": "kyc",
+    }
+    assert nodes[4] == {
+        "id": "kyc",
+        "type": "subflow",
+        "flow_id": "kyc_check",
+        "version": "2",
+        "input": {"who": "${name}"},
+        "on_parent_end": "abandon",
+        "next": "done",
+    }
+    assert flow.build().fingerprint == Flow.from_dict(flow.to_dict()).build().fingerprint
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda f: f.map("m", "$x", "per", concurrency=0), "concurrency must be 1 to 1000"),
+        (lambda f: f.map("m", "$x", "per", on_item_error="shrug"), "on_item_error"),
+        (lambda f: f.subflow("s", "bad id!"), "flow_id 'bad id!'"),
+        (lambda f: f.parallel("p", ["only"], join="j"), "branches"),
+    ],
+)
+def test_a_bad_child_or_fork_field_is_refused_when_added(build: Any, message: str) -> None:
+    from plaita.domain.errors import FlowDefinitionError
+
+    with pytest.raises(FlowDefinitionError, match=message):
+        build(Flow("f"))
