@@ -29,7 +29,7 @@ class ConflictCarrier(enum.StrEnum):
 #: Carriers that decide something (A46-04/A47-F2): in the suspend window they are the
 #: execution's only way to wake up, not duplicates, whatever the holder's liveness.
 DECISION_CARRIERS = frozenset(
-    {ConflictCarrier.EVENT, ConflictCarrier.TIMEOUT, ConflictCarrier.CANCEL, ConflictCarrier.CHILD}
+    {ConflictCarrier.EVENT, ConflictCarrier.TIMEOUT, ConflictCarrier.CANCEL}
 )
 
 
@@ -77,6 +77,12 @@ class ConflictReason(enum.StrEnum):
     HOLDER_NOT_RUNNING = "holder_not_running"
     HOLDER_ABSENT = "holder_absent"
     HOLDER_LIVENESS_UNKNOWN = "holder_liveness_unknown"
+    CHILD_DEFERRED = "child_deferred"
+
+
+#: How long a child's end notice waits before it is tried again when its parent's lease is
+#: held (E13, E14): the holder is most often the parent's own step counting another child.
+CHILD_DEFER_MS = 200
 
 
 @attrs.frozen
@@ -86,6 +92,9 @@ class ConflictDecision:
     #: keeps pressing "retry" must be able to see that nothing ran.
     warn_no_effect: bool
     reason: ConflictReason
+    #: Ack, and put a copy on the delay queue this many ms later (the copy is written before
+    #: the ack, so the carrier is replaced, never lost: I0). None: no copy.
+    defer_ms: int | None = None
 
 
 def _leave(reason: ConflictReason) -> ConflictDecision:
@@ -131,6 +140,16 @@ def decide_conflict(
         # connection). Nobody renews it and it lapses within one TTL; "the holder is alive"
         # would ack what may be the execution's only carrier.
         return _leave(ConflictReason.HOLDER_IS_THIS_WORKER)
+    if carrier is ConflictCarrier.CHILD:
+        # A map's children end by the dozen while the parent's step holds its lease; left
+        # pending, each would wait for the claim idle. Its parent reads the child's own state,
+        # so a copy a moment later decides exactly as this carrier would have.
+        return ConflictDecision(
+            ack=True,
+            warn_no_effect=False,
+            reason=ConflictReason.CHILD_DEFERRED,
+            defer_ms=CHILD_DEFER_MS,
+        )
     if holder_liveness_disabled:
         # PLAITA_DISABLE_HOLDER_LIVENESS=1: the operator's way back to the old ack-always.
         return _ack(carrier, ConflictReason.LIVENESS_CHECK_DISABLED)

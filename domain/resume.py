@@ -17,6 +17,7 @@ First matching row wins; "live" = running or suspended; caps come from ``WakeUpC
  7  live + cancel                               -> CANCEL, cancel                    W23
  8  live + anything else, cancel intent set     -> CANCEL, cancel_requested          W23
  9  suspended + continue/retry                  -> ALREADY_SUSPENDED, already_suspended  #33
+ 9a suspended + child its map counted already   -> ALREADY_SUSPENDED, child_counted  E14
 10  suspended + event/timeout/child, not a wait -> PROTOCOL_ERROR, not_this_suspension  #33 #221
 11  live, breaking drift                        -> DEFINITION_DRIFT, definition_changed  W7
 12  suspended + event/timeout/child, its wait  -> PROCEED, resume
@@ -53,6 +54,7 @@ from plaita.domain.budgets import DETERMINISTIC_FAILURE_MAX as DETERMINISTIC_FAI
 from plaita.domain.budgets import G1_MAX_WAKEUPS as G1_MAX_WAKEUPS
 from plaita.domain.budgets import CounterChange, WakeupRefusal, decide_wakeup
 from plaita.domain.budgets import WakeUpCaps as WakeUpCaps
+from plaita.domain.children import MapProgress
 from plaita.domain.envelope import ResumeType
 from plaita.domain.errors import DefinitionDriftError, PlaitaError, ResumeProtocolError
 from plaita.domain.execution import ExecutionState, ExecutionStatus, Suspension
@@ -79,6 +81,7 @@ class ResumeReason(enum.StrEnum):
     WAKE_UP = "wake_up"
     CANCEL = "cancel"
     ALREADY_SUSPENDED = "already_suspended"
+    CHILD_COUNTED = "child_counted"
     NOT_THIS_SUSPENSION = "not_this_suspension"
     RESUME = "resume"
     CONTINUE = "continue"
@@ -107,6 +110,8 @@ class WaitView:
     timer_pending: bool = False
     #: A subflow's or map's wait for its children (E13, E14).
     children: bool = False
+    #: A map's progress: which items it counted as ended already (E14).
+    map: MapProgress | None = None
 
 
 @attrs.frozen
@@ -157,7 +162,11 @@ class ExecutionView:
 
 def _wait_view(held: Suspension) -> WaitView:
     return WaitView(
-        held.node_id, held.subscription_id, held.wake_at_ms is not None, held.waits_for_children
+        held.node_id,
+        held.subscription_id,
+        held.wake_at_ms is not None,
+        held.waits_for_children,
+        held.map,
     )
 
 
@@ -167,6 +176,8 @@ class ResumeRequest:
     subscription_id: str | None = None
     node_id: str | None = None
     event_id: str | None = None
+    #: The item a map's child ended for (a ``child`` carrier's), if it names one.
+    child_index: int | None = None
 
 
 @attrs.frozen
@@ -248,6 +259,10 @@ def decide_resume(
             )
         if not _names_a_wait(request, execution):
             return _protocol_error(execution, request)
+        if _counted_already(request, execution.wait):
+            # A duplicate, or a copy of a notice the parent's own look found first.
+            detail = f"{xid} counted item {request.child_index} already"
+            return ResumeDecision(ResumeKind.ALREADY_SUSPENDED, ResumeReason.CHILD_COUNTED, detail)
     if drift is DefinitionDrift.BREAKING:
         return _drifted(ResumeKind.DEFINITION_DRIFT, execution, current)
     warning = _drift_warning(execution, current, drift)
@@ -319,6 +334,13 @@ def _refusal_detail(execution: ExecutionView, refusal: WakeupRefusal, caps: Wake
         f"{xid} failed {execution.consecutive_failures} times in a row (cap "
         f"{caps.max_consecutive_failures}); fix the cause, reset its nofail counter, then retry"
     )
+
+
+def _counted_already(request: ResumeRequest, wait: WaitView | None) -> bool:
+    """A ``child`` carrier for an item its map counted as ended already (E14)."""
+    if request.resume_type is not ResumeType.CHILD or request.child_index is None:
+        return False
+    return wait is not None and wait.map is not None and wait.map.has_ended(request.child_index)
 
 
 def _names_a_wait(request: ResumeRequest, execution: ExecutionView) -> bool:

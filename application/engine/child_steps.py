@@ -48,6 +48,8 @@ from plaita.domain.flow import ChildNode, MapNode, OnParentEnd, SubflowNode
 JSON = Any
 #: A finished map reads its children's outcomes back this many at a time.
 GATHER_PAGE = 500
+#: A child's end notice makes its parent look at this many other running children too.
+LOOK_AROUND = 64
 
 
 class ChildSteps:
@@ -111,7 +113,13 @@ class ChildSteps:
     ) -> StepOutput:
         progress = waiting.map
         assert progress is not None
-        indexes = progress.running_indexes() if rearm else _named_index(resume)
+        running = progress.running_indexes()
+        if not rearm:
+            # The named child, and the oldest others running: children end by the dozen, and
+            # one look counts every end it finds (their own notices then change nothing).
+            named = [i for i in _named_index(resume) if i in running]
+            running = named + [i for i in running[:LOOK_AROUND] if i not in named]
+        indexes = running
         ids = [child_execution_id(context.execution_id, node.id, i) for i in indexes]
         outcomes = await self._children.outcomes(ids)
         starts: list[ChildStart] = []

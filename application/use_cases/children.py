@@ -67,24 +67,30 @@ class WorkerChildren:
     async def start(
         self, parent: ExecutionContext, node: ChildNode, children: Sequence[ChildStart]
     ) -> None:
-        for child in children:
-            link = ParentLink(parent.execution_id, parent.flow_id, node.id, child.index)
-            try:
-                with tenant_scope(parent.tenant_id):
-                    await self._start(
-                        node.flow_id,
-                        version=node.version,
-                        params=child.input,
-                        execution_id=child.child_id,
-                        dedup_key=child.child_id,
-                        tenant_id=parent.tenant_id,
-                        parent=link,
-                    )
-            except PlaitaError as exc:  # an unknown flow, a refused input: the node's failure
-                raise ChildExecutionError(
-                    f"{node.type} node {node.id!r} cannot start its child {child.child_id} "
-                    f"of flow {node.flow_id!r}: {exc}"
-                ) from exc
+        for first in range(0, len(children), CHILD_BATCH):
+            batch = children[first : first + CHILD_BATCH]
+            await asyncio.gather(*(self._start_one(parent, node, child) for child in batch))
+
+    async def _start_one(
+        self, parent: ExecutionContext, node: ChildNode, child: ChildStart
+    ) -> None:
+        link = ParentLink(parent.execution_id, parent.flow_id, node.id, child.index)
+        try:
+            with tenant_scope(parent.tenant_id):
+                await self._start(
+                    node.flow_id,
+                    version=node.version,
+                    params=child.input,
+                    execution_id=child.child_id,
+                    dedup_key=child.child_id,
+                    tenant_id=parent.tenant_id,
+                    parent=link,
+                )
+        except PlaitaError as exc:  # an unknown flow, a refused input: the node's failure
+            raise ChildExecutionError(
+                f"{node.type} node {node.id!r} cannot start its child {child.child_id} "
+                f"of flow {node.flow_id!r}: {exc}"
+            ) from exc
 
     async def outcomes(self, child_ids: Sequence[str]) -> list[ChildOutcome | None]:
         found: list[ChildOutcome | None] = []

@@ -238,6 +238,15 @@ class CarrierGates:
                 holder_name,
                 _kind(envelope),
             )
+        if decision.defer_ms is not None:
+            copy = copy_envelope(envelope)
+            due = self._clock.now_ms() + decision.defer_ms
+            return DispatchResult(
+                Disposition.ACK,
+                "lease_conflict_deferred",
+                f"held by {holder_name}; tried again in {decision.defer_ms} ms",
+                schedule=((copy, due),),
+            )
         disposition = Disposition.ACK if decision.ack else Disposition.LEAVE_PENDING
         return DispatchResult(disposition, "lease_conflict", f"held by {holder_name}")
 

@@ -177,7 +177,9 @@ class ProcessTask:
             carrier.execution_id, self._settings.holder_id, ttl_ms=self._settings.lease_ttl_ms
         )
         if lease is None:
-            return await self._gates.on_conflict(carrier)
+            conflict = await self._gates.on_conflict(carrier)
+            await self._schedule(conflict)  # a deferred child notice's copy, before the ack
+            return conflict
         run = self._keeper.start(lease, carrier.message_id)
         held = Held(carrier.envelope, run, self._writes_of(run))
         try:

@@ -73,6 +73,7 @@ class Resumes:
                 kind,
                 subscription_id=held.envelope.subscription_id,
                 event_id=event_id_of(held.envelope),
+                child_index=child_index_of(held.envelope),
             ),
             _deployed(flow, state),
         )
@@ -181,6 +182,14 @@ def _deployed(flow: Flow, state: ExecutionState) -> CurrentDefinition:
         flow.subgraph_fingerprint(node_id) if node_id and flow.has_node(node_id) else None,
         start_node_id=flow.start_node.id,
     )
+
+
+def child_index_of(envelope: TaskEnvelope) -> int | None:
+    """The map item a ``child`` carrier names (E14); None for any other carrier."""
+    if envelope.resume_type is not ResumeType.CHILD or envelope.event is None:
+        return None
+    index = envelope.event.get("index")
+    return index if isinstance(index, int) and not isinstance(index, bool) else None
 
 
 def event_id_of(envelope: TaskEnvelope) -> str | None:

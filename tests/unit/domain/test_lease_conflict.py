@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.lease_conflict import (
+    CHILD_DEFER_MS,
     DECISION_CARRIERS,
     ConflictCarrier,
     ConflictDecision,
@@ -227,11 +228,14 @@ facts = st.fixed_dictionaries(
 def test_the_conflict_table_is_total_and_warns_only_about_acked_resumes(
     inputs: dict[str, Any],
 ) -> None:
-    """W5: every combination gets a decision; the WARNING goes with an acked resume only."""
+    """W5: every combination gets a decision; the WARNING goes with a resume acked without a
+    copy only (a child's deferred notice has its copy)."""
     decision = decide_conflict(**inputs)
 
     assert isinstance(decision.reason, ConflictReason)
-    assert decision.warn_no_effect == (decision.ack and inputs["carrier"] is not C.START)
+    assert decision.warn_no_effect == (
+        decision.ack and decision.defer_ms is None and inputs["carrier"] is not C.START
+    )
 
 
 @given(facts)
@@ -260,6 +264,9 @@ def test_an_ack_needs_a_provably_alive_holder_or_the_legacy_switch(
     """W5: first delivery, registry on, running, heartbeat fresher than one TTL — or
     PLAITA_DISABLE_HOLDER_LIVENESS=1 (B65-03, #50)."""
     decision = decide_conflict(**inputs)
+    if decision.defer_ms is not None:  # acked with its copy on the delay queue (E13, E14)
+        assert inputs["carrier"] is C.CHILD and not inputs["reclaimed"]
+        return
     age = inputs["heartbeat_age_seconds"]
     alive = (
         inputs["registry_enabled"]
@@ -272,3 +279,20 @@ def test_an_ack_needs_a_provably_alive_holder_or_the_legacy_switch(
     assert decision.ack == (
         not inputs["reclaimed"] and (inputs["holder_liveness_disabled"] or alive)
     )
+
+
+@pytest.mark.parametrize("holder", [H.RUNNING, H.ABSENT, H.UNKNOWN, H.STOPPED])
+def test_a_childs_end_notice_is_deferred_with_a_copy_whatever_the_holder(holder: H) -> None:
+    """E13, E14: a child's notice that meets its parent's lease is acked only with a copy
+    on the delay queue (the replacement exists first: I0), so a map's children ending by
+    the dozen never wait for the claim idle; the parent reads the child's own state then."""
+    decision = decide(carrier=C.CHILD, holder=holder, registry_enabled=False)
+
+    assert decision == ConflictDecision(
+        True, False, ConflictReason.CHILD_DEFERRED, defer_ms=CHILD_DEFER_MS
+    )
+    assert C.CHILD not in DECISION_CARRIERS
+
+
+def test_a_reclaimed_childs_notice_is_left_pending_like_any_reclaimed_carrier() -> None:
+    leaves(decide(carrier=C.CHILD, reclaimed=True), ConflictReason.RECLAIMED_CARRIER)

@@ -627,3 +627,19 @@ def test_a_child_carrier_resumes_only_a_wait_for_children() -> None:
     children = WaitView("each", "timer-1", timer_pending=True, children=True)
     assert decide(execution(SUSPENDED, wait=children), ResumeType.CHILD).kind is ResumeKind.PROCEED
     assert decide(execution(SUSPENDED), ResumeType.CHILD).kind is ResumeKind.PROTOCOL_ERROR
+
+
+def test_a_child_notice_for_an_item_its_map_counted_already_is_acked_at_once() -> None:
+    """Row 9a (E14): a duplicate notice, or one the parent's own look found first."""
+    from plaita.domain.children import OnItemError, begin_map, child_ended
+
+    step = begin_map(5, concurrency=2, on_item_error=OnItemError.FAIL)
+    progress = child_ended(step.progress, index=1, ok=True).progress
+    children = WaitView("each", "timer-1", timer_pending=True, children=True, map=progress)
+    view = execution(SUSPENDED, wait=children)
+    counted = decide(view, ResumeRequest(ResumeType.CHILD, child_index=1))
+    assert (counted.kind, counted.reason) == (
+        ResumeKind.ALREADY_SUSPENDED,
+        ResumeReason.CHILD_COUNTED,
+    )
+    assert decide(view, ResumeRequest(ResumeType.CHILD, child_index=0)).kind is ResumeKind.PROCEED
