@@ -26,7 +26,7 @@ from plaita.application.engine.children import (
 from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.expressions import ExpressionEvaluationError
 from plaita.application.engine.runner import fail_through_handler
-from plaita.application.engine.strategies import ResumeInput, StepOutput
+from plaita.application.engine.strategies import ResumeInput, StepOutput, suspended_output
 from plaita.domain.child_outcomes import (
     ChildOutcome,
     map_failure,
@@ -197,15 +197,8 @@ class ChildSteps:
             abandon_children=node.on_parent_end is OnParentEnd.ABANDON,
         )
         waits_for = child_id or f"{progress.running if progress else 0} children"
-        self._callbacks.on_node_suspend(context.execution_id, node.id, f"waiting for {waits_for}")
-        self._callbacks.on_flow_suspend(context.execution_id, node.id)
-        return StepOutput(
-            node_id=node.id,
-            node_type=node.type,
-            result=None,
-            branch=None,
-            next_node_id=node.id,
-            suspension=suspension,
+        return suspended_output(
+            node, context, self._callbacks, suspension, f"waiting for {waits_for}"
         )
 
     def _finish(self, node: ChildNode, context: ExecutionContext, result: JSON) -> StepOutput:

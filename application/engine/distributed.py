@@ -28,6 +28,7 @@ from plaita.application.engine.strategies import (
     StepOutput,
     finish_wait,
     open_fork,
+    suspended_output,
 )
 from plaita.domain.envelope import ResumeType
 from plaita.domain.errors import ResumeProtocolError
@@ -202,16 +203,7 @@ class DistributedStrategy:
     def _suspended(
         self, node: BaseNode, context: ExecutionContext, suspension: Suspension, reason: str
     ) -> StepOutput:
-        self._callbacks.on_node_suspend(context.execution_id, node.id, reason)
-        self._callbacks.on_flow_suspend(context.execution_id, node.id)
-        return StepOutput(
-            node_id=node.id,
-            node_type=node.type,
-            result=None,
-            branch=None,
-            next_node_id=node.id,
-            suspension=suspension,
-        )
+        return suspended_output(node, context, self._callbacks, suspension, reason)
 
     def _resume(self, node: BaseNode, context: ExecutionContext, resume: ResumeInput) -> StepOutput:
         kind = resume.resume_type

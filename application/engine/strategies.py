@@ -298,3 +298,23 @@ def open_fork(
     context.record_node(node.id, None, None)
     callbacks.on_node_end(context.execution_id, node.id, None, None)
     return StepOutput(node.id, node.type, None, None, node.branches[0])
+
+
+def suspended_output(
+    node: BaseNode,
+    context: ExecutionContext,
+    callbacks: CallbackManager,
+    suspension: Suspension,
+    reason: str,
+) -> StepOutput:
+    """A node that suspends (Distributed mode): listeners hear it, and it waits where it is."""
+    callbacks.on_node_suspend(context.execution_id, node.id, reason)
+    callbacks.on_flow_suspend(context.execution_id, node.id)
+    return StepOutput(
+        node_id=node.id,
+        node_type=node.type,
+        result=None,
+        branch=None,
+        next_node_id=node.id,
+        suspension=suspension,
+    )
