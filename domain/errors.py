@@ -411,6 +411,11 @@ class InvalidOperatorRequestError(PlaitaError):
     """A bulk action or a listing was asked with an unknown action, bad limit or cursor (W23)."""
 
 
+class InvalidChildCursorError(InvalidOperatorRequestError):
+    """A listing of a parent's children was given a cursor that is not one of its pages'
+    ``next_cursor`` (``<node_id>:<index>`` of a subflow or map node, E13, E14)."""
+
+
 # --- SQL storage (S4) ---------------------------------------------------------------------
 
 
