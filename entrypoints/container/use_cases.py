@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dependency_injector import providers
 
+from plaita.application.use_cases.child_listing import ListChildren
 from plaita.application.use_cases.children import WorkerChildren
 from plaita.application.use_cases.dead_letter_guard import GuardDeadLetter
 from plaita.application.use_cases.dedup_claims import DedupClaims
@@ -305,6 +306,10 @@ class UseCases(Stores):
     )
     list_executions = providers.Factory(
         ListExecutions, executions=Stores.executions, controls=Stores.controls
+    )
+    #: A parent's children, found from their derived ids (E13, E14).
+    list_children = providers.Factory(
+        ListChildren, executions=Stores.executions, flows=Stores.flows, controls=Stores.controls
     )
     #: The zombie reaper (W19): re-enqueues running executions that lost their carrier.
     reap_zombies = providers.Factory(

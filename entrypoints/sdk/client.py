@@ -27,6 +27,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from plaita.application.actor import Actor, actor_scope
 from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.flows import Registration, validate_registration
+from plaita.application.use_cases.operator_controls.listing import ExecutionListing
 from plaita.application.use_cases.operator_controls.shared import ControlResult
 from plaita.application.use_cases.start_execution import StartedExecution
 from plaita.domain.errors import (
@@ -280,10 +281,7 @@ class Client:
                 listing = await self.container.list_executions()(
                     flow_id=flow_id, status=wanted, limit=limit, cursor=cursor
                 )
-            page = ExecutionPage(
-                tuple(ExecutionSummary.of(state, flags) for state, flags in listing.items),
-                listing.next_cursor,
-            )
+            page = ExecutionPage.of(listing)
             if page.items or page.next_cursor is None:
                 yield page
             if page.next_cursor is None:
@@ -359,6 +357,16 @@ class ExecutionHandle:
         """Let a paused execution go on where it was held."""
         return await self._control("unpause_execution")
 
+    async def children(self, *, cursor: str | None = None, limit: int = 50) -> ExecutionPage:
+        """One page of the executions its ``subflow`` and ``map`` nodes started: node by node
+        in the flow's order, a map's in item order. Pass the page's ``next_cursor`` for the
+        next one (None on the last); ``UnknownExecutionError`` when it does not exist."""
+        with _acting(self._client.tenant_id):
+            listing = await self._client.container.list_children()(
+                self.execution_id, cursor=cursor, limit=limit
+            )
+        return ExecutionPage.of(listing)
+
     async def retry(self, from_node: str | None = None) -> ControlResult:
         """Run a failed execution again from the node that failed, or from ``from_node``."""
         with _acting(self._client.tenant_id):
@@ -394,6 +402,10 @@ class ExecutionSummary:
     created_at_ms: int
     updated_at_ms: int
     error: ExecutionError | None
+    #: The execution whose ``subflow`` or ``map`` node started it, and that node; None for
+    #: an execution started any other way.
+    parent_id: str | None = None
+    parent_node_id: str | None = None
 
     @classmethod
     def of(cls, state: ExecutionState, flags: ControlFlags) -> ExecutionSummary:
@@ -410,15 +422,25 @@ class ExecutionSummary:
             created_at_ms=state.created_at_ms,
             updated_at_ms=state.updated_at_ms,
             error=state.error,
+            parent_id=None if state.parent is None else state.parent.execution_id,
+            parent_node_id=None if state.parent is None else state.parent.node_id,
         )
 
 
 @attrs.frozen
 class ExecutionPage:
-    """A page of ``Client.executions``; ``next_cursor`` is None on the last one."""
+    """A page of ``Client.executions`` or ``ExecutionHandle.children``; ``next_cursor`` is
+    None on the last one."""
 
     items: tuple[ExecutionSummary, ...]
     next_cursor: str | None
+
+    @classmethod
+    def of(cls, listing: ExecutionListing) -> ExecutionPage:
+        return cls(
+            tuple(ExecutionSummary.of(state, flags) for state, flags in listing.items),
+            listing.next_cursor,
+        )
 
 
 def load_definition(flow: FlowSource) -> FlowDefinition:

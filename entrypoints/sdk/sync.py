@@ -211,6 +211,9 @@ class SyncExecutionHandle:
     def unpause(self) -> ControlResult:
         return self._client._call(self._handle.unpause(), "unpause")
 
+    def children(self, *, cursor: str | None = None, limit: int = 50) -> ExecutionPage:
+        return self._client._call(self._handle.children(cursor=cursor, limit=limit), "children")
+
     def retry(self, from_node: str | None = None) -> ControlResult:
         return self._client._call(self._handle.retry(from_node), "retry")
 
