@@ -32,6 +32,11 @@ from plaita.entrypoints.console.context import Console, ConsoleDep, responses
 router = APIRouter(prefix="/api/v1/executions", tags=["executions"])
 
 ExecutionId = schemas.IdPath
+PageLimit = Annotated[int, Query(ge=1, le=MAX_PAGE_LIMIT)]
+PageCursor = Annotated[
+    str | None,
+    Query(min_length=1, max_length=1024, description="A previous page's next_cursor."),
+]
 #: What an operator action answers when it did not go through (W23).
 ACTION_ERRORS = responses(403, 404, 409, 422)
 
@@ -96,11 +101,8 @@ async def list_executions(
     created_from_ms: schemas.CreatedFromQuery = None,
     created_to_ms: schemas.CreatedToQuery = None,
     input_condition: schemas.InputConditionQuery = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE_LIMIT)] = 50,
-    cursor: Annotated[
-        str | None,
-        Query(min_length=1, max_length=1024, description="A previous page's next_cursor."),
-    ] = None,
+    limit: PageLimit = 50,
+    cursor: PageCursor = None,
 ) -> schemas.ExecutionPage:
     """The tenant's executions, newest first, a page at a time: filtered by flow, status,
     creation time (both ends inclusive) and one condition on the input (``customer.id =
@@ -118,10 +120,7 @@ async def list_executions(
         listing = await console.container.list_executions()(
             flow_id=flow_id, status=status, limit=limit, cursor=cursor, query=query
         )
-    return schemas.ExecutionPage(
-        items=[views.summary(state, flags) for state, flags in listing.items],
-        next_cursor=listing.next_cursor,
-    )
+    return views.page(listing)
 
 
 @router.get(
@@ -147,6 +146,27 @@ async def execution_history(
         next_cursor=page.next_cursor,
         dropped=page.dropped,
     )
+
+
+@router.get(
+    "/{execution_id}/children",
+    response_model=schemas.ExecutionPage,
+    responses=responses(403, 404, 422),
+)
+async def list_children(
+    execution_id: ExecutionId,
+    access: ViewerAccess,
+    console: ConsoleDep,
+    limit: PageLimit = 50,
+    cursor: PageCursor = None,
+) -> schemas.ExecutionPage:
+    """The executions its subflow and map nodes started (E13, E14), a page at a time: node
+    by node in the flow's order, a map's children in item order. Empty for an execution
+    whose flow has no such node; a cursor that is no page's next_cursor is
+    ``InvalidChildCursorError`` (422)."""
+    with tenant_scope(access.tenant):
+        listing = await console.container.list_children()(execution_id, cursor=cursor, limit=limit)
+    return views.page(listing)
 
 
 @router.get(

@@ -143,6 +143,14 @@ class WaitingFor(_Response):
     wake_at_ms: int | None
 
 
+class ParentView(_Response):
+    """The execution whose ``subflow`` or ``map`` node started this one (E13, E14)."""
+
+    execution_id: str
+    node_id: str = Field(description="The parent's node that started it.")
+    index: int | None = Field(description="Its item in the parent's map; null for a subflow.")
+
+
 class NodeFailureView(_Response):
     """The last failed attempt of a node that has not succeeded since."""
 
@@ -174,6 +182,10 @@ class ExecutionSummary(_Response):
     updated_at_ms: int
     error: ExecutionErrorView | None
     last_failure: NodeFailureView | None = None
+    parent_id: str | None = Field(
+        default=None,
+        description="The execution whose subflow or map node started it; null for any other.",
+    )
 
 
 NodeStatus = Literal["completed", "failed", "running", "waiting"]
@@ -202,6 +214,9 @@ class ExecutionDetail(ExecutionSummary):
     node_results: dict[str, JSON]
     steps: int
     waiting_for: WaitingFor | None
+    parent: ParentView | None = Field(
+        description="The execution and node that started it as a child; null for any other."
+    )
     timeline: list[TimelineEntry]
     actions: dict[str, ActionAvailabilityView] = Field(
         description="Each operator action (resume, retry, retry_from_node, cancel, pause, "

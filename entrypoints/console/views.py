@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from plaita.application.use_cases.operator_controls.listing import ExecutionListing
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.flow import (
     BaseNode,
@@ -29,6 +30,13 @@ def summary(state: ExecutionState, flags: ControlFlags) -> schemas.ExecutionSumm
     return schemas.ExecutionSummary(**_summary_fields(state, flags))
 
 
+def page(listing: ExecutionListing) -> schemas.ExecutionPage:
+    return schemas.ExecutionPage(
+        items=[summary(state, flags) for state, flags in listing.items],
+        next_cursor=listing.next_cursor,
+    )
+
+
 def detail(state: ExecutionState, flags: ControlFlags) -> schemas.ExecutionDetail:
     suspension = state.suspension
     return schemas.ExecutionDetail(
@@ -44,6 +52,13 @@ def detail(state: ExecutionState, flags: ControlFlags) -> schemas.ExecutionDetai
             node_id=suspension.node_id,
             subscription_id=suspension.subscription_id,
             wake_at_ms=suspension.wake_at_ms,
+        ),
+        parent=None
+        if state.parent is None
+        else schemas.ParentView(
+            execution_id=state.parent.execution_id,
+            node_id=state.parent.node_id,
+            index=state.parent.index,
         ),
         timeline=timeline(state),
         actions={
@@ -76,6 +91,7 @@ def _summary_fields(state: ExecutionState, flags: ControlFlags) -> dict[str, JSO
         "last_failure": None
         if state.last_failure is None
         else schemas.NodeFailureView(**state.last_failure.to_json()),
+        "parent_id": None if state.parent is None else state.parent.execution_id,
     }
 
 

@@ -51,6 +51,7 @@ ENDPOINTS = [
     Endpoint("GET", "/api/v1/executions", "viewer"),
     Endpoint("GET", f"/api/v1/executions/{X}", "viewer"),
     Endpoint("GET", f"/api/v1/executions/{X}/history", "viewer"),
+    Endpoint("GET", f"/api/v1/executions/{X}/children", "viewer"),
     Endpoint("POST", "/api/v1/executions", "operator", {"flow_id": "approval"}),
     Endpoint("POST", f"/api/v1/executions/{X}/resume", "operator", {}),
     Endpoint("POST", f"/api/v1/executions/{X}/retry", "operator", {}),

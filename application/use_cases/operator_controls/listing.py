@@ -42,6 +42,7 @@ def execution_summary(state: ExecutionState, flags: ControlFlags) -> dict[str, J
         "created_at_ms": state.created_at_ms,
         "updated_at_ms": state.updated_at_ms,
         "error": None if state.error is None else state.error.to_json(),
+        "parent_id": None if state.parent is None else state.parent.execution_id,
     }
 
 
