@@ -137,10 +137,27 @@ class ExecutionErrorView(_Response):
     kind: str
 
 
+class ChildrenProgressView(_Response):
+    """Where a map node waiting for its children stands (E14)."""
+
+    total: int = Field(description="Its items: one child each.")
+    started: int = Field(description="Children started so far, in item order.")
+    succeeded: int
+    failed: int
+
+
 class WaitingFor(_Response):
     node_id: str
     subscription_id: str | None
-    wake_at_ms: int | None
+    wake_at_ms: int | None = Field(
+        description="When its timer fires; for a wait for children, the parent's own check on them."
+    )
+    child_id: str | None = Field(
+        default=None, description="The child execution a subflow node waits for."
+    )
+    children: ChildrenProgressView | None = Field(
+        default=None, description="How far the children a map node waits for are."
+    )
 
 
 class ParentView(_Response):

@@ -13,7 +13,9 @@ from plaita.domain.flow import (
     Flow,
     HttpNode,
     IfNode,
+    MapNode,
     SleepNode,
+    SubflowNode,
     SwitchNode,
     TaskNode,
 )
@@ -52,6 +54,15 @@ def detail(state: ExecutionState, flags: ControlFlags) -> schemas.ExecutionDetai
             node_id=suspension.node_id,
             subscription_id=suspension.subscription_id,
             wake_at_ms=suspension.wake_at_ms,
+            child_id=suspension.child_id,
+            children=None
+            if suspension.map is None
+            else schemas.ChildrenProgressView(
+                total=suspension.map.total,
+                started=suspension.map.started,
+                succeeded=suspension.map.succeeded,
+                failed=suspension.map.failed,
+            ),
         ),
         parent=None
         if state.parent is None
@@ -236,6 +247,10 @@ def _label(node: BaseNode) -> str:
         return f"sleep {node.duration}"
     if isinstance(node, HttpNode):
         return f"{node.method} {node.url}"
+    if isinstance(node, SubflowNode):
+        return f"subflow → {node.flow_id}"
+    if isinstance(node, MapNode):
+        return f"map \N{MULTIPLICATION SIGN} {node.flow_id} ({node.concurrency} at a time)"
     if isinstance(node, EndNode):
         return "end" if node.output is None else f"end: {node.output}"
     return node.type

@@ -191,3 +191,29 @@ async def test_a_page_limit_out_of_bounds_is_422(client: httpx.AsyncClient) -> N
         "/api/v1/executions/nobody/children", params={"limit": 0}, headers=auth("viewer")
     )
     assert answer.status_code == 422 and answer.json()["field_errors"]
+
+
+async def test_a_parent_waiting_for_its_children_says_for_which(
+    client: httpx.AsyncClient,
+) -> None:
+    held_map = {
+        "flow_id": "console_held_map",
+        "start": "each",
+        "nodes": [
+            {"id": "each", "type": "map", "items": "$input.items", "flow_id": "console_hold",
+             "concurrency": 2, "next": "done"},
+            {"id": "done", "type": "end"},
+        ],
+    }  # fmt: skip
+    await register(client, ITEM, HOLD, PARENT, held_map)
+    on_subflow = await start(client, "console_parent", {"items": []})
+    on_map = await start(client, "console_held_map", {"items": [1, 2, 3]})
+    await wait_for(client, f"{on_map}.each.1", {"suspended"})
+
+    subflow_wait = (await wait_for(client, on_subflow, {"suspended"}))["waiting_for"]
+    map_wait = (await wait_for(client, on_map, {"suspended"}))["waiting_for"]
+
+    assert subflow_wait["child_id"] == f"{on_subflow}.check"
+    assert subflow_wait["children"] is None
+    assert map_wait["child_id"] is None
+    assert map_wait["children"] == {"total": 3, "started": 2, "succeeded": 0, "failed": 0}

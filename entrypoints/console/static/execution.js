@@ -1,6 +1,8 @@
 // One execution: status, what it waits for, actions per status, the node timeline, the
-// flow graph, its data, and a publish-event form prefilled with its id.
+// flow graph, its data, and a publish-event form prefilled with its id; for a child the
+// execution that started it, for a parent its children.
 
+import { childrenSection, childrenWait, parentLine } from "./children.js";
 import { h, renderIfChanged } from "./dom.js";
 import { statusBadge } from "./executions.js";
 import { TERMINAL, formatAge, formatTime } from "./format.js";
@@ -38,7 +40,9 @@ export function executionView(ctx, executionId) {
   );
   const badges = h("div", { class: "badges", "aria-live": "polite" });
   const loadError = h("div", { class: "form-error", role: "alert", hidden: true });
+  const parentBox = h("div", { class: "parent-box" });
   const summary = h("dl", { class: "summary" });
+  const children = childrenSection(ctx, executionId);
   const waiting = h("div", { class: "waiting" });
   const actionBar = h("div", { class: "buttons actions" });
   const unavailable = h("div", { class: "unavailable" });
@@ -68,6 +72,7 @@ export function executionView(ctx, executionId) {
     h(
       "div",
       { class: "card" },
+      parentBox,
       summary,
       retryBox,
       waiting,
@@ -77,6 +82,7 @@ export function executionView(ctx, executionId) {
       actionStatus,
       unavailable,
     ),
+    children.root,
     h(
       "section",
       { class: "card", "aria-labelledby": "history-title" },
@@ -335,6 +341,7 @@ export function executionView(ctx, executionId) {
         ? h("span", { class: "badge status-cancelled", text: "cancel requested" })
         : null,
     ]);
+    renderIfChanged(parentBox, detail.parent ?? null, () => parentLine(detail.parent));
     const row = (term, ...value) => [h("dt", { text: term }), h("dd", {}, ...value)];
     renderIfChanged(
       summary,
@@ -353,6 +360,7 @@ export function executionView(ctx, executionId) {
       const wait = detail.waiting_for;
       if (!wait) return null;
       const node = flow?.document?.nodes?.find((candidate) => candidate.id === wait.node_id);
+      if (wait.child_id || wait.children) return childrenWait(wait);
       return h(
         "p",
         { class: "callout" },
@@ -510,6 +518,7 @@ export function executionView(ctx, executionId) {
     renderGraph();
     renderInspector();
     renderPublish();
+    await children.refresh(flow);
   }
 
   // A node clicked in the graph or the durations chart opens in the inspector.

@@ -117,9 +117,38 @@ function edgePath(from, to, bottom) {
 // "wait for approval_decision" as the event type; the full label is in the tooltip.
 function briefLabel(type, label) {
   if (type === "task" && label.includes(":")) return label.split(":").at(-1);
+  if (CHILD_TYPES.has(type)) return label.replace(/ \(.*\)$/, "");
   if (type === "event") return label.replace(/^wait for /, "");
   if (type === "end") return "";
   return label;
+}
+
+// A third line under a map's label: how many of its children run at once.
+function extraLine(type, label) {
+  return type === "map" ? (label.match(/ \((.*)\)$/)?.[1] ?? "") : "";
+}
+
+// Nodes that start child executions: their label names the child flow ("subflow → kyc",
+// "map × per_item (10 at a time)") and reads without the type in front of it.
+const CHILD_TYPES = new Set(["subflow", "map"]);
+
+// What the node's shape adds to its rectangle: a subflow's inner bars (a process defined
+// elsewhere), a map's stack of cards behind it (one child per item).
+function childShape(type) {
+  if (type === "subflow") {
+    return [
+      svg("line", { class: "node-bar", x1: 5, y1: 0, x2: 5, y2: NODE_HEIGHT }),
+      svg("line", { class: "node-bar", x1: NODE_WIDTH - 5, y1: 0, x2: NODE_WIDTH - 5, y2: NODE_HEIGHT }),
+    ];
+  }
+  return null;
+}
+
+function stackBehind(type) {
+  if (type !== "map") return null;
+  return [8, 4].map((offset) =>
+    svg("rect", { class: "node-stack", x: offset, y: -offset, width: NODE_WIDTH, height: NODE_HEIGHT, rx: 8 }),
+  );
 }
 
 function shorten(text, max = 18) {
@@ -160,6 +189,7 @@ export function flowGraph(graph, startId, marks) {
     else if (marks.visited.has(node.id)) states.push("visited");
     const detail = node.label && node.label !== node.id ? node.label : node.type;
     const brief = briefLabel(node.type, detail);
+    const extra = extraLine(node.type, detail);
     const start = node.id === layout.start ? "start, " : "";
     const description =
       `${node.id} (${start}${node.type}: ${detail})` +
@@ -175,21 +205,26 @@ export function flowGraph(graph, startId, marks) {
         transform: `translate(${x},${y})`,
       },
       svg("title", { text: description }),
+      stackBehind(node.type),
       svg("rect", { width: NODE_WIDTH, height: NODE_HEIGHT, rx: node.type === "end" ? NODE_HEIGHT / 2 : 8 }),
+      childShape(node.type),
       svg("text", {
         class: "node-label",
         x: NODE_WIDTH / 2,
-        y: 20,
+        y: extra ? 15 : 20,
         "text-anchor": "middle",
         text: shorten(node.id, 19),
       }),
       svg("text", {
         class: "node-type",
         x: NODE_WIDTH / 2,
-        y: 36,
+        y: extra ? 29 : 36,
         "text-anchor": "middle",
-        text: shorten(brief ? `${node.type} · ${brief}` : node.type, 24),
+        text: CHILD_TYPES.has(node.type) ? shorten(brief, 24) : shorten(brief ? `${node.type} · ${brief}` : node.type, 24),
       }),
+      extra
+        ? svg("text", { class: "node-type node-extra", x: NODE_WIDTH / 2, y: 41, "text-anchor": "middle", text: shorten(extra, 26) })
+        : null,
       marks.visited.has(node.id) && !marks.failed.has(node.id)
         ? svg("text", {
             class: "node-mark",
