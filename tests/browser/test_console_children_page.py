@@ -65,23 +65,27 @@ def top_of_page(page: Page, name: str, *, height: int) -> None:
     assert shot.stat().st_size > 10_000
 
 
-def started_onboarding(console: ConsoleServer) -> str:
+def open_waiting_parent(console: ConsoleServer, page: Page) -> tuple[str, list[str]]:
+    """An onboarding over 25 lines, its page open once it waits for its KYC child; and the
+    errors the page will raise."""
+
     async def register(container: Any) -> None:
         for document in (PER_LINE, KYC_CHECK, ONBOARDING):
             await container.flows().register(Flow.from_document(document), owner=SHARED)
 
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
     console.call(register)
-    return start(console, "onboarding", {"lines": list(range(LINES)), "customer": "c-42"})
+    parent = start(console, "onboarding", {"lines": list(range(LINES)), "customer": "c-42"})
+    sign_in(page, console, f"#/executions/{parent}")
+    expect(badge(page)).to_have_text("suspended", timeout=STATUS_TIMEOUT_MS)
+    return parent, errors
 
 
 def test_a_parents_page_lists_its_children_and_draws_its_child_nodes(
     console: ConsoleServer, page: Page
 ) -> None:
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    parent = started_onboarding(console)
-    sign_in(page, console, f"#/executions/{parent}")
-    expect(badge(page)).to_have_text("suspended", timeout=STATUS_TIMEOUT_MS)
+    parent, errors = open_waiting_parent(console, page)
 
     waiting = page.locator(".waiting .callout")
     expect(waiting).to_have_text(
@@ -120,11 +124,7 @@ def test_a_parents_page_lists_its_children_and_draws_its_child_nodes(
 def test_a_childs_page_links_to_the_execution_that_started_it(
     console: ConsoleServer, page: Page
 ) -> None:
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    parent = started_onboarding(console)
-    sign_in(page, console, f"#/executions/{parent}")
-    expect(badge(page)).to_have_text("suspended", timeout=STATUS_TIMEOUT_MS)
+    parent, errors = open_waiting_parent(console, page)
 
     page.locator("section.children").get_by_role("link", name=f"{parent}.lines.3").click()
     expect(page.locator("#view-title")).to_contain_text(f"{parent}.lines.3")

@@ -4,9 +4,9 @@
 import { h, renderIfChanged } from "./dom.js";
 import { statusBadge } from "./executions.js";
 import { formatAge, formatTime } from "./format.js";
+import { pageParams, shownText } from "./paging.js";
 
 const PAGE_SIZE = 20;
-const MAX_PAGE = 500;
 const CHILD_NODE_TYPES = new Set(["subflow", "map"]);
 
 export function startsChildren(flow) {
@@ -126,17 +126,13 @@ export function childrenSection(ctx, executionId) {
         : h("tr", {}, h("td", { colspan: 5, class: "empty", text: "No child started yet." })),
     );
     moreButton.hidden = !nextCursor;
-    const text = `${items.length} shown${nextCursor ? ", more available" : ""}`;
+    const text = shownText(items.length, nextCursor);
     if (shown.textContent !== text) shown.textContent = text;
   }
 
-  // A refresh reads again as many as are shown (their statuses move); "More" the next page.
   async function load({ more = false } = {}) {
     const mine = ++sequence;
-    const params = {
-      limit: more ? PAGE_SIZE : Math.min(MAX_PAGE, Math.max(PAGE_SIZE, items.length)),
-      cursor: more ? nextCursor : undefined,
-    };
+    const params = pageParams({ more, pageSize: PAGE_SIZE, shown: items.length, cursor: nextCursor });
     try {
       const page = await ctx.api.get(path, params);
       if (mine !== sequence) return;

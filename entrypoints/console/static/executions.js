@@ -13,9 +13,9 @@ import {
   setFieldError,
   showError,
 } from "./forms.js";
+import { pageParams, shownText } from "./paging.js";
 
 const PAGE_SIZE = 50;
-const MAX_PAGE = 500;
 export const STATUSES = ["pending", "running", "suspended", "completed", "error", "cancelled"];
 const SEARCH_KEYS = ["flow_id", "status", "created_from_ms", "created_to_ms", "input"];
 
@@ -301,7 +301,7 @@ export function executionsView(ctx, query) {
           ),
     );
     moreButton.hidden = !nextCursor;
-    const shown = `${items.length} shown${nextCursor ? ", more available" : ""}`;
+    const shown = shownText(items.length, nextCursor);
     if (summary.textContent !== shown) summary.textContent = shown;
   }
 
@@ -309,8 +309,7 @@ export function executionsView(ctx, query) {
     const mine = ++sequence;
     const params = {
       ...searchParams(),
-      limit: more ? PAGE_SIZE : Math.min(MAX_PAGE, Math.max(PAGE_SIZE, items.length)),
-      cursor: more ? nextCursor : undefined,
+      ...pageParams({ more, pageSize: PAGE_SIZE, shown: items.length, cursor: nextCursor }),
     };
     try {
       const page = await ctx.api.get("executions", params);
