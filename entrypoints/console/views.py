@@ -14,6 +14,7 @@ from plaita.domain.flow import (
     HttpNode,
     IfNode,
     MapNode,
+    ParallelNode,
     SleepNode,
     SubflowNode,
     SwitchNode,
@@ -22,6 +23,7 @@ from plaita.domain.flow import (
 from plaita.domain.flow_owners import FlowOwner
 from plaita.domain.operator_actions import available_actions
 from plaita.domain.operator_controls import ControlFlags
+from plaita.domain.tokens import WaitFor
 from plaita.entrypoints.console import schemas
 
 JSON = Any
@@ -230,6 +232,9 @@ def edges_of(node: BaseNode) -> list[tuple[str, str]]:
         return [(node.next, "next"), *timeout]
     if isinstance(node, TaskNode | SleepNode | HttpNode):
         return [(node.next, "next")]
+    if isinstance(node, ParallelNode):
+        # The branches start here; the join is where they meet (no path of its own).
+        return [*((start, "branch") for start in node.branches), (node.join, "join")]
     # A node type added later still shows its edges, even without a role of its own.
     return [(target, "next") for target in node.targets()]
 
@@ -247,6 +252,9 @@ def _label(node: BaseNode) -> str:
         return f"sleep {node.duration}"
     if isinstance(node, HttpNode):
         return f"{node.method} {node.url}"
+    if isinstance(node, ParallelNode):
+        first = ", first wins" if node.wait is WaitFor.ANY else ""
+        return f"{len(node.branches)} branches{first}"
     if isinstance(node, SubflowNode):
         return f"subflow → {node.flow_id}"
     if isinstance(node, MapNode):

@@ -167,7 +167,8 @@ export function flowGraph(graph, startId, marks) {
       const walked = marks.visited.has(edge.from) && marks.visited.has(edge.to);
       return svg(
         "g",
-        { class: `edge${walked ? " walked" : ""}` },
+        // A parallel node's edge to its join is where its branches meet, not a path: dashed.
+        { class: `edge${walked ? " walked" : ""}${edge.label === "join" ? " join" : ""}` },
         svg("path", { d, "marker-end": walked ? "url(#arrow-walked)" : "url(#arrow)" }),
         edge.label && edge.label !== "next"
           ? svg("text", {
