@@ -9,7 +9,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import plaita
@@ -47,7 +47,9 @@ def mapping(concurrency: int, policy: str) -> dict[str, Any]:
     )
 
 
-async def in_process(document: dict[str, Any], given: dict[str, Any]) -> tuple[str, Any]:
+async def in_process(
+    document: dict[str, Any], given: dict[str, Any], execution_id: str
+) -> tuple[str, Any]:
     flows = {"sdk_per_item": Flow.from_document(PER_ITEM)}
 
     async def resolve(flow_id: str, version: str | None) -> Flow:
@@ -55,7 +57,7 @@ async def in_process(document: dict[str, Any], given: dict[str, Any]) -> tuple[s
 
     run = FlowExecution(
         Flow.from_document(document),
-        ExecutionContext(execution_id="eq", flow_id=document["flow_id"], input=given),
+        ExecutionContext(execution_id=execution_id, flow_id=document["flow_id"], input=given),
         handlers=HandlerRegistry(HANDLER_MODULES),
         clock=Clock(),  # type: ignore[arg-type]
         new_id=lambda: "id",
@@ -70,10 +72,12 @@ async def in_process(document: dict[str, Any], given: dict[str, Any]) -> tuple[s
 
 
 async def on_a_worker(
-    client: plaita.Client, document: dict[str, Any], given: dict[str, Any]
+    client: plaita.Client, document: dict[str, Any], given: dict[str, Any], execution_id: str
 ) -> tuple[str, Any]:
+    """The same execution id as in process: the children's ids (in errors) are derived from
+    it."""
     await client.register(document)
-    handle = await client.start(document["flow_id"], given)
+    handle = await client.start(document["flow_id"], given, execution_id=execution_id)
     try:
         return "completed", await handle.result(timeout=60)
     except plaita.ExecutionFailedError as exc:
@@ -92,19 +96,20 @@ def _summary(message: str) -> str:
     concurrency=st.integers(1, 5),
     policy=st.sampled_from(["fail", "collect"]),
 )
+@example(items=[-1], concurrency=1, policy="collect")  # a child's error names its id
 def test_a_map_gives_the_same_result_in_process_and_on_a_worker(
     items: list[int], concurrency: int, policy: str
 ) -> None:
     document = mapping(concurrency, policy)
 
     async def both() -> tuple[tuple[str, Any], tuple[str, Any]]:
-        here = await in_process(document, {"items": items})
+        here = await in_process(document, {"items": items}, "eq-map")
         async with (
             plaita.Client("memory://") as client,
             plaita.Worker(client, handler_modules=HANDLER_MODULES),
         ):
             await client.register(PER_ITEM)
-            there = await on_a_worker(client, document, {"items": items})
+            there = await on_a_worker(client, document, {"items": items}, "eq-map")
         return here, there
 
     here, there = asyncio.run(both())
@@ -151,13 +156,13 @@ def test_parallel_and_subflow_give_the_same_result_in_process_and_on_a_worker() 
     }
 
     async def both() -> tuple[tuple[str, Any], tuple[str, Any]]:
-        here = await in_process(fork, {})
+        here = await in_process(fork, {}, "eq-fork")
         async with (
             plaita.Client("memory://") as client,
             plaita.Worker(client, handler_modules=HANDLER_MODULES),
         ):
             await client.register(PER_ITEM)
-            there = await on_a_worker(client, fork, {})
+            there = await on_a_worker(client, fork, {}, "eq-fork")
         return here, there
 
     here, there = asyncio.run(both())
