@@ -132,6 +132,11 @@ async def real_redis(
     decode_responses: bool, namespace: str, redis_topology: str
 ) -> AsyncIterator[redis.Redis]:
     client = real_redis_client(redis_topology, decode_responses=decode_responses)
+    if isinstance(client, redis.RedisCluster):
+        # Learn the slot map before the test: redis-py's cluster client, met cold by
+        # concurrent first commands, can hand a connection still being set up to a second
+        # command (AttributeError on its writer) — a client-library race, not the store's.
+        await client.initialize()
     yield client
     created = [key async for key in client.scan_iter(match=f"{namespace}:*", count=1000)]
     if created:
