@@ -31,12 +31,15 @@ from __future__ import annotations
 import enum
 import hashlib
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from plaita.domain.failures import InvalidMapError
 from plaita.domain.ids import id_problem
+
+if TYPE_CHECKING:
+    from plaita.domain.execution import ExecutionState
 
 JSON = Any
 
@@ -65,6 +68,16 @@ class OnItemError(enum.StrEnum):
 #: How often a parent waiting for children checks on them itself, should a child's end
 #: notice be lost (the worker that saved the child's end died before sending it).
 CHILD_CHECK_INTERVAL_MS = 60_000
+
+
+def repeats_end_notice(state: ExecutionState | None, *, reclaimed: bool) -> bool:
+    """Whether a carrier meeting ``state`` sends its parent the end notice again.
+
+    A *reclaimed* carrier of a child that has ended: the worker that saved the end may have
+    died before its notice went out, and the parent's own check is a minute away. The
+    parent counts an end once (its completion window), so a repeat costs it one look.
+    """
+    return reclaimed and state is not None and state.is_terminal and state.parent is not None
 
 
 @attrs.frozen

@@ -32,7 +32,7 @@ from plaita.application.engine.runner import fail_through_handler
 from plaita.domain.child_outcomes import ChildOutcome, map_failure, map_result, subflow_result
 from plaita.domain.children import begin_map, child_ended, child_execution_id
 from plaita.domain.errors import PayloadLimitError, PlaitaError
-from plaita.domain.execution import ExecutionStatus
+from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.failures import (
     ChildExecutionError,
     ExecutionCancelledError,
@@ -75,6 +75,10 @@ class ChildExecutions(Protocol):
         """Arm the parent's own check on its children: its timer id and due time (ms)."""
         ...
 
+    async def notify_parent(self, child: ExecutionState) -> None:
+        """Tell ended ``child``'s parent again that it ended (a crash lost the first word)."""
+        ...
+
 
 class ChildRuns(Protocol):
     """Children run to their end in this process (Normal and Generator modes)."""
@@ -110,6 +114,9 @@ class NoChildExecutions:
 
     async def watch(self, parent: ExecutionContext) -> tuple[str, int]:
         raise ChildExecutionError("this run cannot wait for child executions")
+
+    async def notify_parent(self, child: ExecutionState) -> None:
+        return None
 
 
 class NoChildRuns:

@@ -53,8 +53,11 @@ class WorkerChildren:
         clock: Clock,
         ids: IdGenerator,
         generations: CarrierGenerations,
+        links: ChildLinks | None = None,
         check_interval_ms: int = CHILD_CHECK_INTERVAL_MS,
     ) -> None:
+        """``links`` repeats a child's end notice to its parent (``notify_parent``)."""
+        self._links = links
         self._start = start
         self._cancel = cancel
         self._executions = executions
@@ -126,6 +129,10 @@ class WorkerChildren:
         await self._delay.schedule(carrier, due_ms=due)
         return timer_id, due
 
+    async def notify_parent(self, child: ExecutionState) -> None:
+        if self._links is not None and child.parent is not None:
+            await self._links.tell_parent(child, child.parent)
+
 
 def running_children(state: ExecutionState, waiting: Suspension | None) -> list[str]:
     """The children ``state``'s execution waited for, still running as far as it knew."""
@@ -160,7 +167,7 @@ class ChildLinks:
     async def ended(self, previous: ExecutionState | None, state: ExecutionState) -> None:
         """``state`` was saved as the end of its execution (``previous`` the state before)."""
         if state.parent is not None:
-            await self._tell_parent(state, state.parent)
+            await self.tell_parent(state, state.parent)
         waiting = previous.suspension if previous is not None else None
         await self.cascade(state, waiting)
 
@@ -185,7 +192,8 @@ class ChildLinks:
                         "event=child.cancel_skipped execution_id=%s reason=%r", child_id, str(exc)
                     )
 
-    async def _tell_parent(self, state: ExecutionState, parent: ParentLink) -> None:
+    async def tell_parent(self, state: ExecutionState, parent: ParentLink) -> None:
+        """Send ``parent`` a ``child`` carrier: ``state``'s execution ended (best effort)."""
         carrier = TaskEnvelope.resume(
             execution_id=parent.execution_id,
             flow_id=parent.flow_id,

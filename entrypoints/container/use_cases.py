@@ -249,6 +249,7 @@ class UseCases(Stores):
         clock=Stores.clock,
         ids=Stores.ids,
         generations=Stores.generations,
+        links=Stores.child_links,
     )
     process_task = providers.Singleton(
         ProcessTask,

@@ -55,6 +55,7 @@ from plaita.application.use_cases.step.tracing import StepTracing
 from plaita.application.use_cases.step.waits import WaitRegistrar
 from plaita.application.use_cases.step.writes import Writes
 from plaita.domain import history
+from plaita.domain.children import repeats_end_notice
 from plaita.domain.envelope import CarrierKind, TaskEnvelope
 from plaita.domain.errors import ExecutionLeaseError, LeaseLostError, UnknownFlowError
 from plaita.domain.lease import Lease
@@ -93,6 +94,7 @@ class ProcessTask:
         self._executions, self._leases, self._flows = executions, leases, flows
         self._queue, self._delay, self._subscriptions = queue, delay, subscriptions
         self._clock, self._settings, self._listeners = clock, settings, listeners
+        self._children = children
         self._gates = CarrierGates(
             clock=clock,
             settings=settings,
@@ -183,7 +185,7 @@ class ProcessTask:
         run = self._keeper.start(lease, carrier.message_id)
         held = Held(carrier.envelope, run, self._writes_of(run))
         try:
-            result = await self._under_lease(held, admission.flags)
+            result = await self._under_lease(held, admission.flags, carrier.reclaimed)
         except ExecutionLeaseError as exc:
             # W4: a fenced-off writer must not ack; the new holder owns the carrier's fate.
             outcome = "lease_lost" if isinstance(exc, LeaseLostError) else "fenced"
@@ -222,10 +224,15 @@ class ProcessTask:
         await self._schedule(result)
         return result
 
-    async def _under_lease(self, held: Held, flags: ControlFlags) -> DispatchResult:
+    async def _under_lease(
+        self, held: Held, flags: ControlFlags, reclaimed: bool
+    ) -> DispatchResult:
         """Load, count the attempt, and start or resume the execution (W2, W6, W7)."""
         envelope = held.envelope
         state = await self._executions.load(envelope.execution_id)
+        if repeats_end_notice(state, reclaimed=reclaimed):
+            assert state is not None
+            await self._children.notify_parent(state)  # E14: its first may have died with a worker
         flow = None
         if envelope.kind is CarrierKind.START and state is None:
             try:

@@ -20,6 +20,7 @@ from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.application.engine.children import NO_CHILD_EXECUTIONS, ChildExecutions
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.null_objects import NO_TRACING, NoHttpClient
 from plaita.application.ports import HttpClient, Tracer
@@ -109,6 +110,8 @@ class Twin:
     tracer: Tracer = NO_TRACING
     #: What the http nodes call (E11): none unless a test gives one.
     http: HttpClient = attrs.field(factory=NoHttpClient)
+    #: What the subflow and map nodes start and read (E13, E14): none unless a test gives it.
+    children: ChildExecutions = NO_CHILD_EXECUTIONS
 
     @property
     def catalog(self) -> FlowCatalog:
@@ -137,6 +140,7 @@ class Twin:
             sleep=self.sleep,
             tracer=self.tracer,
             http=self.http,
+            children=self.children,
         )
 
     @property

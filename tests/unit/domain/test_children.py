@@ -3,6 +3,7 @@ concurrency, repeated completions without effect, ``fail`` and ``collect``."""
 
 from __future__ import annotations
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -15,7 +16,9 @@ from plaita.domain.children import (
     begin_map,
     child_ended,
     child_execution_id,
+    repeats_end_notice,
 )
+from plaita.domain.execution import ExecutionState, ExecutionStatus, ParentLink
 from plaita.domain.failures import DeterministicNodeError, InvalidMapError
 from plaita.domain.ids import id_problem
 
@@ -179,3 +182,39 @@ def test_any_order_of_completions_with_duplicates_keeps_the_bounds(
     assert all(progress.has_ended(i) for i in ended)
     if not progress.aborted:
         assert started == list(range(total)) and progress.ended == total
+
+
+def _child(status: ExecutionStatus, parent: ParentLink | None) -> ExecutionState:
+    state = ExecutionState.new(
+        execution_id="p.each.0",
+        flow_id="item",
+        flow_version="1",
+        fingerprint="f",
+        start_node_id="work",
+        input={},
+        now_ms=0,
+    )
+    state = attrs.evolve(state, parent=parent)
+    return state if status is ExecutionStatus.RUNNING else state.transition(status, now_ms=1)
+
+
+LINK = ParentLink("p", "parent", "each", 0)
+
+
+@pytest.mark.parametrize(
+    ("status", "parent", "reclaimed", "repeats"),
+    [
+        (ExecutionStatus.COMPLETED, LINK, True, True),  # the dead worker's notice is redone
+        (ExecutionStatus.ERROR, LINK, True, True),
+        (ExecutionStatus.CANCELLED, LINK, True, True),
+        (ExecutionStatus.COMPLETED, LINK, False, False),  # a plain duplicate: it was sent
+        (ExecutionStatus.RUNNING, LINK, True, False),  # not ended: its end will tell
+        (ExecutionStatus.COMPLETED, None, True, False),  # no parent to tell
+    ],
+)
+def test_a_reclaimed_carrier_repeats_an_ended_childs_notice(
+    status: ExecutionStatus, parent: ParentLink | None, reclaimed: bool, repeats: bool
+) -> None:
+    """E14: a notice lost with a killed worker is sent again within the claim idle."""
+    assert repeats_end_notice(_child(status, parent), reclaimed=reclaimed) is repeats
+    assert repeats_end_notice(None, reclaimed=True) is False
