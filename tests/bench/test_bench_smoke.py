@@ -77,9 +77,7 @@ def test_worker_throughput_runs_two_worker_processes() -> None:
 
 
 def test_event_latency_runs() -> None:
-    out = run_bench(
-        "event_latency.py", "--redis-url", REDIS_URL, "--events", "5", "--warmup", "1"
-    )
+    out = run_bench("event_latency.py", "--redis-url", REDIS_URL, "--events", "5", "--warmup", "1")
     assert "p50" in out
 
 
