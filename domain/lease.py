@@ -3,7 +3,15 @@
 A lease says who may advance an execution; its generation is the fence every write carries.
 Each acquisition takes the next generation of a counter that is never reset, so a holder that
 lost its lease (paused, partitioned) can never write over the one that replaced it. The
-holder renews every TTL/3 and fences itself off before the server could let the lease lapse.
+holder renews every TTL/3, and at least every ``MAX_RENEWAL_INTERVAL_SECONDS``, and fences
+itself off before the server could let the lease lapse.
+
+**Liveness cadence (P6).** A live holder refreshes its lease and its carriers at every
+renewal, and its registry record at every heartbeat: both at least every two seconds, whatever
+the TTL. So a carrier idle for a few seconds, whose lease names a holder whose heartbeat is
+older than ``stale_heartbeat_seconds``, is a dead (or frozen) holder's, and another worker may
+take the execution over at once instead of waiting out a long TTL: the takeover acquires a
+new generation, so a frozen holder that wakes up can write nothing (W4).
 """
 
 from __future__ import annotations
@@ -49,8 +57,27 @@ def check_fence(execution_id: str, fence: int, current_generation: int | None) -
         )
 
 
+#: A holder renews (and refreshes its carriers) at least this often, whatever the TTL.
+MAX_RENEWAL_INTERVAL_SECONDS = 2.0
+#: A worker's registry heartbeat comes at least this often, whatever the TTL (W16).
+MAX_HEARTBEAT_SECONDS = 2.0
+#: A heartbeat older than this many intervals is a dead or frozen holder's.
+STALE_HEARTBEATS = 2
+
+
 def renewal_interval_seconds(ttl_seconds: float) -> float:
-    return ttl_seconds / 3
+    """How often a holder renews its lease and refreshes its carriers' idle time."""
+    return min(ttl_seconds / 3, MAX_RENEWAL_INTERVAL_SECONDS)
+
+
+def heartbeat_interval_seconds(ttl_seconds: float) -> float:
+    """How often a worker of this lease TTL writes its registry heartbeat."""
+    return min(ttl_seconds / 3, MAX_HEARTBEAT_SECONDS)
+
+
+def stale_heartbeat_seconds(ttl_seconds: float) -> float:
+    """A holder's heartbeat older than this says it is dead or frozen (P6)."""
+    return STALE_HEARTBEATS * heartbeat_interval_seconds(ttl_seconds)
 
 
 # --- writes under the fence: fence == fencegen == mine (W4) ----------------------------

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from plaita.domain.errors import InvalidConfigurationError
+from plaita.domain.lease import MAX_RENEWAL_INTERVAL_SECONDS, renewal_interval_seconds
 
 JSON = Any
 
@@ -156,17 +157,21 @@ def _range_problem(
 def _contradictions(numbers: Mapping[str, float]) -> list[ConfigProblem]:
     lease_ttl = numbers.get("lease_ttl_ms")
     claim_idle = numbers.get("claim_min_idle_ms")
-    if lease_ttl is None or claim_idle is None or claim_idle > lease_ttl / 3:
+    if lease_ttl is None or claim_idle is None:
         return []
-    # The watchdog refreshes its carriers' idle time at every renewal (every TTL/3, W5). A
-    # shorter claim idle lets peers reclaim a live holder's carrier between two refreshes:
-    # each reclaim burns a delivery until the carrier is dead-lettered while it runs (#50).
+    renewal_ms = renewal_interval_seconds(lease_ttl / 1000) * 1000
+    if claim_idle > renewal_ms:
+        return []
+    # The watchdog refreshes its carriers' idle time at every renewal (W5, P6). A shorter
+    # claim idle lets peers reclaim a live holder's carrier between two refreshes: each
+    # reclaim burns a delivery until the carrier is dead-lettered while it runs (#50).
     return [
         ConfigProblem(
             "claim_min_idle_ms",
             f"{claim_idle:g} ms is not longer than the lease renewal interval "
-            f"(lease_ttl_ms / 3 = {lease_ttl / 3:g} ms): live holders' carriers would be "
-            "reclaimed; raise claim_min_idle_ms or lower lease_ttl_ms",
+            f"(min(lease_ttl_ms / 3, {MAX_RENEWAL_INTERVAL_SECONDS * 1000:g} ms) = "
+            f"{renewal_ms:g} ms): live holders' carriers would be reclaimed; raise "
+            "claim_min_idle_ms",
         )
     ]
 

@@ -86,7 +86,7 @@ class EventFilterService:
         filter_event: Callable[[str], Awaitable[int]],
         consumer: str,
         read_block_ms: int = 1000,
-        claim_min_idle_ms: int = 60_000,
+        claim_min_idle_ms: int = 5_000,
         batch: int = 64,
         reconcile: Callable[[], Awaitable[ReconcileRound]] | None = None,
         reconcile_interval_ms: int = DEFAULT_INTERVAL_MS,

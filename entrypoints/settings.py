@@ -63,7 +63,9 @@ class Settings(BaseSettings):
     consumer_name: str = Field(default_factory=default_consumer_name, min_length=1)
     concurrency: int = Field(default=16, ge=1, le=10_000)
     read_block_ms: int = Field(default=1000, ge=1, le=60_000)
-    claim_min_idle_ms: int = Field(default=60_000, ge=1)
+    #: P6: a dead holder's carriers are taken over after this long (live holders refresh
+    #: theirs at every lease renewal, at least every 2 s).
+    claim_min_idle_ms: int = Field(default=5_000, ge=1)
     lease_ttl_seconds: float = Field(default=120.0, gt=0)
     execution_deadline_seconds: float = Field(default=1800.0, ge=0)
     max_deliveries: int = Field(default=5, ge=1, le=1000)

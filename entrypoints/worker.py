@@ -93,7 +93,7 @@ class Worker:
         clock: Clock | None = None,
         concurrency: int = 16,
         read_block_ms: int = 1000,
-        claim_min_idle_ms: int = 60_000,
+        claim_min_idle_ms: int = 5_000,
         guard: GuardDeadLetter | None = None,
         presence: Presence | None = None,
         metrics: WorkerMetrics | None = None,

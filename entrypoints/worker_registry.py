@@ -17,6 +17,7 @@ from plaita.application.null_objects import NoMetrics
 from plaita.application.outages import StoreOutages
 from plaita.application.ports import Clock, WorkerInstance, WorkerMetrics, WorkerRegistry
 from plaita.domain.envelope import CarrierGenerations
+from plaita.domain.lease import heartbeat_interval_seconds
 from plaita.domain.outages import Backoff
 from plaita.domain.worker_state import (
     REGISTRATION_BACKOFF,
@@ -35,8 +36,6 @@ from plaita.entrypoints.outages import store_outages
 # The loop's logger: operators filter the registry events under plaita.worker.
 log = logging.getLogger("plaita.worker")
 
-#: A heartbeat at least this often, whatever the lease TTL (W16).
-MAX_HEARTBEAT_SECONDS = 5.0
 #: A registry record outlives this many missed heartbeats.
 RECORD_TTL_HEARTBEATS = 3
 #: Pause between the immediate retries of a drain/stop status write (A45-03).
@@ -71,7 +70,7 @@ class Presence:
         self.status = WorkerStatus.STARTING
         self.registered = False
         self.registration_failures = 0
-        self.heartbeat_seconds = min(lease_ttl_ms / 3000, MAX_HEARTBEAT_SECONDS)
+        self.heartbeat_seconds = heartbeat_interval_seconds(lease_ttl_ms / 1000)
         self.record_ttl_ms = max(1, round(RECORD_TTL_HEARTBEATS * self.heartbeat_seconds * 1000))
         self._registry = registry
         self._clock = clock

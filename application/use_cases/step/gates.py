@@ -2,9 +2,10 @@
 
 Before the lease, in order: its config generations (another pool's carrier is left pending,
 W12), a reclaimed carrier whose execution's lease is live (left pending, uncounted: W2,
-``decide_reclaimed``), its age (W14), the execution's tombstone (W13), its target instance
-(passed on to another worker, or stripped: W25, ``affinity``), then the operator's pause gate
-(a paused execution's carrier is parked, W23). When the lease is held by someone
+``decide_reclaimed``; a dead holder's lease is taken over, P6), its age (W14), the
+execution's tombstone (W13), its target instance (passed on to another worker, or stripped:
+W25, ``affinity``), then the operator's pause gate (a paused execution's carrier is parked,
+W23). When the lease is held by someone
 else: the W5 conflict table, with the holder's registry record. Every answer is the
 domain's; this class gathers the facts.
 """
@@ -36,9 +37,15 @@ from plaita.application.use_cases.step.dispatch import (
 from plaita.domain.config_generations import decide_consume
 from plaita.domain.dead_letter import LeaseLookup
 from plaita.domain.envelope import CarrierKind, TaskEnvelope, copy_envelope
-from plaita.domain.lease_conflict import conflict_carrier, decide_conflict, holder_status
+from plaita.domain.lease import Lease, stale_heartbeat_seconds
+from plaita.domain.lease_conflict import (
+    HolderStatus,
+    conflict_carrier,
+    decide_conflict,
+    holder_status,
+)
 from plaita.domain.operator_controls import ControlFlags, carrier_parkable
-from plaita.domain.reclaim import decide_reclaimed
+from plaita.domain.reclaim import HolderLiveness, ReclaimAction, decide_reclaimed
 from plaita.domain.tombstone import (
     DispatchPath,
     GateAction,
@@ -141,7 +148,9 @@ class CarrierGates:
         return DispatchResult(Disposition.LEAVE_PENDING, event, consume.detail)
 
     async def _reclaim_skipped(self, carrier: Carrier) -> DispatchResult | None:
-        """W2, #50: a reclaimed carrier waits while a holder works on its execution."""
+        """W2, #50, P6: a reclaimed carrier waits while a live holder works on its execution;
+        a dead holder's lease is released here, so the carrier takes it over."""
+        holder: Lease | None = None
         try:
             holder = await self._leases.holder(carrier.execution_id)
             lease = LeaseLookup.FREE if holder is None else LeaseLookup.HELD
@@ -152,7 +161,11 @@ class CarrierGates:
                 exc,
             )
             lease = LeaseLookup.UNKNOWN
-        decision = decide_reclaimed(lease)
+        liveness = None if holder is None else await self._liveness(holder)
+        decision = decide_reclaimed(lease, liveness)
+        if decision.action is ReclaimAction.TAKE_OVER:
+            assert holder is not None and liveness is not None
+            return await self._take_over(carrier, holder, liveness)
         if decision.runs:
             return None
         log.info(
@@ -164,6 +177,57 @@ class CarrierGates:
             decision.reason.value,
         )
         return DispatchResult(Disposition.LEAVE_PENDING, RECLAIM_SKIPPED, decision.reason.value)
+
+    async def _liveness(self, holder: Lease) -> HolderLiveness:
+        """What the registry says of ``holder``'s worker (W16)."""
+        stale_after = stale_heartbeat_seconds(self._settings.lease_ttl_ms / 1000)
+        usable = self._settings.registry_enabled and not self._settings.holder_liveness_disabled
+        if not usable:
+            return HolderLiveness(HolderStatus.UNKNOWN, None, stale_after, usable=False)
+        try:
+            instance = await self._registry.get(holder.holder_id)
+        except Exception as exc:
+            log.warning(
+                "event=reclaim.registry_lookup_failed execution_id=%s holder=%s error=%r: "
+                "left pending",
+                holder.execution_id,
+                holder.holder_id,
+                exc,
+            )
+            return HolderLiveness(HolderStatus.UNKNOWN, None, stale_after)
+        if instance is None:
+            return HolderLiveness(HolderStatus.ABSENT, None, stale_after)
+        age = (self._clock.now_ms() - instance.heartbeat_ms) / 1000
+        return HolderLiveness(holder_status(instance.status), age, stale_after)
+
+    async def _take_over(
+        self, carrier: Carrier, holder: Lease, liveness: HolderLiveness
+    ) -> DispatchResult | None:
+        """Release a dead holder's lease — only if it is still exactly that one — so this
+        carrier acquires it with a new generation (P6); a frozen holder is fenced off."""
+        try:
+            released = await self._leases.release(holder)
+        except Exception as exc:
+            log.warning(
+                "event=reclaim.takeover_failed execution_id=%s holder=%s error=%r: left pending",
+                holder.execution_id,
+                holder.holder_id,
+                exc,
+            )
+            return DispatchResult(Disposition.LEAVE_PENDING, RECLAIM_SKIPPED, "takeover_failed")
+        age = liveness.heartbeat_age_seconds
+        log.warning(
+            "event=reclaim.took_over execution_id=%s holder=%s generation=%d holder_status=%s "
+            "heartbeat_age_s=%s released=%s: the lease holder is gone; this worker continues "
+            "the execution from its checkpoint",
+            holder.execution_id,
+            holder.holder_id,
+            holder.generation,
+            liveness.status.value,
+            "none" if age is None else f"{age:.1f}",
+            released,
+        )
+        return None  # on to the lease: free now, or someone else's (then the W5 table)
 
     async def admit(self, carrier: Carrier) -> Admission:
         """The pause gate (W23): park a paused execution's carrier; the operator flags.

@@ -1,4 +1,5 @@
-"""The lease watchdog of one dispatch: renew at TTL/3, self-fence, heartbeat the open node.
+"""The lease watchdog of one dispatch: renew every min(TTL/3, 2 s), self-fence, heartbeat the
+open node.
 
 Split from the worker step (process_task.py) because it runs beside it as its own task and
 changes for its own reasons (W3 renewal, W5 carrier liveness, W15 node heartbeat). Every
@@ -24,7 +25,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from plaita.application.ports import Clock, ExecutionRepository, LeaseManager, TaskQueue
 from plaita.domain.errors import ExecutionLeaseError
-from plaita.domain.lease import Lease, RenewalAction, RenewalOutcome, decide_renewal
+from plaita.domain.lease import (
+    Lease,
+    RenewalAction,
+    RenewalOutcome,
+    decide_renewal,
+    renewal_interval_seconds,
+)
 
 log = logging.getLogger("plaita.worker.step")
 
@@ -118,7 +125,7 @@ class LeaseKeeper:
     async def _keep(self, run: KeeperRun) -> None:
         ttl_seconds = self._lease_ttl_ms / 1000
         last_renewed = self._clock.monotonic()
-        wait = ttl_seconds / 3
+        wait = renewal_interval_seconds(ttl_seconds)
         while not run.stopped:
             await self._sleep(wait)
             if run.stopped:

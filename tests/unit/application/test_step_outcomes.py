@@ -10,11 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import pytest
 
+from plaita.application.ports import WorkerInstance
 from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.events import PublishEvent
 from plaita.application.use_cases.step import RECLAIM_SKIPPED, Disposition, StepSettings
-from plaita.domain.envelope import LEGACY_GENERATIONS
+from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType
+from plaita.domain.errors import ExecutionLeaseError
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.lease import Lease
 
@@ -122,9 +125,10 @@ def stream_id(twin: Twin) -> str:
 async def test_a_reclaimed_carrier_beside_a_live_lease_is_left_pending_uncounted(
     twin: Twin,
 ) -> None:
-    """W2 (R2): a holder works on the execution; the reclaimed carrier waits, and its wait
-    costs it no attempt."""
+    """W2 (R3): a live holder works on the execution; the reclaimed carrier waits, and its
+    wait costs it no attempt."""
     await twin.process(twin.envelope_start(5000))
+    await register(twin, "live-holder", age_s=1.0)
     assert await twin.leases.acquire("x-1", "live-holder", ttl_ms=600_000) is not None
     before = await twin.counters.read("x-1")
     result = await twin.process(
@@ -133,6 +137,50 @@ async def test_a_reclaimed_carrier_beside_a_live_lease_is_left_pending_uncounted
     assert (result.disposition, result.outcome) == (Disposition.LEAVE_PENDING, RECLAIM_SKIPPED)
     assert result.detail == "live_lease"
     assert await twin.counters.read("x-1") == before
+
+
+async def register(twin: Twin, holder_id: str, *, age_s: float, status: str = "running") -> None:
+    now = twin.clock.now_ms()
+    record = WorkerInstance(holder_id, status, now - round(age_s * 1000), now - 60_000)
+    await twin.registry.put(record, ttl_ms=600_000)
+
+
+@pytest.mark.parametrize(
+    ("age_s", "registered"), [(4.5, True), (None, False)], ids=["stale-heartbeat", "no-record"]
+)
+async def test_a_reclaimed_carrier_of_a_dead_holder_takes_the_execution_over(
+    twin: Twin, age_s: float | None, registered: bool
+) -> None:
+    """P6 (R4): the holder was killed: its heartbeat is two beats old, or its record lapsed,
+    while its lease has two minutes to run. The reclaimed carrier releases that lease, takes
+    a new generation and runs from the checkpoint; the dead holder could write nothing."""
+    await twin.process(twin.envelope_start(5000))  # suspended at the approval wait
+    if registered:
+        await register(twin, "dead-holder", age_s=age_s or 0)
+    dead = await twin.leases.acquire("x-1", "dead-holder", ttl_ms=120_000)
+    assert dead is not None
+    result = await twin.process(
+        twin.resume(ResumeType.CANCEL), message_id=stream_id(twin), reclaimed=True
+    )
+    assert result.outcome != RECLAIM_SKIPPED, result
+    state = await twin.executions.load("x-1")
+    assert state is not None and state.status.value == "cancelled"
+    generation = await twin.leases.current_generation("x-1")
+    assert generation is not None and generation > dead.generation
+    with pytest.raises(ExecutionLeaseError):  # the holder, woken up, is fenced off (W4)
+        await twin.executions.save(state, fence=dead.generation)
+
+
+async def test_a_reclaimed_carrier_beside_a_holder_that_lags_but_lives_waits(twin: Twin) -> None:
+    """P6 (R3): a heartbeat 3 s old is one late beat, not a death: no takeover."""
+    await twin.process(twin.envelope_start(5000))
+    await register(twin, "slow-holder", age_s=3.0)
+    held = await twin.leases.acquire("x-1", "slow-holder", ttl_ms=120_000)
+    result = await twin.process(
+        twin.resume(ResumeType.CANCEL), message_id=stream_id(twin), reclaimed=True
+    )
+    assert (result.outcome, result.detail) == (RECLAIM_SKIPPED, "live_lease")
+    assert await twin.leases.holder("x-1") == held
 
 
 class HolderLookupFails:

@@ -112,12 +112,13 @@ def test_a_successful_renewal_keeps_going_from_the_moment_it_was_sent() -> None:
     assert decision.action is RenewalAction.KEEP_GOING
     assert decision.last_renewed_at == 40
     assert decision.fence_at == pytest.approx(40 + FENCE_AT)
-    assert decision.next_attempt_in == pytest.approx(39.5)
+    assert decision.next_attempt_in == pytest.approx(1.5)  # every 2 s, from when it was sent
     assert decision.refresh_liveness
 
 
 def test_a_renewal_that_took_longer_than_the_interval_is_followed_at_once() -> None:
-    """W3: the next attempt is due TTL/3 after the last one was sent, not after it returned."""
+    """W3: the next attempt is due one interval after the last one was sent, not after it
+    returned."""
     decision = decide_renewal(
         ttl_seconds=TTL, last_renewed_at=0, sent_at=40, now=90, outcome=RenewalOutcome.RENEWED
     )

@@ -124,17 +124,19 @@ def test_known_security_switch_values_are_accepted(value: object) -> None:
 @pytest.mark.parametrize(
     ("claim_idle", "lease_ttl", "contradiction"),
     [
-        (60_000, 120_000, False),
-        (40_001, 120_000, False),
-        (40_000, 120_000, True),
+        (5_000, 120_000, False),  # the defaults
+        (2_001, 120_000, False),
+        (2_000, 120_000, True),
         (1_000, 120_000, True),
+        (1_500, 3_000, False),  # the fault suites' timings: renewal every 1 s
+        (1_000, 3_000, True),
     ],
 )
 def test_claim_idle_not_longer_than_the_renewal_interval_is_a_contradiction(
     claim_idle: int, lease_ttl: int, contradiction: bool
 ) -> None:
-    """W21, W5; #50: the watchdog refreshes its carriers every lease TTL/3; a claim idle
-    that short lets peers reclaim live holders' carriers and burn their deliveries."""
+    """W21, W5; #50: the watchdog refreshes its carriers every min(lease TTL/3, 2 s); a
+    claim idle that short lets peers reclaim live holders' carriers and burn deliveries."""
     problems = _problems(claim_min_idle_ms=claim_idle, lease_ttl_ms=lease_ttl)
 
     assert problems == (["claim_min_idle_ms"] if contradiction else [])

@@ -92,14 +92,14 @@ async def test_a_worker_registers_starting_then_running_and_heartbeats(clock: Fa
     registry = FlakyRegistry(clock)
     sleeps = RecordedSleeps()
     me = presence(registry, clock, sleeps)
-    assert (me.heartbeat_seconds, me.record_ttl_ms) == (5.0, 15_000), "min(TTL/3, 5 s), 3 beats"
+    assert (me.heartbeat_seconds, me.record_ttl_ms) == (2.0, 6_000), "min(TTL/3, 2 s), 3 beats"
 
     await me.announce()
     await me.start()
     assert registry.statuses == ["starting", "running"] and me.dispatchable
     await eventually(lambda: len(registry.writes) >= 4)
-    assert set(registry.statuses[2:]) == {"running"} and set(sleeps.seconds) == {5.0}
-    assert {ttl for _, ttl in registry.writes} == {15_000}
+    assert set(registry.statuses[2:]) == {"running"} and set(sleeps.seconds) == {2.0}
+    assert {ttl for _, ttl in registry.writes} == {6_000}
     record = await registry.get("w1")
     assert record is not None and record.heartbeat_ms == clock.now_ms()
     assert (record.config_family, record.budget_generation) == (
