@@ -8,6 +8,7 @@ for ``run.py`` to read.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -88,10 +89,8 @@ def stop_tree(process: subprocess.Popen[Any], *, grace: float = 15.0) -> None:
             process.wait(5)
     for pid in children:
         if _stat_fields(pid) is not None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def wait_until(check: Callable[[], bool], *, timeout: float, interval: float = 0.02) -> bool:
