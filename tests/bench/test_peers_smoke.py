@@ -26,6 +26,8 @@ def load_run() -> ModuleType:
     spec = importlib.util.spec_from_file_location("bench_peers_run", RUN)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    # Its dataclasses look their module up in sys.modules while the class is made.
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 
