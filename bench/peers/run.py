@@ -825,7 +825,8 @@ def fairness_lines(ctx: Context) -> list[str]:
         "broker (same server) | `task_acks_late=True` (Celery's default acks before running); "
         "`task_ignore_result`, no result backend; prefetch 4 | as Dramatiq |",
         "| DBOS-SQLite | 1 process, DBOS's executor threads (unbounded pool), "
-        "`DBOS.start_workflow` in the same process | each step's output row is committed "
+        "`DBOS.start_workflow` in the same process; DBOS's defaults otherwise (a system "
+        "database pool of 20 connections, pre-ping on) | each step's output row is committed "
         "to the SQLite system database (journal mode DELETE, synchronous FULL: fsync per "
         "commit; writers serialised by SQLite's lock) | no broker; the workflow's status "
         "row | first `start_workflow` → last workflow's finish |",
