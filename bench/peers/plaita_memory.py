@@ -14,9 +14,11 @@ does, with its flow: ``wait`` (event node) → ``resumed`` (task) → ``done``),
 4. one event per execution published and every execution completed: the same figure per
    completed execution (state, event record and indexes, stream entries kept).
 
-Each sample is taken after 1.5 s of quiet (the AOF's everysec flush and client buffers
-settle) as the median of 3 reads. Prints one ``PEER-RESULT`` JSON line. Processes are
-stopped by pid and the namespace deleted at the end.
+Where the bytes go: ``MEMORY USAGE`` (exact, ``SAMPLES 0``) of every key of the namespace
+before and after step 3, summed per key pattern (execution ids and other long ids replaced
+by ``*``) and divided by K. Each sample is taken after 1.5 s of quiet (the AOF's everysec
+flush and client buffers settle) as the median of 3 reads. Prints one ``PEER-RESULT`` JSON
+line. Processes are stopped by pid and the namespace deleted at the end.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -59,6 +62,53 @@ async def memory_sample(client: redis.Redis) -> dict[str, int]:
         "used_memory_dataset": int(statistics.median(dataset for _, dataset in reads)),
         "keys": int(await client.dbsize()),
     }
+
+
+#: A segment of a key that names one thing among many: an id in braces (a hash tag) or a
+#: long run of id characters.
+_ID_PART = re.compile(r"\{[^}]*\}|[0-9A-Za-z_-]{16,}")
+
+
+def key_pattern(key: str, namespace: str) -> str:
+    """``key`` without its namespace, every id-like segment replaced by ``*``."""
+    rest = key.removeprefix(namespace + ":")
+    return ":".join(_ID_PART.sub("*", part) for part in rest.split(":"))
+
+
+async def breakdown(client: redis.Redis, namespace: str) -> dict[str, list[int]]:
+    """Per key pattern of the namespace: [number of keys, bytes by ``MEMORY USAGE``]."""
+    keys = [key async for key in client.scan_iter(match=f"{namespace}:*", count=1000)]
+    found: dict[str, list[int]] = {}
+    for start in range(0, len(keys), 500):
+        batch = keys[start : start + 500]
+        async with client.pipeline(transaction=False) as pipe:
+            for key in batch:
+                pipe.memory_usage(key, samples=0)
+            sizes = await pipe.execute()
+        for key, size in zip(batch, sizes, strict=True):
+            entry = found.setdefault(key_pattern(key, namespace), [0, 0])
+            entry[0] += 1
+            entry[1] += int(size or 0)
+    return found
+
+
+def breakdown_delta(
+    before: dict[str, list[int]], after: dict[str, list[int]], count: int
+) -> list[dict[str, Any]]:
+    """Per pattern, keys and bytes added per execution; the largest first."""
+    rows = []
+    for pattern in after.keys() | before.keys():
+        keys_then, bytes_then = before.get(pattern, [0, 0])
+        keys_now, bytes_now = after.get(pattern, [0, 0])
+        if bytes_now != bytes_then or keys_now != keys_then:
+            rows.append(
+                {
+                    "pattern": pattern,
+                    "keys": (keys_now - keys_then) / count,
+                    "bytes": (bytes_now - bytes_then) / count,
+                }
+            )
+    return sorted(rows, key=lambda row: -row["bytes"])
 
 
 def per_execution(before: dict[str, int], after: dict[str, int], count: int) -> dict[str, float]:
@@ -127,8 +177,10 @@ async def measure(args: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
 
         await complete(await suspend(args.warmup))
         baseline = await memory_sample(observer)
+        keys_before = await breakdown(observer, namespace)
         ids = await suspend(args.executions)
         suspended = await memory_sample(observer)
+        keys_suspended = await breakdown(observer, namespace)
         await complete(ids)
         completed = await memory_sample(observer)
         payload = len(json.dumps(params).encode())
@@ -139,6 +191,7 @@ async def measure(args: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
             "baseline": baseline,
             "suspended": per_suspended,
             "suspended_beyond_payload": per_suspended["used_memory"] - payload,
+            "suspended_keys": breakdown_delta(keys_before, keys_suspended, args.executions),
             "completed": per_execution(baseline, completed, args.executions),
             "problem": None,
         }

@@ -760,7 +760,27 @@ def memory_lines(ctx: Context) -> list[str]:
         f"| {completed['used_memory']:.0f} "
         f"| {completed['used_memory'] - memory['payload_bytes']:.0f} "
         f"| {completed['used_memory_dataset']:.0f} | {completed['keys']:.1f} |",
+        *suspended_keys_lines(memory.get("suspended_keys") or []),
     ]
+
+
+def suspended_keys_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Where a suspended execution's bytes go: ``MEMORY USAGE`` per key pattern."""
+    if not rows:
+        return []
+    total = sum(float(row["bytes"]) for row in rows)
+    lines = [
+        "",
+        "Where a suspended execution's bytes go (`MEMORY USAGE`, exact, per key pattern; "
+        f"the keys' own sizes add up to {total:.0f} B per execution, the rest of "
+        "`used_memory` is the keyspace's dictionaries and allocator rounding):",
+        "",
+        "| key pattern (`*` = an id) | keys / execution | B / execution |",
+        "| --- | ---: | ---: |",
+    ]
+    for row in rows[:15]:
+        lines.append(f"| `{row['pattern']}` | {row['keys']:.2f} | {row['bytes']:.0f} |")
+    return lines
 
 
 def git_commit() -> str:
