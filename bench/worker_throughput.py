@@ -108,8 +108,9 @@ class RunResult:
     worker_cpu: float
     redis_cpu: float
     problem: str | None = None
-    #: The same CPU of the bench and its worker processes, in seconds over the run.
+    #: The same CPU of the bench and its worker processes, and of Redis, in seconds.
     worker_cpu_seconds: float = 0.0
+    redis_cpu_seconds: float = 0.0
 
     @property
     def steps_per_second(self) -> float:
@@ -348,6 +349,7 @@ async def one_run(args: argparse.Namespace, profiler: cProfile.Profile | None = 
             redis_cpu=redis_cpu / observed,
             problem=problem,
             worker_cpu_seconds=cpu,
+            redis_cpu_seconds=redis_cpu,
         )
     finally:
         with contextlib.suppress(Exception):
@@ -517,6 +519,7 @@ def as_json(
                 "worker_cpu": result.worker_cpu,
                 "worker_cpu_seconds": result.worker_cpu_seconds,
                 "redis_cpu": result.redis_cpu,
+                "redis_cpu_seconds": result.redis_cpu_seconds,
                 "problem": result.problem,
             }
             for result in results

@@ -76,6 +76,18 @@ def tree_cpu_seconds(root: int) -> float:
     return cpu_seconds([root, *descendants(root)])
 
 
+def server_cpu_seconds(root: int) -> float:
+    """CPU seconds of a server (``root``) and its processes, those that already exited
+    included: a reaped child's CPU is in its parent's cutime and cstime (fields 16, 17),
+    so a PostgreSQL backend that ended with its connection still counts."""
+    total = 0
+    for pid in [root, *descendants(root)]:
+        fields = _stat_fields(pid)
+        if fields is not None:
+            total += sum(int(value) for value in fields[11:15])
+    return total / _TICKS
+
+
 def stop_tree(process: subprocess.Popen[Any], *, grace: float = 15.0) -> None:
     """SIGTERM ``process``, wait ``grace`` s, then SIGKILL it; then every descendant that
     outlived it is killed by its pid (a pool child orphaned by a killed parent)."""
@@ -91,6 +103,17 @@ def stop_tree(process: subprocess.Popen[Any], *, grace: float = 15.0) -> None:
         if _stat_fields(pid) is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def server_cpu_counter() -> Callable[[], float | None]:
+    """Starts counting the CPU of the server whose pid ``run.py`` passes in
+    ``PEER_SERVER_PID`` (Redis, or PostgreSQL's postmaster); the returned call says how
+    much it used since, None without a server."""
+    pid = int(os.environ.get("PEER_SERVER_PID") or 0)
+    if pid <= 0:
+        return lambda: None
+    before = server_cpu_seconds(pid)
+    return lambda: server_cpu_seconds(pid) - before
 
 
 def wait_until(check: Callable[[], bool], *, timeout: float, interval: float = 0.02) -> bool:
@@ -141,6 +164,7 @@ def measure_chains(
         return {"problem": "the worker did not process a warm-up message within 90 s"}
     run = f"run-{os.getpid()}-{time.time_ns()}"
     cpu_before = tree_cpu_seconds(worker.pid)
+    server = server_cpu_counter()
     started_ns = time.time_ns()
     for _ in range(executions):
         send_first(run, nodes)
@@ -150,6 +174,7 @@ def measure_chains(
         interval=0.02,
     )
     cpu = tree_cpu_seconds(worker.pid) - cpu_before
+    server_cpu = server()
     times = done_times(run)
     wall = (max(times) - started_ns) / 1e9 if times else 0.0
     problem = None
@@ -163,6 +188,7 @@ def measure_chains(
         "steps": len(times) * nodes,
         "wall_seconds": wall,
         "worker_cpu_seconds": cpu,
+        "server_cpu_seconds": server_cpu,
         "problem": problem,
     }
 

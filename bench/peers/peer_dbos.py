@@ -79,6 +79,7 @@ def cpu_self() -> float:
 
 def throughput(args: argparse.Namespace) -> dict[str, Any]:
     cpu_before = cpu_self()
+    server = common.server_cpu_counter()
     started_ns = time.time_ns()
     handles = [DBOS.start_workflow(chain, args.nodes) for _ in range(args.executions)]
     deadline = time.monotonic() + args.timeout
@@ -89,6 +90,7 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
             break
         finished.append(handle.get_result(polling_interval_sec=0.05))
     cpu = cpu_self() - cpu_before
+    server_cpu = server()
     problem = None
     if len(finished) < args.executions:
         problem = f"{len(finished)}/{args.executions} workflows done within {args.timeout} s"
@@ -98,6 +100,7 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
         "steps": len(finished) * args.nodes,
         "wall_seconds": (max(finished) - started_ns) / 1e9 if finished else 0.0,
         "worker_cpu_seconds": cpu,
+        "server_cpu_seconds": server_cpu,
         "problem": problem,
     }
 

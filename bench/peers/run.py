@@ -343,6 +343,9 @@ class Throughput:
     steps: int = 0
     wall_seconds: float = 0.0
     cpu_seconds: float = 0.0
+    #: CPU of the Redis or PostgreSQL server over the measured window; None for
+    #: DBOS-SQLite (in process).
+    server_cpu_seconds: float | None = None
     problem: str | None = None
 
     @property
@@ -415,8 +418,17 @@ def plaita_throughput(ctx: Context, round_: int, workers: int) -> Throughput:
     measured.steps = int(run.get("completed", 0)) * args.nodes
     measured.wall_seconds = float(run.get("wall_seconds", 0.0))
     measured.cpu_seconds = float(run.get("worker_cpu_seconds", 0.0))
+    measured.server_cpu_seconds = float(run.get("redis_cpu_seconds", 0.0))
     measured.problem = run.get("problem")
     return measured
+
+
+def server_pid(ctx: Context, system: str) -> int | None:
+    """The pid of ``system``'s server process (None when it has none)."""
+    if system == "dbos-sqlite":
+        return None
+    process = ctx.postgres.process if system == "dbos-pg" and ctx.postgres else ctx.redis.process
+    return process.pid if process is not None else None
 
 
 def peer_throughput(ctx: Context, round_: int, peer: str) -> Throughput:
@@ -424,6 +436,7 @@ def peer_throughput(ctx: Context, round_: int, peer: str) -> Throughput:
     measured = Throughput(peer, round_, load_now())
     python = str(ctx.pythons[VENV_OF[peer]])
     env = {**os.environ, "PEER_LOG_DIR": str(ctx.log_dir)}
+    env["PEER_SERVER_PID"] = str(server_pid(ctx, peer) or "")
     sizes = ["--executions", str(args.executions), "--nodes", str(args.nodes)]
     sizes += ["--timeout", str(args.timeout)]
     if peer == "dramatiq":
@@ -437,6 +450,8 @@ def peer_throughput(ctx: Context, round_: int, peer: str) -> Throughput:
         command = [python, str(HERE / "peer_dbos.py"), "throughput", "--database-url", url]
         command += sizes
     found = run_json(command, timeout=args.timeout + 90, log_dir=ctx.log_dir, env=env)
+    server = found.get("server_cpu_seconds")
+    measured.server_cpu_seconds = None if server is None else float(server)
     measured.steps = int(found.get("steps", 0))
     measured.wall_seconds = float(found.get("wall_seconds", 0.0))
     measured.cpu_seconds = float(found.get("worker_cpu_seconds", 0.0))
@@ -616,8 +631,8 @@ def fmt(value: float | None, spec: str = ".0f", suffix: str = "") -> str:
 def throughput_table(ctx: Context) -> list[str]:
     lines = [
         "| round | system | load (1 min) | steps/s | wall s | worker CPU ms / 1,000 steps "
-        "| plaita / this |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| server CPU ms / 1,000 steps | plaita / this |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for round_, throughput, _ in by_round(ctx):
         plaita_rate = _rate(throughput, "plaita")
@@ -626,13 +641,18 @@ def throughput_table(ctx: Context) -> list[str]:
             # Worker processes' CPU is known only for their whole life, start-up included.
             counted = measured.steps and system != "plaita-2w"
             cpu = 1e6 * measured.cpu_seconds / measured.steps if counted else None
+            server = (
+                1e6 * measured.server_cpu_seconds / measured.steps
+                if measured.steps and measured.server_cpu_seconds is not None
+                else None
+            )
             relative = (
                 "" if system.startswith("plaita") else fmt(ratio(plaita_rate, rate), ".2f", "x")
             )
             shown = fmt(rate) if not measured.problem else f"failed: {measured.problem[:80]}"
             lines.append(
                 f"| {round_} | {system} | {measured.load:.2f} | {shown} "
-                f"| {measured.wall_seconds:.2f} | {fmt(cpu)} | {relative} |"
+                f"| {measured.wall_seconds:.2f} | {fmt(cpu)} | {fmt(server)} | {relative} |"
             )
     return lines
 
@@ -874,8 +894,11 @@ def fairness_lines(ctx: Context) -> list[str]:
         "a worker slower than the rate (a resume is 3 steps) shows as queueing in its leg.",
         "- CPU: plaita = the bench process with its in-process worker (poll included) or "
         "its worker processes (`getrusage`); Dramatiq and Celery = the worker's process "
-        "tree (`/proc`); DBOS = the one process (`getrusage`). The Redis and PostgreSQL "
-        "servers' CPU is in none of them.",
+        "tree (`/proc`); DBOS = the one process (`getrusage`). *Server CPU* = the Redis "
+        "server's (plaita, Dramatiq, Celery) or the PostgreSQL cluster's processes' "
+        "(DBOS-PostgreSQL, exited backends included) from `/proc` (plaita: Redis's "
+        "`INFO cpu`), over the same window as the wall time; DBOS-SQLite's database work "
+        "is in its process's CPU.",
         f"- Redis: one private server for all ({RedisServer.CONFIG}), databases "
         f"{PLAITA_DB} (plaita), {DRAMATIQ_DB} (Dramatiq), {CELERY_DB} (Celery). PostgreSQL: "
         f"a private cluster ({PostgresServer.CONFIG}), a fresh database per DBOS run; "
