@@ -36,6 +36,7 @@ publishes everything at once and measures a burst.
     .venv/bin/python bench/event_latency.py                      # 1000 events at 100/s
     .venv/bin/python bench/event_latency.py --rate 0             # a burst
     .venv/bin/python bench/event_latency.py --append-results     # + bench/RESULTS.md
+    .venv/bin/python bench/event_latency.py --json               # one JSON object (bench/peers)
 
 The worker imports this file as ``bench.event_latency`` (``--handler-modules``) from the
 repository root. A run stops itself after ``--timeout`` seconds whatever happened; both
@@ -386,7 +387,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--append-results", action="store_true", help=f"append the figures to {RESULTS_FILE}"
     )
+    parser.add_argument(
+        "--json", action="store_true", help="print the figures as one JSON object, not a table"
+    )
     args = parser.parse_args(argv)
+    if args.json and args.append_results:
+        parser.error("--json and --append-results do not go together")
     if not 1 <= args.events <= 100_000:
         parser.error("--events must be between 1 and 100000")
     if not 0 <= args.warmup <= 10_000:
@@ -400,9 +406,48 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def as_json(result: RunResult, args: argparse.Namespace, described: str) -> dict[str, Any]:
+    """What ``--json`` prints: the run's configuration and the percentiles of each measure
+    of the table (publish call → resumed node started is ``precise_ms``)."""
+
+    def summary(values: list[float]) -> dict[str, float] | None:
+        if not values:
+            return None
+        return {
+            "p50": percentile(values, 0.5),
+            "p95": percentile(values, 0.95),
+            "p99": percentile(values, 0.99),
+            "max": max(values),
+        }
+
+    return {
+        "machine": described,
+        "events": args.events,
+        "warmup": args.warmup,
+        "rate": args.rate,
+        "concurrency": args.concurrency,
+        "measured": len(result.samples),
+        "publish_seconds": result.publish_seconds,
+        "latency_ms": summary([s.latency_ms for s in result.samples]),
+        "precise_ms": summary([s.precise_ms for s in result.samples]),
+        "filter_leg_ms": summary(
+            [s.filter_leg_ms for s in result.samples if s.filter_leg_ms is not None]
+        ),
+        "worker_leg_ms": summary(
+            [s.worker_leg_ms for s in result.samples if s.worker_leg_ms is not None]
+        ),
+        "problem": result.problem,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     result, described = asyncio.run(main_async(args))
+    if args.json:
+        print(json.dumps(as_json(result, args, described)))
+        if result.problem:
+            print(f"problem: {result.problem}", file=sys.stderr)
+        return 1 if result.problem else 0
     text = report(result, args, described)
     print(text)
     if result.problem:

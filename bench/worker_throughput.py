@@ -29,6 +29,7 @@ whatever happened; the namespace is deleted at the end of each run.
     .venv/bin/python bench/worker_throughput.py --runs 1 --profile   # + cProfile top 10
     .venv/bin/python bench/worker_throughput.py --redis-url redis://127.0.0.1:7000 \
         --redis-cluster --workers 2                                   # the cluster, 2 workers
+    .venv/bin/python bench/worker_throughput.py --runs 1 --json     # one JSON object (bench/peers)
 
 Performance is measured here, never in timed unit tests (the P requirements).
 """
@@ -107,6 +108,9 @@ class RunResult:
     worker_cpu: float
     redis_cpu: float
     problem: str | None = None
+    #: The same CPU of the bench and its worker processes, and of Redis, in seconds.
+    worker_cpu_seconds: float = 0.0
+    redis_cpu_seconds: float = 0.0
 
     @property
     def steps_per_second(self) -> float:
@@ -344,6 +348,8 @@ async def one_run(args: argparse.Namespace, profiler: cProfile.Profile | None = 
             worker_cpu=cpu / observed,
             redis_cpu=redis_cpu / observed,
             problem=problem,
+            worker_cpu_seconds=cpu,
+            redis_cpu_seconds=redis_cpu,
         )
     finally:
         with contextlib.suppress(Exception):
@@ -456,6 +462,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--poll-ms", type=int, default=50, help="completion poll interval")
     parser.add_argument("--profile", action="store_true", help="one more run under cProfile")
     parser.add_argument("--profile-top", type=int, default=10)
+    parser.add_argument(
+        "--json", action="store_true", help="print the runs as one JSON object, not a table"
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.executions <= 100_000:
         parser.error("--executions must be between 1 and 100000")
@@ -478,6 +487,46 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def as_json(
+    results: list[RunResult], args: argparse.Namespace, version: str, load: str
+) -> dict[str, Any]:
+    """What ``--json`` prints: the configuration and, per run, its counts and timings
+    (latency percentiles only, not the samples), for a harness such as bench/peers/."""
+
+    def latencies(samples: list[float]) -> dict[str, float] | None:
+        if not samples:
+            return None
+        return {"p50": percentile(samples, 0.5), "p99": percentile(samples, 0.99)}
+
+    return {
+        "python": platform.python_version(),
+        "redis": version,
+        "load_average": load,
+        "executions": args.executions,
+        "nodes": args.nodes,
+        "workers": args.workers,
+        "concurrency": args.concurrency,
+        "partitions": args.partitions,
+        "runs": [
+            {
+                "executions": result.executions,
+                "completed": result.completed,
+                "steps": result.steps,
+                "wall_seconds": result.wall_seconds,
+                "steps_per_second": result.steps_per_second,
+                "enqueue_latency_ms": latencies(result.enqueue_latency_ms),
+                "worker_latency_ms": latencies(result.worker_latency_ms),
+                "worker_cpu": result.worker_cpu,
+                "worker_cpu_seconds": result.worker_cpu_seconds,
+                "redis_cpu": result.redis_cpu,
+                "redis_cpu_seconds": result.redis_cpu_seconds,
+                "problem": result.problem,
+            }
+            for result in results
+        ],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
@@ -486,6 +535,12 @@ def main(argv: list[str] | None = None) -> int:
     with tenant_scope(DEFAULT_TENANT):
         version, results, profile = asyncio.run(main_async(args))
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    problems = [f"run {n}: {r.problem}" for n, r in enumerate(results, 1) if r.problem]
+    if args.json:
+        print(json.dumps(as_json(results, args, version, load)))
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        return 1 if problems else 0
     print(
         f"plaita worker throughput — python {platform.python_version()}, redis {version}, "
         f"{os.cpu_count()} CPUs, {platform.machine()}, load average {load}, "
@@ -493,7 +548,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     print()
     print(table(results, args))
-    problems = [f"run {n}: {r.problem}" for n, r in enumerate(results, 1) if r.problem]
     for problem in problems:
         print(problem, file=sys.stderr)
     if profile is not None:
