@@ -101,3 +101,20 @@ def test_fanout_runs() -> None:
 def test_result_latency_runs() -> None:
     out = run_bench("result_latency.py", "--runs", "3", "--warmup", "1")
     assert "p50 ms" in out
+
+
+def test_recovery_runs() -> None:
+    out = run_bench(
+        "recovery.py",
+        "--redis-url",
+        REDIS_URL,
+        "--runs",
+        "1",
+        "--executions",
+        "2",
+        "--hold",
+        "8",
+        "--timeout",
+        "60",
+    )
+    assert "executions recovered" in out
