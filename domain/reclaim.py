@@ -12,14 +12,14 @@ leaves the carrier pending, as does a lookup that failed. A skip costs the carri
 attempts are counted with the execution, never by Redis's delivery counter (W2).
 
  #  lease        holder (registry)                         -> action     reason
- R1 free         -                                         -> RUN        holder_gone
- R2 held         registry off, or liveness check disabled  -> SKIP       live_lease
- R3 held         starting/running/draining/stopping, fresh -> SKIP       live_lease
- R4 held         absent, stopped, or heartbeat stale       -> TAKE_OVER  holder_dead
- R5 held         unknown (unreadable status, read failed)  -> SKIP       holder_liveness_unknown
- R6 lookup fails -                                         -> SKIP       lease_lookup_failed
+ 1  free         -                                         -> RUN        holder_gone
+ 2  held         registry off, or liveness check disabled  -> SKIP       live_lease
+ 3  held         starting/running/draining/stopping, fresh -> SKIP       live_lease
+ 4  held         absent, stopped, or heartbeat stale       -> TAKE_OVER  holder_dead
+ 5  held         unknown (unreadable status, read failed)  -> SKIP       holder_liveness_unknown
+ 6  lookup fails -                                         -> SKIP       lease_lookup_failed
 
-R4 and a holder without a registry (``--no-registry``, absent): such a live holder refreshes
+Row 4 and a holder without a registry (``--no-registry``, absent): such a live holder refreshes
 its own carriers, so only a duplicate of its carrier is ever reclaimed; taking its lease
 over costs it the step it runs (fenced off, redone here), never a second advancer.
 """
@@ -55,7 +55,7 @@ class ReclaimDecision:
 
     @property
     def runs(self) -> bool:
-        """The carrier goes on to the lease (after the takeover's release, for R4)."""
+        """The carrier goes on to the lease (after the takeover's release, for row 4)."""
         return self.action is not ReclaimAction.SKIP
 
 

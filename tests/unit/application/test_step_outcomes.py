@@ -125,7 +125,7 @@ def stream_id(twin: Twin) -> str:
 async def test_a_reclaimed_carrier_beside_a_live_lease_is_left_pending_uncounted(
     twin: Twin,
 ) -> None:
-    """W2 (R3): a live holder works on the execution; the reclaimed carrier waits, and its
+    """W2 (reclaim row 3): a live holder works on the execution; the reclaimed carrier waits, and its
     wait costs it no attempt."""
     await twin.process(twin.envelope_start(5000))
     await register(twin, "live-holder", age_s=1.0)
@@ -151,7 +151,7 @@ async def register(twin: Twin, holder_id: str, *, age_s: float, status: str = "r
 async def test_a_reclaimed_carrier_of_a_dead_holder_takes_the_execution_over(
     twin: Twin, age_s: float | None, registered: bool
 ) -> None:
-    """P6 (R4): the holder was killed: its heartbeat is two beats old, or its record lapsed,
+    """P6 (reclaim row 4): the holder was killed: its heartbeat is two beats old, or its record lapsed,
     while its lease has two minutes to run. The reclaimed carrier releases that lease, takes
     a new generation and runs from the checkpoint; the dead holder could write nothing."""
     await twin.process(twin.envelope_start(5000))  # suspended at the approval wait
@@ -172,7 +172,7 @@ async def test_a_reclaimed_carrier_of_a_dead_holder_takes_the_execution_over(
 
 
 async def test_a_reclaimed_carrier_beside_a_holder_that_lags_but_lives_waits(twin: Twin) -> None:
-    """P6 (R3): a heartbeat 3 s old is one late beat, not a death: no takeover."""
+    """P6 (reclaim row 3): a heartbeat 3 s old is one late beat, not a death: no takeover."""
     await twin.process(twin.envelope_start(5000))
     await register(twin, "slow-holder", age_s=3.0)
     held = await twin.leases.acquire("x-1", "slow-holder", ttl_ms=120_000)
@@ -197,13 +197,13 @@ class HolderLookupFails:
 
 
 async def test_a_reclaimed_carrier_whose_lease_lookup_fails_is_left_pending(twin: Twin) -> None:
-    """W2 (R3): a failed lookup proves nothing; unknown is never taken for free."""
+    """W2 (reclaim row 6): a failed lookup proves nothing; unknown is never taken for free."""
     twin.leases = HolderLookupFails(twin.leases)  # type: ignore[assignment]
     result = await twin.process(twin.envelope_start(10), message_id=stream_id(twin), reclaimed=True)
     assert (result.outcome, result.detail) == (RECLAIM_SKIPPED, "lease_lookup_failed")
 
 
 async def test_a_reclaimed_carrier_of_a_free_lease_runs(twin: Twin) -> None:
-    """W2 (R1): its holder is gone; the carrier runs from the checkpoint."""
+    """W2 (reclaim row 1): its holder is gone; the carrier runs from the checkpoint."""
     result = await twin.process(twin.envelope_start(10), message_id=stream_id(twin), reclaimed=True)
     assert result.outcome == "completed"

@@ -27,44 +27,44 @@ def holder(status: HolderStatus, age: float | None = 0.5, *, usable: bool = True
 @pytest.mark.parametrize(
     ("lease", "liveness", "action", "reason"),
     [
-        (LeaseLookup.FREE, None, ReclaimAction.RUN, ReclaimReason.HOLDER_GONE),  # R1
+        (LeaseLookup.FREE, None, ReclaimAction.RUN, ReclaimReason.HOLDER_GONE),  # row 1
         (
             LeaseLookup.HELD,
             holder(HolderStatus.ABSENT, None, usable=False),
             ReclaimAction.SKIP,
             ReclaimReason.LEASE_HELD,
-        ),  # R2: no registry here, or the liveness check switched off
-        (LeaseLookup.HELD, None, ReclaimAction.SKIP, ReclaimReason.LEASE_HELD),  # R2
+        ),  # row 2: no registry here, or the liveness check switched off
+        (LeaseLookup.HELD, None, ReclaimAction.SKIP, ReclaimReason.LEASE_HELD),  # row 2
         (
             LeaseLookup.HELD,
             holder(HolderStatus.RUNNING),
             ReclaimAction.SKIP,
             ReclaimReason.LEASE_HELD,
-        ),  # R3
+        ),  # row 3
         (
             LeaseLookup.HELD,
             holder(HolderStatus.DRAINING, STALE),
             ReclaimAction.SKIP,
             ReclaimReason.LEASE_HELD,
-        ),  # R3: exactly at the limit is still fresh
+        ),  # row 3: exactly at the limit is still fresh
         (
             LeaseLookup.HELD,
             holder(HolderStatus.RUNNING, STALE + 0.1),
             ReclaimAction.TAKE_OVER,
             ReclaimReason.HOLDER_DEAD,
-        ),  # R4: killed or frozen
+        ),  # row 4: killed or frozen
         (
             LeaseLookup.HELD,
             holder(HolderStatus.ABSENT, None),
             ReclaimAction.TAKE_OVER,
             ReclaimReason.HOLDER_DEAD,
-        ),  # R4: its record lapsed
+        ),  # row 4: its record lapsed
         (
             LeaseLookup.HELD,
             holder(HolderStatus.STOPPED, 0.1),
             ReclaimAction.TAKE_OVER,
             ReclaimReason.HOLDER_DEAD,
-        ),  # R4: it said it stopped
+        ),  # row 4: it said it stopped
         (
             LeaseLookup.HELD,
             holder(HolderStatus.RUNNING, -30.0),
@@ -76,21 +76,21 @@ def holder(status: HolderStatus, age: float | None = 0.5, *, usable: bool = True
             holder(HolderStatus.UNKNOWN, None),
             ReclaimAction.SKIP,
             ReclaimReason.HOLDER_UNKNOWN,
-        ),  # R5
-        (LeaseLookup.UNKNOWN, None, ReclaimAction.SKIP, ReclaimReason.LEASE_UNKNOWN),  # R6
+        ),  # row 5
+        (LeaseLookup.UNKNOWN, None, ReclaimAction.SKIP, ReclaimReason.LEASE_UNKNOWN),  # row 6
     ],
     ids=[
-        "R1-free",
-        "R2-no-liveness",
-        "R2-not-looked-up",
-        "R3-live",
-        "R3-at-the-limit",
-        "R4-stale",
-        "R4-absent",
-        "R4-stopped",
+        "row1-free",
+        "row2-no-liveness",
+        "row2-not-looked-up",
+        "row3-live",
+        "row3-at-the-limit",
+        "row4-stale",
+        "row4-absent",
+        "row4-stopped",
         "future-heartbeat",
-        "R5-unknown",
-        "R6-lookup-failed",
+        "row5-unknown",
+        "row6-lookup-failed",
     ],
 )
 def test_a_reclaimed_carrier_runs_when_nobody_holds_its_lease_or_its_holder_is_dead(
