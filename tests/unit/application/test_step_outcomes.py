@@ -125,8 +125,8 @@ def stream_id(twin: Twin) -> str:
 async def test_a_reclaimed_carrier_beside_a_live_lease_is_left_pending_uncounted(
     twin: Twin,
 ) -> None:
-    """W2 (reclaim row 3): a live holder works on the execution; the reclaimed carrier waits, and its
-    wait costs it no attempt."""
+    """W2 (reclaim row 3): a live holder works on the execution; the reclaimed carrier waits,
+    and its wait costs it no attempt."""
     await twin.process(twin.envelope_start(5000))
     await register(twin, "live-holder", age_s=1.0)
     assert await twin.leases.acquire("x-1", "live-holder", ttl_ms=600_000) is not None
@@ -151,8 +151,8 @@ async def register(twin: Twin, holder_id: str, *, age_s: float, status: str = "r
 async def test_a_reclaimed_carrier_of_a_dead_holder_takes_the_execution_over(
     twin: Twin, age_s: float | None, registered: bool
 ) -> None:
-    """P6 (reclaim row 4): the holder was killed: its heartbeat is two beats old, or its record lapsed,
-    while its lease has two minutes to run. The reclaimed carrier releases that lease, takes
+    """P6 (reclaim row 4): the holder was killed: its heartbeat is two beats old, or its record
+    lapsed, while its lease has two minutes to run. The reclaimed carrier releases that lease, takes
     a new generation and runs from the checkpoint; the dead holder could write nothing."""
     await twin.process(twin.envelope_start(5000))  # suspended at the approval wait
     if registered:
