@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import time
 import uuid
@@ -79,10 +78,10 @@ def test_two_kills_of_a_step_that_never_fails_do_not_end_its_execution(
     view = plaita.wait_for_status(execution_id, {"completed", "error", "cancelled"}, timeout=90)
 
     assert view["status"] == "completed", (view, plaita.logs())
-    deliveries = [
-        int(n) for n in re.findall(r"reclaim.skipped_live_lease .*?deliveries=(\d+)", plaita.logs())
-    ]
-    assert deliveries, "the dead holders' live leases made reclaims skip the carrier"
+    logs = plaita.logs()
+    # The dead holders' leases either made a reclaim wait (a heartbeat still fresh) or were
+    # taken over (P6): the carrier went through the reclaim path, never the dead letters.
+    assert "reclaim.skipped_live_lease" in logs or "reclaim.took_over" in logs, logs
     assert runs_of(plaita, execution_id, "b") == 3
     assert [runs_of(plaita, execution_id, node) for node in ("a", "c", "d")] == [1, 1, 1]
     assert plaita.redis().xlen(plaita.dead_letters) == 0
