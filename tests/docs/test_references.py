@@ -35,6 +35,8 @@ DECISIONS = REPO_ROOT / "architecture" / "decisions"
 SOURCE_SUFFIXES = frozenset({".py", ".md", ".js", ".html", ".lua", ".toml"})
 #: Every text file the repository ships; a file without a suffix is a script (``.ci/run``).
 TEXT_SUFFIXES = SOURCE_SUFFIXES | {".css", ".json", ".mako", ".cfg", ".ini", ".txt", ".sh", ""}
+#: Tool caches and build output; any virtualenv (``pyvenv.cfg``) is skipped as well, such as
+#: the peer systems' environments ``bench/peers`` builds under ``.venvs/``.
 SKIPPED_DIRS = frozenset(
     {".git", ".venv", "build", "dist", "__pycache__", ".pytest_cache", ".ruff_cache"}
     | {".mypy_cache", ".hypothesis", "node_modules", "test-output"}
@@ -117,7 +119,11 @@ _ADR = re.compile(r"\bADR (?P<number>[0-9]{4})\b")
 def _walk(suffixes: frozenset[str]) -> Iterator[Path]:
     for directory, subdirectories, files in os.walk(REPO_ROOT):
         subdirectories[:] = sorted(
-            d for d in subdirectories if d not in SKIPPED_DIRS and not d.endswith(".egg-info")
+            d
+            for d in subdirectories
+            if d not in SKIPPED_DIRS
+            and not d.endswith(".egg-info")
+            and not Path(directory, d, "pyvenv.cfg").exists()
         )
         for name in sorted(files):
             path = Path(directory, name)
