@@ -19,12 +19,12 @@ their own writes (one fenced Lua script on Redis, dictionary updates in the memo
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 
-from plaita.domain.execution import JSON, ExecutionState
+from plaita.domain.execution import JSON, ExecutionState, NodeTiming
 from plaita.domain.retention import Lifetime, lifetime_change
 
 #: The parts of the state stored one entry per key rather than in the header.
@@ -108,10 +108,14 @@ def _update(target: dict[str, JSON], changed: Mapping[str, JSON], removed: tuple
 def node_entries(state: ExecutionState) -> dict[str, JSON]:
     """The stored node entries of ``state``: each node's result and timing together, so a
     step rewrites one entry for the node it ran, never the others (S3)."""
+    return _entries(state.node_results, state.node_timings)
+
+
+def _entries(results: Mapping[str, JSON], timings: Mapping[str, NodeTiming]) -> dict[str, JSON]:
     entries: dict[str, dict[str, JSON]] = {}
-    for node, result in state.node_results.items():
+    for node, result in results.items():
         entries[node] = {_RESULT: result}
-    for node, timing in state.node_timings.items():
+    for node, timing in timings.items():
         entries.setdefault(node, {})[_TIMING] = timing.to_json()
     return dict(entries)
 
@@ -137,8 +141,7 @@ def _split_entries(entries: Mapping[str, JSON]) -> tuple[dict[str, JSON], dict[s
 
 def header_of(state: ExecutionState) -> dict[str, JSON]:
     """Every field of the checkpoint except the node entries and the variables."""
-    raw = state.to_json()
-    return {name: value for name, value in raw.items() if name not in GROWING_PARTS}
+    return state.header_json()
 
 
 def same_json(left: object, right: object) -> bool:
@@ -176,6 +179,53 @@ def _map_delta(
     return changed, removed
 
 
+def _node_delta(
+    previous: ExecutionState, current: ExecutionState
+) -> tuple[dict[str, JSON], tuple[str, ...]]:
+    """The node entries ``current`` changed since ``previous``, and the ones it dropped.
+
+    Only the changed entries are built: a step touches one node, so the cost of a save does
+    not grow with the nodes run before it (P3). Results are compared as JSON (``same_json``),
+    timings as values; an untouched result or timing is the very same object.
+    """
+    results, timings = current.node_results, current.node_timings
+    before_results, before_timings = previous.node_results, previous.node_timings
+    if results is before_results and timings is before_timings:
+        return {}, ()
+    changed = [
+        node
+        for node in {**results, **timings}
+        if _differs(before_results, results, node, same_json)
+        or _differs(before_timings, timings, node, _equal)
+    ]
+    entries = _entries(
+        {node: results[node] for node in changed if node in results},
+        {node: timings[node] for node in changed if node in timings},
+    )
+    removed = tuple(
+        sorted(
+            node
+            for node in {**before_results, **before_timings}
+            if node not in results and node not in timings
+        )
+    )
+    return entries, removed
+
+
+def _differs(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    node: str,
+    same: Callable[[object, object], bool],
+) -> bool:
+    old, new = before.get(node, _MISSING), after.get(node, _MISSING)
+    return old is not new and (old is _MISSING or new is _MISSING or not same(old, new))
+
+
+def _equal(left: object, right: object) -> bool:
+    return left == right
+
+
 def checkpoint_delta(previous: ExecutionState | None, current: ExecutionState) -> CheckpointDelta:
     """What a save of ``current`` must write when the store holds ``previous``.
 
@@ -195,9 +245,11 @@ def checkpoint_delta(previous: ExecutionState | None, current: ExecutionState) -
     changed_header = {
         name: value
         for name, value in header.items()
-        if not same_json(before.get(name, _MISSING), value)
+        # A step evolves the state: an attribute it did not touch is the very same object.
+        if getattr(previous, name) is not getattr(current, name)
+        and not same_json(before.get(name, _MISSING), value)
     }
-    nodes, removed_nodes = _map_delta(node_entries(previous), node_entries(current))
+    nodes, removed_nodes = _node_delta(previous, current)
     variables, removed_variables = _map_delta(previous.variables, current.variables)
     return CheckpointDelta(
         execution_id=current.execution_id,

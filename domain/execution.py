@@ -311,6 +311,17 @@ class ExecutionState:
 
     def to_json(self) -> dict[str, JSON]:
         return {
+            **self.header_json(),
+            "variables": dict(self.variables),
+            "node_results": dict(self.node_results),
+            "node_timings": {node: t.to_json() for node, t in self.node_timings.items()},
+        }
+
+    def header_json(self) -> dict[str, JSON]:
+        """``to_json`` without the three maps that grow with the run (the variables, node
+        results and node timings): what a checkpoint stores as its header (S3). Each key is
+        the name of the attribute it encodes."""
+        return {
             "execution_id": self.execution_id,
             "flow_id": self.flow_id,
             "flow_version": self.flow_version,
@@ -320,8 +331,6 @@ class ExecutionState:
             "updated_at_ms": self.updated_at_ms,
             "tenant_id": self.tenant_id,
             "input": dict(self.input),
-            "variables": dict(self.variables),
-            "node_results": dict(self.node_results),
             "next_node_id": self.next_node_id,
             "last_node_id": self.last_node_id,
             "last_branch": self.last_branch,
@@ -331,7 +340,6 @@ class ExecutionState:
             "steps": self.steps,
             "subgraph_fingerprint": self.subgraph_fingerprint,
             "dedup_key": self.dedup_key,
-            "node_timings": {node: t.to_json() for node, t in self.node_timings.items()},
             "last_failure": None if self.last_failure is None else self.last_failure.to_json(),
             "trace": None if self.trace is None else self.trace.to_json(),
             "parent": None if self.parent is None else self.parent.to_json(),

@@ -269,12 +269,15 @@ class NodeRunner:
         attempt_cancel = threading.Event()
         node_context = NodeContext.for_attempt(context, node_id, attempt, attempt_cancel)
         try:
-            if inspect.iscoroutinefunction(handler):
-                result = await asyncio.wait_for(handler(params, node_context), timeout)
-            else:
-                result = await _run_sync(handler, params, node_context, timeout)
-                if inspect.isawaitable(result):
-                    result = await asyncio.wait_for(result, timeout)
+            # ``asyncio.timeout`` bounds the attempt in this task: no Task and no extra timer
+            # handle per attempt, as ``wait_for`` would create.
+            async with asyncio.timeout(timeout):
+                if inspect.iscoroutinefunction(handler):
+                    result = await handler(params, node_context)
+                else:
+                    result = await _run_sync(handler, params, node_context, timeout)
+                    if inspect.isawaitable(result):
+                        result = await result
             # Only a successful attempt's variables count; a failed or abandoned one's never do.
             context.variables.update(node_context.variable_updates)
             return result
@@ -338,6 +341,8 @@ class NodeRunner:
 async def _run_sync(
     handler: Handler, params: JSON, node_context: NodeContext, timeout: float | None
 ) -> JSON:
+    """The sync handler on a thread; the caller bounds the wait by ``timeout``. With no
+    timeout it runs on the loop's pool; with one, on a daemon thread of its own."""
     # Each path runs inside a copy of the caller's contextvars: a tenant or trace ContextVar
     # set by the caller must be visible to the handler's thread (#58).
     loop = asyncio.get_running_loop()
@@ -365,7 +370,7 @@ async def _run_sync(
 
     # A daemon thread of its own: on timeout it is abandoned and must not hold a pool slot.
     threading.Thread(target=target, name=f"plaita-node-{node_context.node_id}", daemon=True).start()
-    return await asyncio.wait_for(future, timeout)
+    return await future
 
 
 def _timeout_ms(node: BaseNode, *, default: int | None) -> int | None:
