@@ -14,7 +14,8 @@ A save's history entries travel in the save's own EVALSHA (no extra round trip).
 
 A save with ``previous`` sends only what the step changed, in one EVALSHA that checks the
 fence first; the index ZADD travels in the same pipeline, so a steady-state save is one round
-trip (P2) and its size does not depend on how many steps came before (S3, P3).
+trip (P2) and its size does not depend on how many steps came before (S3, P3). The saves of
+the executions that step in one event-loop tick share that pipeline (``TickPipeline``).
 
 Retention (S5): the script of a terminal checkpoint gives every key of the execution (the
 three hashes, history, counters, heartbeat, operator flags, parked carriers) a TTL of at most
@@ -38,6 +39,7 @@ from plaita.adapters.redis.execution_index import ExecutionIndexReads, assemble,
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.scripts import read_script
 from plaita.adapters.redis.streams import text
+from plaita.adapters.redis.tick_pipeline import TickPipeline
 from plaita.application.ports import NodeHeartbeat
 from plaita.application.tenancy import current_tenant
 from plaita.domain.checkpoint import (
@@ -97,6 +99,7 @@ class RedisExecutionRepository(ExecutionIndexReads):
         self._history_append = client.register_script(read_script("execution_history_append"))
         self._delete = client.register_script(read_script("execution_delete"))
         self._heartbeat = client.register_script(read_script("execution_heartbeat"))
+        self._tick = TickPipeline(client)
 
     # --- reads --------------------------------------------------------------------------
 
@@ -300,9 +303,7 @@ class RedisExecutionRepository(ExecutionIndexReads):
             return await self._pipeline(queue)
 
     async def _pipeline(self, queue: Callable[[Any], None]) -> tuple[Any, Any]:
-        async with self._client.pipeline(transaction=False) as pipe:
-            queue(pipe)
-            replies = await pipe.execute(raise_on_error=False)
+        replies = await self._tick.run(queue)
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply

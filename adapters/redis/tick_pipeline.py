@@ -1,0 +1,81 @@
+"""The checkpoints of one event-loop tick in one pipeline (P1, P2).
+
+A worker runs many executions at once; each step ends with its checkpoint, a pipeline of its
+own (the fenced save script and the index update). Sent one by one, every checkpoint pays
+the client's per-round-trip cost: a connection taken from the pool and given back, a socket
+write, a read. ``TickPipeline`` gathers the pipelines queued during one turn of the event
+loop and sends them as one, then hands each caller the replies of its own commands. A
+caller still waits for exactly one round trip (P2), and what it gets back is what its own
+pipeline would have answered: the replies are positional, so one caller's error is never
+another's.
+
+Nothing is reordered within a caller's commands, and callers never share a command, so
+every atomic unit (one script on one execution's keys) stays what it was; on a Redis
+Cluster the pipeline routes each command by its own keys as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import redis.asyncio as redis
+
+#: The most callers one pipeline carries; more in one tick go out as further pipelines,
+#: concurrently, each on its own connection.
+MAX_BATCH = 128
+
+Queue = Callable[[Any], None]
+
+
+class TickPipeline:
+    def __init__(self, client: redis.Redis, *, max_batch: int = MAX_BATCH) -> None:
+        if max_batch < 1:
+            raise ValueError(f"a tick pipeline carries at least one caller, got {max_batch}")
+        self._client = client
+        self._max_batch = max_batch
+        self._waiting: list[tuple[Queue, asyncio.Future[list[Any]]]] = []
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def run(self, queue: Queue) -> list[Any]:
+        """The replies of the commands ``queue`` adds to a pipeline, sent with the others
+        queued in this tick (errors as exception objects, as ``raise_on_error=False``)."""
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[list[Any]] = loop.create_future()
+        if not self._waiting:
+            # The first caller of the tick: send once every step ready now has queued.
+            loop.call_soon(self._flush)
+        self._waiting.append((queue, reply))
+        return await reply
+
+    def _flush(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        for start in range(0, len(waiting), self._max_batch):
+            task = asyncio.ensure_future(self._send(waiting[start : start + self._max_batch]))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+
+    async def _send(self, batch: list[tuple[Queue, asyncio.Future[list[Any]]]]) -> None:
+        counts: list[int] = []
+        try:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for queue, _ in batch:
+                    before = len(pipe)
+                    queue(pipe)
+                    counts.append(len(pipe) - before)
+                replies = await pipe.execute(raise_on_error=False)
+        except asyncio.CancelledError:  # the loop is shutting down: so are the callers
+            for _, reply in batch:
+                reply.cancel()
+            raise
+        except Exception as exc:  # the round trip failed: every caller sees why
+            for _, reply in batch:
+                if not reply.done():
+                    reply.set_exception(exc)
+            return
+        offset = 0
+        for (_, reply), count in zip(batch, counts, strict=True):
+            if not reply.done():  # a caller cancelled meanwhile needs no answer
+                reply.set_result(list(replies[offset : offset + count]))
+            offset += count
