@@ -26,6 +26,7 @@ import redis.asyncio as redis
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.scripts import read_script
 from plaita.adapters.redis.streams import text, text_fields
+from plaita.adapters.redis.tick_pipeline import tick_pipeline
 from plaita.application.codec import decode_envelope, encode_envelope
 from plaita.application.ports import Admission, ParkedCarrier
 from plaita.domain.envelope import TaskEnvelope
@@ -39,6 +40,7 @@ class RedisExecutionControls:
         self._client = client
         self._keys = keys
         self._admit = client.register_script(read_script("controls_admit"))
+        self._tick = tick_pipeline(client)
 
     async def get(self, execution_id: str) -> ControlFlags:
         return (await self.get_many([execution_id]))[execution_id]
@@ -84,8 +86,10 @@ class RedisExecutionControls:
             self._keys.execution_parked(envelope.execution_id),
         ]
         document = json.dumps(fields, sort_keys=True, separators=(",", ":"))
-        reply = await self._admit(
-            keys=keys, args=["1" if parkable else "0", parked_carrier_id(fields), document]
+        reply = await self._tick.script(
+            self._admit,
+            keys=keys,
+            args=["1" if parkable else "0", parked_carrier_id(fields), document],
         )
         paused, cancel, count, parked_now, stranded = reply
         flags = ControlFlags(

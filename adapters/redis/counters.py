@@ -10,6 +10,7 @@ import redis.asyncio as redis
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.scripts import read_script
 from plaita.adapters.redis.streams import text
+from plaita.adapters.redis.tick_pipeline import tick_pipeline
 from plaita.application.codec import counter_op, counters_from_fields
 from plaita.application.ports import Counters
 from plaita.domain.budgets import CounterChange
@@ -31,6 +32,7 @@ class RedisCounterStore:
         self._apply = client.register_script(read_script("counters_apply"))
         self._begin = client.register_script(read_script("counters_begin_attempt"))
         self._end = client.register_script(read_script("counters_end_attempt"))
+        self._tick = tick_pipeline(client)
 
     async def read(self, execution_id: str) -> Counters:
         fields = await self._client.hgetall(self._keys.counters(execution_id))
@@ -40,13 +42,14 @@ class RedisCounterStore:
 
     async def begin_attempt(self, execution_id: str, generation: int, *, ttl_ms: int) -> Counters:
         _check_ttl(ttl_ms)
-        reply = await self._begin(
-            keys=[self._keys.counters(execution_id)], args=[generation, ttl_ms]
+        reply = await self._tick.script(
+            self._begin, keys=[self._keys.counters(execution_id)], args=[generation, ttl_ms]
         )
         return _counters_of(reply)
 
     async def end_attempt(self, execution_id: str, generation: int) -> bool:
-        return bool(await self._end(keys=[self._keys.counters(execution_id)], args=[generation]))
+        keys = [self._keys.counters(execution_id)]
+        return bool(await self._tick.script(self._end, keys=keys, args=[generation]))
 
     async def apply(
         self, execution_id: str, changes: Sequence[CounterChange], *, ttl_ms: int

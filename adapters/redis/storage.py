@@ -35,11 +35,11 @@ from typing import Any
 import redis.asyncio as redis
 from redis.exceptions import NoScriptError
 
-from plaita.adapters.redis.execution_index import ExecutionIndexReads, assemble, queue_reads
+from plaita.adapters.redis.execution_index import ExecutionIndexReads, assemble
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.scripts import read_script
 from plaita.adapters.redis.streams import text
-from plaita.adapters.redis.tick_pipeline import TickPipeline
+from plaita.adapters.redis.tick_pipeline import tick_pipeline
 from plaita.application.ports import NodeHeartbeat
 from plaita.application.tenancy import current_tenant
 from plaita.domain.checkpoint import (
@@ -99,16 +99,20 @@ class RedisExecutionRepository(ExecutionIndexReads):
         self._history_append = client.register_script(read_script("execution_history_append"))
         self._delete = client.register_script(read_script("execution_delete"))
         self._heartbeat = client.register_script(read_script("execution_heartbeat"))
-        self._tick = TickPipeline(client)
+        self._load = client.register_script(read_script("execution_load"))
+        self._tick = tick_pipeline(client)
 
     # --- reads --------------------------------------------------------------------------
 
     async def load(self, execution_id: str) -> ExecutionState | None:
-        # MULTI/EXEC: one round trip, and a snapshot no concurrent save can tear.
-        async with self._client.pipeline(transaction=True) as pipe:
-            queue_reads(pipe, self._keys, execution_id)
-            header, nodes, variables = await pipe.execute()
-        return assemble(header, nodes, variables)
+        # One script: one round trip, and a snapshot no concurrent save can tear.
+        keys = [
+            self._keys.execution_state(execution_id),
+            self._keys.execution_nodes(execution_id),
+            self._keys.execution_vars(execution_id),
+        ]
+        header, nodes, variables = await self._tick.script(self._load, keys=keys, args=[])
+        return assemble(*(_pairs_of(reply) for reply in (header, nodes, variables)))
 
     async def history(
         self, execution_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE
@@ -125,7 +129,7 @@ class RedisExecutionRepository(ExecutionIndexReads):
         return page_of(texts, window)
 
     async def tombstone(self, execution_id: str) -> Tombstone | None:
-        document = await self._client.get(self._keys.tombstone(execution_id))
+        document = await self._tick.command("GET", self._keys.tombstone(execution_id))
         return None if document is None else Tombstone.from_json(json.loads(document))
 
     async def last_heartbeat(self, execution_id: str) -> NodeHeartbeat | None:
@@ -351,3 +355,9 @@ def _pairs(values: Mapping[str, Any]) -> list[str]:
 
 def _generation(reply: Any) -> int | None:
     return None if reply is None else int(text(reply))
+
+
+def _pairs_of(flat: Any) -> dict[Any, Any]:
+    """A hash from a script's HGETALL reply: a flat field, value list."""
+    items = list(flat or [])
+    return dict(zip(items[::2], items[1::2], strict=True))

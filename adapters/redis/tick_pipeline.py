@@ -12,21 +12,40 @@ another's.
 Nothing is reordered within a caller's commands, and callers never share a command, so
 every atomic unit (one script on one execution's keys) stays what it was; on a Redis
 Cluster the pipeline routes each command by its own keys as before.
+
+The adapters of one client share its ``TickPipeline`` (``tick_pipeline``): the lease of one
+execution, the checkpoint of another and the attempt counters of a third, all due in the
+same tick, leave together. A script goes as ``EVALSHA``; a server that does not know it
+(first call, restart, failover) answers NOSCRIPT, and ``script`` loads it and sends it again.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis.asyncio as redis
+from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
 
 #: The most callers one pipeline carries; more in one tick go out as further pipelines,
 #: concurrently, each on its own connection.
 MAX_BATCH = 128
 
 Queue = Callable[[Any], None]
+
+
+_SHARED: weakref.WeakKeyDictionary[redis.Redis, TickPipeline] = weakref.WeakKeyDictionary()
+
+
+def tick_pipeline(client: redis.Redis) -> TickPipeline:
+    """The ``TickPipeline`` every adapter of ``client`` shares (one per client)."""
+    found = _SHARED.get(client)
+    if found is None:
+        found = _SHARED[client] = TickPipeline(client)
+    return found
 
 
 class TickPipeline:
@@ -48,6 +67,24 @@ class TickPipeline:
             loop.call_soon(self._flush)
         self._waiting.append((queue, reply))
         return await reply
+
+    async def command(self, *args: Any) -> Any:
+        """One command's reply (its error raised), sent with this tick's others."""
+        (reply,) = await self.run(lambda pipe: pipe.execute_command(*args))
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    async def script(
+        self, script: AsyncScript, *, keys: Sequence[Any], args: Sequence[Any]
+    ) -> Any:
+        """``script``'s reply (its error raised) for ``keys`` and ``args``, as ``EVALSHA``."""
+        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+        try:
+            return await self.command(*command)
+        except NoScriptError:
+            await self._client.script_load(script.script)
+            return await self.command(*command)
 
     def _flush(self) -> None:
         waiting, self._waiting = self._waiting, []

@@ -8,6 +8,7 @@ for ``run.py`` to read.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -18,6 +19,11 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+#: The Redis keys of the broker peers (their done lists) start with this.
+PEER_KEY_PREFIX = "plaita_peer_bench"
+#: Where the peer scripts live: the broker peers' workers run here.
+HERE = Path(__file__).resolve().parent
 
 #: The prefix of the one stdout line that carries a peer script's result as JSON.
 RESULT_PREFIX = "PEER-RESULT "
@@ -197,3 +203,58 @@ def worker_log(name: str) -> Path:
     """Where a peer script sends its worker's output (the harness's temp dir if set)."""
     directory = Path(os.environ.get("PEER_LOG_DIR") or "/tmp")
     return directory / f"{name}-{os.getpid()}.log"
+
+
+def done_key(run: str) -> str:
+    """The Redis list a broker peer's last step appends its finish time to."""
+    return f"{PEER_KEY_PREFIX}:{run}:done"
+
+
+def chain_arguments(description: str, *, pool: str, pool_default: int) -> argparse.Namespace:
+    """A broker peer's options: the workload (E executions x N steps), its worker pool's
+    size (``--<pool>``) and the run's time limit."""
+    parser = argparse.ArgumentParser(description=description.split("\n\n")[0])
+    parser.add_argument("--executions", type=int, default=200)
+    parser.add_argument("--nodes", type=int, default=10)
+    parser.add_argument(f"--{pool}", type=int, default=pool_default)
+    parser.add_argument("--timeout", type=float, default=120.0)
+    return parser.parse_args()
+
+
+def run_broker_peer(
+    *,
+    name: str,
+    command: list[str],
+    env: dict[str, str],
+    send_first: Callable[[str, int], None],
+    done_times: Callable[[str], list[int]],
+    cleanup: Callable[[], None],
+    arguments: argparse.Namespace,
+    version: str,
+    topology: str,
+) -> int:
+    """Start a broker peer's worker (``command``, its output in a log), measure the chains
+    (``measure_chains``), stop the worker by pid, ``cleanup`` the broker's keys, and print
+    the result line (with the log's tail when something went wrong)."""
+    exit_on_sigterm()
+    log = worker_log(f"{name}-worker")
+    with log.open("wb") as sink:
+        worker = subprocess.Popen(command, cwd=HERE, env=env, stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        result = measure_chains(
+            worker,
+            send_first=send_first,
+            done_times=done_times,
+            executions=arguments.executions,
+            nodes=arguments.nodes,
+            timeout=arguments.timeout,
+        )
+    finally:
+        stop_tree(worker)
+        cleanup()
+    result["version"] = version
+    result["topology"] = topology
+    if result.get("problem"):
+        result["log_tail"] = log.read_text(errors="replace")[-2000:]
+    emit(result)
+    return 0

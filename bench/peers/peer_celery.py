@@ -14,9 +14,7 @@ before running), no result backend (``task_ignore_result``), the default prefetc
 
 from __future__ import annotations
 
-import argparse
 import os
-import subprocess
 import sys
 import time
 from importlib import metadata
@@ -45,75 +43,53 @@ app.conf.update(
 client = redis.Redis.from_url(REDIS_URL)
 
 
-def done_key(run: str) -> str:
-    return f"plaita_peer_bench:{run}:done"
-
-
 @app.task(name="plaita_peer_bench.step")
 def step(run: str, index: int, nodes: int) -> None:
     """One no-op step: enqueue the next step of this execution, or record its finish."""
     if index + 1 < nodes:
         step.apply_async((run, index + 1, nodes))
     else:
-        client.rpush(done_key(run), time.time_ns())
+        client.rpush(common.done_key(run), time.time_ns())
 
 
 def done_times(run: str) -> list[int]:
-    return [int(value) for value in client.lrange(done_key(run), 0, -1)]
+    return [int(value) for value in client.lrange(common.done_key(run), 0, -1)]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--executions", type=int, default=200)
-    parser.add_argument("--nodes", type=int, default=10)
-    parser.add_argument("--concurrency", type=int, default=2)
-    parser.add_argument("--timeout", type=float, default=120.0)
-    args = parser.parse_args()
-    common.exit_on_sigterm()
-    log = common.worker_log("celery-worker")
-    with log.open("wb") as sink:
-        worker = subprocess.Popen(
-            [
-                str(Path(sys.executable).with_name("celery")),
-                "-A",
-                "peer_celery",
-                "worker",
-                "--pool",
-                "prefork",
-                "--concurrency",
-                str(args.concurrency),
-                "--queues",
-                QUEUE,
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "--loglevel",
-                "WARNING",
-            ],
-            cwd=HERE,
-            env={**os.environ, "PEER_REDIS_URL": REDIS_URL, "PYTHONPATH": str(HERE)},
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        result = common.measure_chains(
-            worker,
-            send_first=lambda run, nodes: step.apply_async((run, 0, nodes)),
-            done_times=done_times,
-            executions=args.executions,
-            nodes=args.nodes,
-            timeout=args.timeout,
-        )
-    finally:
-        common.stop_tree(worker)
-        for key in client.scan_iter(match="plaita_peer_bench:*"):
-            client.unlink(key)
-    result["version"] = metadata.version("celery")
-    result["topology"] = f"1 worker, prefork pool of {args.concurrency}"
-    if result.get("problem"):
-        result["log_tail"] = log.read_text(errors="replace")[-2000:]
-    common.emit(result)
-    return 0
+    arguments = common.chain_arguments(__doc__ or "", pool="concurrency", pool_default=2)
+    return common.run_broker_peer(
+        name="celery",
+        command=[
+            str(Path(sys.executable).with_name("celery")),
+            "-A",
+            "peer_celery",
+            "worker",
+            "--pool",
+            "prefork",
+            "--concurrency",
+            str(arguments.concurrency),
+            "--queues",
+            QUEUE,
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--loglevel",
+            "WARNING",
+        ],
+        env={**os.environ, "PEER_REDIS_URL": REDIS_URL, "PYTHONPATH": str(HERE)},
+        send_first=lambda run, nodes: step.apply_async((run, 0, nodes)),
+        done_times=done_times,
+        cleanup=cleanup,
+        arguments=arguments,
+        version=metadata.version("celery"),
+        topology=f"1 worker, prefork pool of {arguments.concurrency}",
+    )
+
+
+def cleanup() -> None:
+    for key in client.scan_iter(match=f"{common.PEER_KEY_PREFIX}:*"):
+        client.unlink(key)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""What one dispatch of the worker step costs on the wire, counted, not timed (P2, issue 19).
+"""What one dispatch of the worker step costs on the wire, counted, not timed (P2).
 
 The worker step — ``ProcessTask`` as ``build_container`` wires it for the Redis backend,
 with the registry, the dead-letter guard and the pause gate — runs a start carrier of a
@@ -9,11 +9,15 @@ the cost in two:
 
 - per step (each further node): ``STEP_ROUND_TRIPS``, its checkpoint (P2 allows two);
 - per dispatch: ``DISPATCH_ROUND_TRIPS`` — the tombstone GET, the pause gate's script, the
-  lease's, the load (one MULTI), the attempt's begin and end scripts, the end notice's
+  lease's, the load (one script), the attempt's begin and end scripts, the end notice's
   PUBLISH and the lease release. (The worker loop's XACK comes on top, outside the step.)
 
+A lone dispatch pays each of them; concurrent dispatches share them, since the commands due
+in one event-loop tick leave as one pipeline (``TickPipeline``), but each still waits for
+one round trip of its own, which is what is counted here.
+
 Both are today's figures: a change that adds a round trip fails here and must say why.
-Folding tombstone, admit, lease and load into one script is a lever still open (issue 19).
+Folding tombstone, admit, lease and load into one script would cut the dispatch's own wait.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ that leaves nothing behind (W13).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import redis.asyncio as redis
 
@@ -241,19 +243,32 @@ class RedisExecutionControlsContract(ExecutionControlsContract):
         self, controls: ExecutionControls, client: redis.Redis
     ) -> None:
         await controls.admit(carrier(), parkable=True)  # loads the script
-        sent: list[object] = []
-        original = client.execute_command
+        sent: list[list[object]] = []
+        original = client.pipeline
 
-        async def counting(*args: object, **options: object) -> object:
-            sent.append(args[0])
-            return await original(*args, **options)
+        def counting(*args: Any, **options: Any) -> Any:
+            # The gate's script shares the tick's pipeline: one pipeline is one round trip.
+            pipe = original(*args, **options)
+            queued: list[object] = []
+            queue, execute = pipe.execute_command, pipe.execute
 
-        client.execute_command = counting  # type: ignore[method-assign]
+            def recorded(*command: Any, **named: Any) -> Any:
+                queued.append(command[0])
+                return queue(*command, **named)
+
+            async def counted(*call: Any, **named: Any) -> Any:
+                sent.append(queued)
+                return await execute(*call, **named)
+
+            pipe.execute_command, pipe.execute = recorded, counted
+            return pipe
+
+        client.pipeline = counting  # type: ignore[method-assign]
         try:
             await controls.admit(carrier(), parkable=True)
         finally:
-            client.execute_command = original  # type: ignore[method-assign]
-        assert sent == ["EVALSHA"]
+            client.pipeline = original  # type: ignore[method-assign]
+        assert sent == [["EVALSHA"]]
 
 
 class TestFakeRedisExecutionControls(RedisExecutionControlsContract):

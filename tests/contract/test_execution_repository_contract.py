@@ -1066,6 +1066,7 @@ class RedisRoundTrips:
         assert lease is not None
         previous = state()
         await repository.save(previous, fence=lease.generation)
+        await repository.load("x:1")  # the server learns the load script (NOSCRIPT, load)
         sent.clear()
 
         for step in range(1, 4):
