@@ -75,9 +75,7 @@ class TickPipeline:
             raise reply
         return reply
 
-    async def script(
-        self, script: AsyncScript, *, keys: Sequence[Any], args: Sequence[Any]
-    ) -> Any:
+    async def script(self, script: AsyncScript, *, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """``script``'s reply (its error raised) for ``keys`` and ``args``, as ``EVALSHA``."""
         command = ("EVALSHA", script.sha, len(keys), *keys, *args)
         try:

@@ -23,6 +23,7 @@ from plaita.adapters.redis.hooks import RedisHookStore, RedisSeenSignatures
 from plaita.adapters.redis.inbox import RedisInbox
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.lease import RedisLeaseManager
+from plaita.adapters.redis.packing import use_hiredis_packing
 from plaita.adapters.redis.queue import RedisTaskQueue
 from plaita.adapters.redis.reconciler_cursor import RedisReconcilerCursor
 from plaita.adapters.redis.registry import RedisWorkerRegistry
@@ -48,18 +49,23 @@ def redis_client(
     With P > 1 partitions a worker holds one blocking read per task-queue partition open and
     an event filter one per notification partition: up to 2P more connections (per node on a
     cluster) than one partition needs, for a process that does both.
+
+    Its connections pack commands with hiredis (``use_hiredis_packing``): the same bytes as
+    redis-py's packer, in C.
     """
     reads = 0 if partitions == 1 else 2 * partitions
     if cluster:
-        return cast(
-            "redis.Redis",
-            redis.RedisCluster.from_url(
-                url,
-                decode_responses=True,
-                health_check_interval=30,
-                # Per node: every in-flight dispatch holds at most one connection to a node.
-                max_connections=concurrency + 16 + reads,
-            ),
+        return use_hiredis_packing(
+            cast(
+                "redis.Redis",
+                redis.RedisCluster.from_url(
+                    url,
+                    decode_responses=True,
+                    health_check_interval=30,
+                    # Per node: every in-flight dispatch holds at most one connection to a node.
+                    max_connections=concurrency + 16 + reads,
+                ),
+            )
         )
     # A pool that waits for a free connection instead of failing: every in-flight dispatch
     # holds at most one at a time, plus the loop's reads, timers, heartbeats and metrics.
@@ -74,7 +80,7 @@ def redis_client(
         # (a dispatch crashes and waits for reclaim, a loop reports a second outage).
         retry=Retry(NoBackoff(), 1),
     )
-    return redis.Redis(connection_pool=pool)
+    return use_hiredis_packing(redis.Redis(connection_pool=pool))
 
 
 def redis_keys(namespace: str) -> RedisKeys:
