@@ -426,6 +426,39 @@ def table(results: list[RunResult], args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+#: Where a function's own (self) time is counted, by the first fragment of its file's path
+#: that matches; built-ins by their name.
+PROFILE_PARTS = (
+    ("waiting for Redis's replies (epoll)", ("select.epoll",)),
+    ("redis-py (commands, pipelines, connections, parsing)", ("/redis/", "hiredis")),
+    ("asyncio event loop", ("/asyncio/", "selectors.py", "_asyncio")),
+    ("JSON", ("/json/",)),
+    ("plaita domain", ("plaita/domain/",)),
+    ("plaita application (engine, step)", ("plaita/application/",)),
+    ("plaita adapters", ("plaita/adapters/",)),
+    ("plaita entrypoints (worker loop)", ("plaita/entrypoints/",)),
+    ("attrs", ("/attr/",)),
+    ("this bench (poll)", ("bench/",)),
+)
+
+
+def profile_shares(stats: pstats.Stats) -> str:
+    """The profiled run's self time per part of the stack, as a Markdown table."""
+    totals: dict[str, float] = {}
+    for (filename, _, name), (_, _, self_time, _, _) in stats.stats.items():  # type: ignore[attr-defined]
+        where = f"{filename}:{name}"
+        part = next(
+            (label for label, marks in PROFILE_PARTS if any(mark in where for mark in marks)),
+            "other (built-ins, stdlib)",
+        )
+        totals[part] = totals.get(part, 0.0) + self_time
+    whole = sum(totals.values()) or 1.0
+    lines = ["| part of the stack | self time s | share |", "| --- | ---: | ---: |"]
+    for part, seconds in sorted(totals.items(), key=lambda item: -item[1]):
+        lines.append(f"| {part} | {seconds:.3f} | {100 * seconds / whole:.0f}% |")
+    return "\n".join(lines)
+
+
 async def main_async(args: argparse.Namespace) -> tuple[str, list[RunResult], str | None]:
     version = await redis_version(args)
     results = [await one_run(args) for _ in range(args.runs)]
@@ -439,6 +472,7 @@ async def main_async(args: argparse.Namespace) -> tuple[str, list[RunResult], st
             "steps/s under cProfile\n"
         )
         stats = pstats.Stats(profiler, stream=out)
+        out.write(profile_shares(stats) + "\n\n")
         stats.sort_stats("cumulative").print_stats(args.profile_top)
         stats.sort_stats("tottime").print_stats(args.profile_top)
         report = out.getvalue()

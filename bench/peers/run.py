@@ -1,4 +1,4 @@
-"""plaita side by side with its peers: Dramatiq, Celery, DBOS on SQLite and PostgreSQL (issue 19).
+"""plaita side by side with its peers: Dramatiq, Celery, DBOS on SQLite and PostgreSQL.
 
 One command, run with the repository's virtualenv from anywhere::
 
@@ -49,7 +49,7 @@ if str(HERE) not in sys.path:
 import common  # noqa: E402
 
 RESULTS_FILE = REPO_ROOT / "bench" / "RESULTS.md"
-SECTION_HEADING = "# Side by side with the peers (issue 19)"
+SECTION_HEADING = "# Side by side with the peers"
 BEGIN_MARKER = "<!-- peers:begin -->"
 END_MARKER = "<!-- peers:end -->"
 
@@ -65,7 +65,7 @@ REPORTED_PACKAGES = {
 #: Redis databases of the one server: plaita, Dramatiq and Celery never share keys.
 PLAITA_DB, DRAMATIQ_DB, CELERY_DB = 1, 2, 3
 
-#: The targets of issue 19, checked on the medians.
+#: The performance targets (P1, P4, P5), checked on the medians.
 TARGET_DRAMATIQ, TARGET_DBOS_PG, TARGET_SCALING = 3.0, 15.0, 1.6
 TARGET_EVENT_RATIO, TARGET_SUSPENDED_BYTES = 0.5, 1.5 * 1024
 
