@@ -42,6 +42,12 @@ def queue_reads(pipe: Any, keys: RedisKeys, execution_id: str) -> None:
     pipe.hgetall(keys.execution_vars(execution_id))
 
 
+def pairs_of(flat: Any) -> dict[Any, Any]:
+    """A hash from a script's HGETALL reply: a flat field, value list."""
+    items = list(flat or [])
+    return dict(zip(items[::2], items[1::2], strict=True))
+
+
 def assemble(header: Any, nodes: Any, variables: Any) -> ExecutionState | None:
     """The state from the replies of ``queue_reads``; None when it has no header."""
     if not header:

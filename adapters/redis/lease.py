@@ -23,7 +23,7 @@ class RedisLeaseManager:
         self._tick = tick_pipeline(client)
 
     async def acquire(self, execution_id: str, holder_id: str, *, ttl_ms: int) -> Lease | None:
-        _check_ttl(ttl_ms)
+        check_ttl(ttl_ms)
         keys = [self._keys.lease(execution_id), self._keys.fence_generation(execution_id)]
         generation = await self._tick.script(self._acquire, keys=keys, args=[holder_id, ttl_ms])
         if generation is None:
@@ -31,7 +31,7 @@ class RedisLeaseManager:
         return Lease(execution_id=execution_id, holder_id=holder_id, generation=int(generation))
 
     async def renew(self, lease: Lease, *, ttl_ms: int) -> bool:
-        _check_ttl(ttl_ms)
+        check_ttl(ttl_ms)
         keys = [self._keys.lease(lease.execution_id)]
         return bool(await self._tick.script(self._renew, keys=keys, args=[lease.value, ttl_ms]))
 
@@ -48,6 +48,7 @@ class RedisLeaseManager:
         return None if value is None else int(value)
 
 
-def _check_ttl(ttl_ms: int) -> None:
+def check_ttl(ttl_ms: int) -> None:
+    """A lease's ttl is a positive number of milliseconds; ``ValueError`` otherwise."""
     if ttl_ms <= 0:
         raise ValueError(f"a lease ttl must be a positive number of milliseconds, got {ttl_ms}")

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import hiredis
 import redis.asyncio as redis
 from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
-
-import hiredis
 
 #: The argument types hiredis frames exactly as redis-py does (``bool`` is not one: its
 #: class is checked exactly, not with ``isinstance``).

@@ -35,7 +35,7 @@ from typing import Any
 import redis.asyncio as redis
 from redis.exceptions import NoScriptError
 
-from plaita.adapters.redis.execution_index import ExecutionIndexReads, assemble
+from plaita.adapters.redis.execution_index import ExecutionIndexReads, assemble, pairs_of
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.scripts import read_script
 from plaita.adapters.redis.streams import text
@@ -112,7 +112,7 @@ class RedisExecutionRepository(ExecutionIndexReads):
             self._keys.execution_vars(execution_id),
         ]
         header, nodes, variables = await self._tick.script(self._load, keys=keys, args=[])
-        return assemble(*(_pairs_of(reply) for reply in (header, nodes, variables)))
+        return assemble(*(pairs_of(reply) for reply in (header, nodes, variables)))
 
     async def history(
         self, execution_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE
@@ -355,9 +355,3 @@ def _pairs(values: Mapping[str, Any]) -> list[str]:
 
 def _generation(reply: Any) -> int | None:
     return None if reply is None else int(text(reply))
-
-
-def _pairs_of(flat: Any) -> dict[Any, Any]:
-    """A hash from a script's HGETALL reply: a flat field, value list."""
-    items = list(flat or [])
-    return dict(zip(items[::2], items[1::2], strict=True))

@@ -34,6 +34,7 @@ from plaita.application.ports.ids import IdGenerator
 from plaita.application.ports.inbox import Inbox
 from plaita.application.ports.index_janitor import IndexJanitor
 from plaita.application.ports.lease_manager import LeaseManager
+from plaita.application.ports.leased_load import LeasedLoad
 from plaita.application.ports.metrics import WorkerMetrics
 from plaita.application.ports.metrics_exporter import MetricsExporter
 from plaita.application.ports.reconciler_cursor import ReconcilerCursor
@@ -84,6 +85,7 @@ __all__ = [
     "Inbox",
     "IndexJanitor",
     "LeaseManager",
+    "LeasedLoad",
     "MetricsExporter",
     "NodeHeartbeat",
     "NodeRun",

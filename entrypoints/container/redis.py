@@ -23,6 +23,7 @@ from plaita.adapters.redis.hooks import RedisHookStore, RedisSeenSignatures
 from plaita.adapters.redis.inbox import RedisInbox
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.lease import RedisLeaseManager
+from plaita.adapters.redis.leased_load import RedisLeasedLoad
 from plaita.adapters.redis.packing import use_hiredis_packing
 from plaita.adapters.redis.queue import RedisTaskQueue
 from plaita.adapters.redis.reconciler_cursor import RedisReconcilerCursor
@@ -121,6 +122,8 @@ class RedisStores(containers.DeclarativeContainer):
     keys = providers.Dependency(instance_of=RedisKeys)
 
     leases = providers.Singleton(RedisLeaseManager, client, keys)
+    #: The step's lease and checkpoint read, one script (both live in the execution's slot).
+    leased_load = providers.Singleton(RedisLeasedLoad, client, keys)
     counters = providers.Singleton(RedisCounterStore, client, keys)
     #: Operator flags and parked carriers, beside the checkpoint (ADR 0008).
     controls = providers.Singleton(RedisExecutionControls, client, keys)

@@ -17,6 +17,7 @@ from plaita.adapters.secrets import EnvironmentSecrets
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.end_notices import AnnouncingExecutions
 from plaita.application.handlers import HandlerAllowlist, HandlerRegistry
+from plaita.application.leased_load import SequentialLeasedLoad
 from plaita.application.ports import Clock
 from plaita.application.use_cases.children import ChildLinks
 from plaita.application.use_cases.flows import FlowCatalog
@@ -256,6 +257,16 @@ class Stores(containers.DeclarativeContainer):
     #: The store, announcing each save that ends an execution (and each delete).
     executions = providers.Singleton(
         AnnouncingExecutions, execution_store, end_notices, child_links
+    )
+    #: The step's lease and the checkpoint read under it: one script when both are Redis's,
+    #: else the lease manager and then the store.
+    sequential_leased_load = providers.Singleton(SequentialLeasedLoad, leases, executions)
+    leased_load = providers.Selector(
+        config.storage,
+        auto=providers.Selector(
+            config.backend, memory=sequential_leased_load, redis=redis_stores.leased_load
+        ),
+        sql=sequential_leased_load,
     )
 
     #: http nodes (E11): the deployment's policy and the client that sends their requests.

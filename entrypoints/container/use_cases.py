@@ -272,6 +272,7 @@ class UseCases(Stores):
         tracer=Stores.tracer,
         http=Stores.http_client,
         children=worker_children,
+        leased_load=Stores.leased_load,
     )
     continue_execution = providers.Factory(
         ContinueExecution,

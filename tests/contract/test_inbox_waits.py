@@ -32,6 +32,7 @@ from plaita.adapters.redis.lease import RedisLeaseManager
 from plaita.adapters.redis.queue import RedisTaskQueue
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
+from plaita.application.leased_load import SequentialLeasedLoad
 from plaita.application.ports import (
     DelayQueue,
     EventLog,
@@ -89,6 +90,7 @@ class World:
         return ProcessTask(
             executions=executions or self.executions,
             leases=self.leases,
+            leased_load=SequentialLeasedLoad(self.leases, executions or self.executions),
             flows=self.flows,
             queue=self.queue,
             subscriptions=self.subscriptions,

@@ -28,6 +28,7 @@ from plaita.adapters.redis.flows import RedisFlowRepository
 from plaita.adapters.redis.inbox import RedisInbox
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.lease import RedisLeaseManager
+from plaita.adapters.redis.leased_load import RedisLeasedLoad
 from plaita.adapters.redis.queue import RedisTaskQueue
 from plaita.adapters.redis.registry import RedisWorkerRegistry
 from plaita.adapters.redis.storage import RedisExecutionRepository
@@ -78,6 +79,7 @@ def worker_step(
     step = ProcessTask(
         executions=RedisExecutionRepository(client, keys),
         leases=RedisLeaseManager(client, keys),
+        leased_load=RedisLeasedLoad(client, keys),
         flows=catalog,
         queue=queue,
         subscriptions=RedisSubscriptionStore(client, keys),

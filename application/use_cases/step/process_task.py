@@ -1,6 +1,6 @@
 """The worker step: one carrier, from the gates to the ack (W1-W15). Read it top to bottom.
 
-gates → lease → load → decide (start or resume) → advance loop (engine step → apply →
+gates → lease and load → decide (start or resume) → advance loop (engine step → apply →
 checkpoint) → release → schedule → settle. Every rule is the domain's: the stages gather the
 facts, ask the pure decision functions and perform the answer through ports; what passes
 between them is a value (a ``Carrier``, the ``Held`` lease, ``Counters``, a
@@ -29,6 +29,7 @@ from plaita.application.ports import (
     HttpClient,
     IdGenerator,
     Inbox,
+    LeasedLoad,
     LeaseManager,
     SubscriptionStore,
     TaskQueue,
@@ -58,6 +59,7 @@ from plaita.domain import history
 from plaita.domain.children import repeats_end_notice
 from plaita.domain.envelope import CarrierKind, TaskEnvelope
 from plaita.domain.errors import ExecutionLeaseError, LeaseLostError, UnknownFlowError
+from plaita.domain.execution import ExecutionState
 from plaita.domain.lease import Lease
 from plaita.domain.operator_controls import ControlFlags
 
@@ -70,6 +72,7 @@ class ProcessTask:
         *,
         executions: ExecutionRepository,
         leases: LeaseManager,
+        leased_load: LeasedLoad,
         flows: FlowCatalog,
         queue: TaskQueue,
         subscriptions: SubscriptionStore,
@@ -90,8 +93,11 @@ class ProcessTask:
         children: ChildExecutions = NO_CHILD_EXECUTIONS,
     ) -> None:
         """``children`` starts and reads the child executions of subflow and map nodes
-        (E13, E14); without it those nodes fail with a named error."""
+        (E13, E14); without it those nodes fail with a named error. ``leased_load`` takes
+        the lease and reads the checkpoint after it (one script on Redis,
+        ``SequentialLeasedLoad`` elsewhere)."""
         self._executions, self._leases, self._flows = executions, leases, flows
+        self._leased_load = leased_load
         self._queue, self._delay, self._subscriptions = queue, delay, subscriptions
         self._clock, self._settings, self._listeners = clock, settings, listeners
         self._children = children
@@ -174,8 +180,9 @@ class ProcessTask:
         admission = await self._gates.admit(carrier)
         if admission.parked is not None:
             return admission.parked
-        # Lease (W3): held by another, the W5 table says whether this carrier may go.
-        lease = await self._leases.acquire(
+        # Lease (W3), and the checkpoint read under it: held by another, the W5 table says
+        # whether this carrier may go.
+        lease, state = await self._leased_load.acquire_and_load(
             carrier.execution_id, self._settings.holder_id, ttl_ms=self._settings.lease_ttl_ms
         )
         if lease is None:
@@ -185,7 +192,7 @@ class ProcessTask:
         run = self._keeper.start(lease, carrier.message_id)
         held = Held(carrier.envelope, run, self._writes_of(run))
         try:
-            result = await self._under_lease(held, admission.flags, carrier.reclaimed)
+            result = await self._under_lease(held, state, admission.flags, carrier.reclaimed)
         except ExecutionLeaseError as exc:
             # W4: a fenced-off writer must not ack; the new holder owns the carrier's fate.
             outcome = "lease_lost" if isinstance(exc, LeaseLostError) else "fenced"
@@ -225,11 +232,11 @@ class ProcessTask:
         return result
 
     async def _under_lease(
-        self, held: Held, flags: ControlFlags, reclaimed: bool
+        self, held: Held, state: ExecutionState | None, flags: ControlFlags, reclaimed: bool
     ) -> DispatchResult:
-        """Load, count the attempt, and start or resume the execution (W2, W6, W7)."""
+        """Count the attempt, and start or resume the execution from ``state``, its
+        checkpoint read under the lease (W2, W6, W7)."""
         envelope = held.envelope
-        state = await self._executions.load(envelope.execution_id)
         if repeats_end_notice(state, reclaimed=reclaimed):
             assert state is not None
             await self._children.notify_parent(state)  # E14: its first may have died with a worker

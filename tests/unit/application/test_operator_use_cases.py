@@ -23,6 +23,7 @@ from plaita.adapters.memory.replay_markers import MemoryReplayMarkerStore
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.codec import encode_envelope
+from plaita.application.leased_load import SequentialLeasedLoad
 from plaita.application.use_cases.delete_execution import DeleteExecution
 from plaita.application.use_cases.dlq import (
     ListDeadLetters,
@@ -115,6 +116,7 @@ class Ops:
         return ProcessTask(
             executions=self.executions,
             leases=self.leases,
+            leased_load=SequentialLeasedLoad(self.leases, self.executions),
             flows=FlowCatalog(self.flows, handlers, clock=self.clock),
             queue=self.queue,
             subscriptions=self.subscriptions,

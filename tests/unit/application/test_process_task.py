@@ -11,6 +11,7 @@ import pytest
 from plaita.adapters.memory.dedup import MemoryDedupStore
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.storage import MemoryExecutionRepository
+from plaita.application.leased_load import SequentialLeasedLoad
 from plaita.application.ports import NodeHeartbeat
 from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.executions import ResumeExecution
@@ -507,6 +508,7 @@ async def test_a_start_dropped_for_a_deleted_execution_releases_its_dedup_key(tw
     process = ProcessTask(
         executions=twin.executions,
         leases=twin.leases,
+        leased_load=SequentialLeasedLoad(twin.leases, twin.executions),
         flows=twin.catalog,
         queue=twin.queue,
         subscriptions=twin.subscriptions,

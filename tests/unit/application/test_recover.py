@@ -20,6 +20,7 @@ from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.application.leased_load import SequentialLeasedLoad
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.application.use_cases.recover import RecoverAfterRestart, RecoveryReport
@@ -72,6 +73,7 @@ class Process:
         return ProcessTask(
             executions=self.executions,
             leases=self.leases,
+            leased_load=SequentialLeasedLoad(self.leases, self.executions),
             flows=self.flows,
             queue=self.queue,
             subscriptions=self.subscriptions,

@@ -22,6 +22,7 @@ from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.engine.children import NO_CHILD_EXECUTIONS, ChildExecutions
 from plaita.application.handlers import HandlerRegistry
+from plaita.application.leased_load import SequentialLeasedLoad
 from plaita.application.null_objects import NO_TRACING, NoHttpClient
 from plaita.application.ports import HttpClient, Tracer
 from plaita.application.use_cases.dedup_claims import DedupClaims
@@ -123,6 +124,7 @@ class Twin:
         return ProcessTask(
             executions=self.executions,
             leases=self.leases,
+            leased_load=SequentialLeasedLoad(self.leases, self.executions),
             flows=self.catalog,
             queue=self.queue,
             subscriptions=self.subscriptions,
