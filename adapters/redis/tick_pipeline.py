@@ -30,6 +30,11 @@ import redis.asyncio as redis
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
+from plaita.adapters.redis.connections import TRANSIENT_ERRORS
+
+#: The pause before a cluster's commands that met a lost connection are sent again, as
+#: redis-py's cluster pipeline pauses before its own retries.
+CLUSTER_RETRY_PAUSE_SECONDS = 0.25
 #: The most callers one pipeline carries; more in one tick go out as further pipelines,
 #: concurrently, each on its own connection.
 MAX_BATCH = 128
@@ -55,6 +60,12 @@ class TickPipeline:
         self._client = client
         self._max_batch = max_batch
         self._waiting: list[tuple[Queue, asyncio.Future[list[Any]]]] = []
+        # A cluster's commands that met a lost connection are sent again as often as the
+        # client itself would retry a command (redis-py's ``retry``); a single node's
+        # pipeline retries inside redis-py (the connection pool's ``Retry``).
+        self._cluster_retries = (
+            client.retry.get_retries() if isinstance(client, redis.RedisCluster) else 0
+        )
         self._sending: set[asyncio.Task[None]] = set()
 
     async def run(self, queue: Queue) -> list[Any]:
@@ -92,25 +103,48 @@ class TickPipeline:
             task.add_done_callback(self._sending.discard)
 
     async def _send(self, batch: list[tuple[Queue, asyncio.Future[list[Any]]]]) -> None:
+        pending, retries = batch, self._cluster_retries
+        while True:
+            try:
+                answers = await self._execute([queue for queue, _ in pending])
+            except asyncio.CancelledError:  # the loop is shutting down: so are the callers
+                for _, reply in pending:
+                    reply.cancel()
+                raise
+            except Exception as exc:  # the round trip failed: every caller sees why
+                for _, reply in pending:
+                    if not reply.done():
+                        reply.set_exception(exc)
+                return
+            again = []
+            for (queue, reply), answer in zip(pending, answers, strict=True):
+                if reply.done():  # a caller cancelled meanwhile needs no answer
+                    continue
+                if retries > 0 and any(isinstance(part, TRANSIENT_ERRORS) for part in answer):
+                    again.append((queue, reply))
+                else:
+                    reply.set_result(answer)
+            if not again:
+                return
+            # A cluster pipeline answers a lost node's commands with its connection error
+            # instead of raising it, so redis-py's own retry never runs: do what it does
+            # (drop the connections and the slot map, pause, send again) for those callers.
+            retries -= 1
+            await self._client.aclose()
+            await asyncio.sleep(CLUSTER_RETRY_PAUSE_SECONDS)
+            pending = again
+
+    async def _execute(self, queues: list[Queue]) -> list[list[Any]]:
+        """One pipeline of ``queues``' commands; each queue's replies, errors as objects."""
         counts: list[int] = []
-        try:
-            async with self._client.pipeline(transaction=False) as pipe:
-                for queue, _ in batch:
-                    before = len(pipe)
-                    queue(pipe)
-                    counts.append(len(pipe) - before)
-                replies = await pipe.execute(raise_on_error=False)
-        except asyncio.CancelledError:  # the loop is shutting down: so are the callers
-            for _, reply in batch:
-                reply.cancel()
-            raise
-        except Exception as exc:  # the round trip failed: every caller sees why
-            for _, reply in batch:
-                if not reply.done():
-                    reply.set_exception(exc)
-            return
-        offset = 0
-        for (_, reply), count in zip(batch, counts, strict=True):
-            if not reply.done():  # a caller cancelled meanwhile needs no answer
-                reply.set_result(list(replies[offset : offset + count]))
+        async with self._client.pipeline(transaction=False) as pipe:
+            for queue in queues:
+                before = len(pipe)
+                queue(pipe)
+                counts.append(len(pipe) - before)
+            replies = await pipe.execute(raise_on_error=False)
+        answers, offset = [], 0
+        for count in counts:
+            answers.append(list(replies[offset : offset + count]))
             offset += count
+        return answers

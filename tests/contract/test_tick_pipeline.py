@@ -152,3 +152,36 @@ def test_a_tick_pipeline_carries_at_least_one_caller() -> None:
     client = real_redis_client("node", decode_responses=False)
     with pytest.raises(ValueError, match="at least one caller"):
         TickPipeline(client, max_batch=0)
+
+
+async def test_a_cluster_connection_lost_between_calls_is_retried_for_its_callers(
+    keys: RedisKeys,
+) -> None:
+    """A cluster pipeline answers a dead connection's commands with the error instead of
+    raising it; the tick pipeline sends those callers' commands again, as redis-py would
+    retry a single command."""
+    name = f"plaita-tick-{keys.namespace[-8:]}"
+    client = real_redis_client("cluster", decode_responses=True, client_name=name)
+    assert isinstance(client, redis.RedisCluster)
+    tick = TickPipeline(client)
+    counters = [keys.counters(f"c{n}") for n in range(12)]
+    try:
+        assert await asyncio.gather(
+            *(tick.run(lambda pipe, key=key: pipe.incr(key)) for key in counters)
+        ) == [[1]] * 12
+        for node in client.get_primaries():
+            # Every connection this client holds on the node is closed by the server.
+            killer = redis.Redis(host=node.host, port=node.port, decode_responses=True)
+            for entry in await killer.client_list():
+                if entry.get("name") == name:
+                    await killer.client_kill_filter(_id=entry["id"])
+            await killer.aclose()
+
+        again = await asyncio.gather(
+            *(tick.run(lambda pipe, key=key: pipe.incr(key)) for key in counters)
+        )
+
+        assert again == [[2]] * 12
+    finally:
+        await client.delete(*counters)
+        await client.aclose()
