@@ -166,9 +166,12 @@ async def test_a_cluster_connection_lost_between_calls_is_retried_for_its_caller
     tick = TickPipeline(client)
     counters = [keys.counters(f"c{n}") for n in range(12)]
     try:
-        assert await asyncio.gather(
-            *(tick.run(lambda pipe, key=key: pipe.incr(key)) for key in counters)
-        ) == [[1]] * 12
+        assert (
+            await asyncio.gather(
+                *(tick.run(lambda pipe, key=key: pipe.incr(key)) for key in counters)
+            )
+            == [[1]] * 12
+        )
         for node in client.get_primaries():
             # Every connection this client holds on the node is closed by the server.
             killer = redis.Redis(host=node.host, port=node.port, decode_responses=True)
