@@ -73,6 +73,9 @@ class TickPipeline:
         queued in this tick (errors as exception objects, as ``raise_on_error=False``)."""
         loop = asyncio.get_running_loop()
         reply: asyncio.Future[list[Any]] = loop.create_future()
+        if self._waiting and self._waiting[0][1].get_loop() is not loop:
+            # Left by an event loop that ended before its flush ran: nobody awaits them.
+            self._waiting = []
         if not self._waiting:
             # The first caller of the tick: send once every step ready now has queued.
             loop.call_soon(self._flush)

@@ -188,3 +188,25 @@ async def test_a_cluster_connection_lost_between_calls_is_retried_for_its_caller
     finally:
         await client.delete(*counters)
         await client.aclose()
+
+
+def test_callers_left_by_an_ended_event_loop_do_not_hold_up_the_next_one(
+    keys: RedisKeys,
+) -> None:
+    """A loop that ends between a caller's queueing and the flush leaves that caller behind
+    (here: put there directly); the first caller on the next loop still gets its flush."""
+
+    async def ask(tick: TickPipeline) -> list[Any]:
+        return await asyncio.wait_for(tick.run(lambda pipe: pipe.get(keys.tombstone("b"))), 5)
+
+    client = real_redis_client("node", decode_responses=True)
+    tick = TickPipeline(client)
+    stale = asyncio.new_event_loop()
+    tick._waiting.append((lambda pipe: pipe.get(keys.tombstone("a")), stale.create_future()))
+    stale.close()
+    fresh = asyncio.new_event_loop()
+    try:
+        assert fresh.run_until_complete(ask(tick)) == [None]
+    finally:
+        fresh.run_until_complete(client.aclose())
+        fresh.close()
