@@ -210,6 +210,17 @@ def done_key(run: str) -> str:
     return f"{PEER_KEY_PREFIX}:{run}:done"
 
 
+def done_times_of(client: Any, run: str) -> list[int]:
+    """The finish times (``time.time_ns()``) a broker peer's run appended, on its Redis client."""
+    return [int(value) for value in client.lrange(done_key(run), 0, -1)]
+
+
+def unlink_peer_keys(client: Any) -> None:
+    """Remove every key a broker peer wrote (its done lists) from its Redis."""
+    for key in client.scan_iter(match=f"{PEER_KEY_PREFIX}:*"):
+        client.unlink(key)
+
+
 def chain_arguments(description: str, *, pool: str, pool_default: int) -> argparse.Namespace:
     """A broker peer's options: the workload (E executions x N steps), its worker pool's
     size (``--<pool>``) and the run's time limit."""

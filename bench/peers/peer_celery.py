@@ -53,7 +53,7 @@ def step(run: str, index: int, nodes: int) -> None:
 
 
 def done_times(run: str) -> list[int]:
-    return [int(value) for value in client.lrange(common.done_key(run), 0, -1)]
+    return common.done_times_of(client, run)
 
 
 def main() -> int:
@@ -80,16 +80,11 @@ def main() -> int:
         env={**os.environ, "PEER_REDIS_URL": REDIS_URL, "PYTHONPATH": str(HERE)},
         send_first=lambda run, nodes: step.apply_async((run, 0, nodes)),
         done_times=done_times,
-        cleanup=cleanup,
+        cleanup=lambda: common.unlink_peer_keys(client),
         arguments=arguments,
         version=metadata.version("celery"),
         topology=f"1 worker, prefork pool of {arguments.concurrency}",
     )
-
-
-def cleanup() -> None:
-    for key in client.scan_iter(match=f"{common.PEER_KEY_PREFIX}:*"):
-        client.unlink(key)
 
 
 if __name__ == "__main__":
