@@ -22,7 +22,6 @@ same tick, leave together. A script goes as ``EVALSHA``; a server that does not 
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,14 +41,17 @@ MAX_BATCH = 128
 Queue = Callable[[Any], None]
 
 
-_SHARED: weakref.WeakKeyDictionary[redis.Redis, TickPipeline] = weakref.WeakKeyDictionary()
+#: Where a client keeps its ``TickPipeline``: on the client itself, so the two live and go
+#: together (a registry keyed by the client would keep every client alive).
+_ATTRIBUTE = "_plaita_tick_pipeline"
 
 
 def tick_pipeline(client: redis.Redis) -> TickPipeline:
     """The ``TickPipeline`` every adapter of ``client`` shares (one per client)."""
-    found = _SHARED.get(client)
+    found: TickPipeline | None = getattr(client, _ATTRIBUTE, None)
     if found is None:
-        found = _SHARED[client] = TickPipeline(client)
+        found = TickPipeline(client)
+        setattr(client, _ATTRIBUTE, found)
     return found
 
 

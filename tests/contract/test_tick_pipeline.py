@@ -19,7 +19,7 @@ from redis.exceptions import ResponseError
 
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.storage import RedisExecutionRepository
-from plaita.adapters.redis.tick_pipeline import TickPipeline
+from plaita.adapters.redis.tick_pipeline import TickPipeline, tick_pipeline
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 
 from .conftest import real_redis_client
@@ -210,3 +210,21 @@ def test_callers_left_by_an_ended_event_loop_do_not_hold_up_the_next_one(
     finally:
         fresh.run_until_complete(client.aclose())
         fresh.close()
+
+
+def test_the_adapters_of_one_client_share_one_tick_pipeline_and_it_goes_with_the_client(
+    keys: RedisKeys,
+) -> None:
+    import gc
+    import weakref
+
+    client = real_redis_client("node", decode_responses=True)
+    other = real_redis_client("node", decode_responses=True)
+    shared = tick_pipeline(client)
+
+    assert tick_pipeline(client) is shared
+    assert tick_pipeline(other) is not shared
+    gone = weakref.ref(client)
+    del client, shared
+    gc.collect()
+    assert gone() is None
