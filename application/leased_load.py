@@ -6,6 +6,8 @@ Redis leases) take the lease and then read the checkpoint, two calls in that ord
 
 from __future__ import annotations
 
+import contextlib
+
 from plaita.application.ports import ExecutionRepository, LeaseManager
 from plaita.domain.execution import ExecutionState
 from plaita.domain.lease import Lease
@@ -24,4 +26,11 @@ class SequentialLeasedLoad:
         lease = await self._leases.acquire(execution_id, holder_id, ttl_ms=ttl_ms)
         if lease is None:
             return None, None
-        return lease, await self._executions.load(execution_id)
+        try:
+            return lease, await self._executions.load(execution_id)
+        except BaseException:
+            # Not read: nothing runs under this lease, so it is given back at once rather
+            # than left to its TTL (the carrier stays pending for its redelivery).
+            with contextlib.suppress(Exception):
+                await self._leases.release(lease)
+            raise

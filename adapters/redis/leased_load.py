@@ -8,11 +8,13 @@ Every key is the execution's (one hash tag), so the script runs on a Redis Clust
 
 from __future__ import annotations
 
+import contextlib
+
 import redis.asyncio as redis
 
 from plaita.adapters.redis.execution_index import assemble, pairs_of
 from plaita.adapters.redis.keys import RedisKeys
-from plaita.adapters.redis.lease import check_ttl
+from plaita.adapters.redis.lease import RedisLeaseManager, check_ttl
 from plaita.adapters.redis.scripts import read_script
 from plaita.adapters.redis.tick_pipeline import tick_pipeline
 from plaita.domain.execution import ExecutionState
@@ -23,6 +25,7 @@ class RedisLeasedLoad:
     def __init__(self, client: redis.Redis, keys: RedisKeys) -> None:
         self._keys = keys
         self._script = client.register_script(read_script("lease_acquire_load"))
+        self._leases = RedisLeaseManager(client, keys)
         self._tick = tick_pipeline(client)
 
     async def acquire_and_load(
@@ -41,4 +44,11 @@ class RedisLeasedLoad:
             return None, None
         generation, header, nodes, variables = reply
         lease = Lease(execution_id=execution_id, holder_id=holder_id, generation=int(generation))
-        return lease, assemble(*(pairs_of(part) for part in (header, nodes, variables)))
+        try:
+            return lease, assemble(*(pairs_of(part) for part in (header, nodes, variables)))
+        except Exception:
+            # A checkpoint that cannot be read: nothing runs under this lease, so it is given
+            # back at once rather than left to its TTL.
+            with contextlib.suppress(Exception):
+                await self._leases.release(lease)
+            raise

@@ -21,5 +21,7 @@ class LeasedLoad(Protocol):
     async def acquire_and_load(
         self, execution_id: str, holder_id: str, *, ttl_ms: int
     ) -> tuple[Lease | None, ExecutionState | None]:
-        """The new lease and the checkpoint read after it; (None, None) if another holds it."""
+        """The new lease and the checkpoint read after it; (None, None) if another holds it.
+
+        A read that fails after the grant gives the lease back (best effort) and raises."""
         ...

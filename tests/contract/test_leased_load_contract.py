@@ -126,6 +126,19 @@ class LeasedLoadContract:
             await leased_load.acquire_and_load("x:1", "w1", ttl_ms=ttl_ms)
 
 
+class _FailingLoads:
+    """An execution store whose reads fail (an outage after the grant)."""
+
+    def __init__(self, store: ExecutionRepository) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    async def load(self, execution_id: str) -> ExecutionState | None:
+        raise ConnectionError(f"the store did not answer the read of {execution_id}")
+
+
 class TestMemoryLeasedLoad(LeasedLoadContract):
     @pytest.fixture
     def leases(self, clock: Clock) -> MemoryLeaseManager:
@@ -138,6 +151,17 @@ class TestMemoryLeasedLoad(LeasedLoadContract):
     @pytest.fixture
     def leased_load(self, leases: LeaseManager, repository: ExecutionRepository) -> LeasedLoad:
         return SequentialLeasedLoad(leases, repository)
+
+    async def test_a_read_that_fails_after_the_grant_gives_the_lease_back(
+        self, leases: LeaseManager, repository: ExecutionRepository
+    ) -> None:
+        failing = SequentialLeasedLoad(leases, _FailingLoads(repository))  # type: ignore[arg-type]
+
+        with pytest.raises(ConnectionError, match="did not answer"):
+            await failing.acquire_and_load("x:1", "w1", ttl_ms=TTL_MS)
+
+        assert await leases.holder("x:1") is None
+        assert await leases.current_generation("x:1") is not None
 
 
 class RedisLeasedLoads(LeasedLoadContract):
@@ -156,6 +180,17 @@ class RedisLeasedLoads(LeasedLoadContract):
     @pytest.fixture
     def leased_load(self, client: redis.Redis, keys: RedisKeys) -> LeasedLoad:
         return RedisLeasedLoad(client, keys)
+
+    async def test_a_checkpoint_that_cannot_be_read_gives_the_lease_back(
+        self, leased_load: LeasedLoad, leases: LeaseManager, client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        await client.hset(keys.execution_state("x:1"), "status", "{not json")
+
+        with pytest.raises(ValueError):
+            await leased_load.acquire_and_load("x:1", "w1", ttl_ms=TTL_MS)
+
+        assert await leases.holder("x:1") is None
+        assert await leases.current_generation("x:1") is not None
 
 
 class TestFakeRedisLeasedLoad(RedisLeasedLoads):
