@@ -32,9 +32,11 @@ from plaita.domain.errors import (
     InvalidTargetInstanceError,
     ResultTimeoutError,
     UnknownExecutionError,
+    UnknownFlowError,
 )
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.failures import ExecutionCancelledError
+from plaita.domain.flow import EventNode, SleepNode
 from plaita.domain.history import (
     HISTORY_CAP,
     MAX_HISTORY_PAGE,
@@ -447,6 +449,7 @@ def executions_show(
         flags = await container.controls().get(execution_id)  # W23: paused, cancel asked
         summary = await _history_summary(container, execution_id)
         view = {**execution_view(state), **flags.to_json(), "history": summary.to_json()}
+        await _name_the_waits(container, view)
         return view, container.clock().now_ms()
 
     view, now_ms = run_with_container(settings, body, tenant_id=tenant_id)
@@ -454,6 +457,28 @@ def executions_show(
         echo_json(view)
         return
     echo_rows(execution_rows(view, now_ms))
+
+
+async def _name_the_waits(container: Container, view: dict[str, Any]) -> None:
+    """Say what each wait of ``view`` is — an event node's (``kind: event``, its
+    ``event_type``) or a sleep node's (``kind: timer``) — from the execution's flow. A timer
+    and an event wait both keep an id and may have a wake-up time; only the node tells them
+    apart. A flow that cannot be read leaves the waits as they are."""
+    waits = [w for w in (view.get("waiting_for"), *(view.get("branch_waits") or [])) if w]
+    if not waits:
+        return
+    try:
+        entry = await container.flows().lookup(view["flow_id"], view["flow_version"])
+    except UnknownFlowError:
+        return
+    for wait in waits:
+        if not entry.flow.has_node(wait["node_id"]):
+            continue
+        node = entry.flow.node(wait["node_id"])
+        if isinstance(node, EventNode):
+            wait.update(kind="event", event_type=node.event_type)
+        elif isinstance(node, SleepNode):
+            wait["kind"] = "timer"
 
 
 async def _history_summary(container: Container, execution_id: str) -> HistorySummary:
@@ -576,9 +601,13 @@ def _waiting_line(waiting: dict[str, Any], now_ms: int) -> str:
             f"at node {node} for its children: {ended} of {progress['total']} items ended "
             f"({progress['failed']} failed), {progress['started'] - ended} running"
         )
-    if waiting.get("subscription_id"):
+    kind = waiting.get("kind")
+    if kind == "timer" and wake_at_ms:
+        return f"at node {node} (a timer) until {human_time(wake_at_ms, now_ms)}"
+    if kind == "event" or (kind is None and waiting.get("subscription_id")):
+        event = f" {waiting['event_type']}" if waiting.get("event_type") else ""
         until = f", at most until {human_time(wake_at_ms, now_ms)}" if wake_at_ms else ""
-        return f"at node {node} for an event{until}"
+        return f"at node {node} for an event{event}{until}"
     if wake_at_ms:
         return f"at node {node} until {human_time(wake_at_ms, now_ms)}"
     return f"at node {node}"

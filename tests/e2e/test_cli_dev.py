@@ -172,11 +172,12 @@ def test_the_readme_commands_act_on_the_dev_process_without_a_url(dev: DevThread
 
     shown = plaita_json("executions", "show", execution_id)
     assert (shown["status"], shown["waiting_for"]["node_id"]) == ("suspended", "hold")
+    assert (shown["waiting_for"]["kind"], shown["waiting_for"]["event_type"]) == ("event", "go")
     code, out, _ = plaita("executions", "show", execution_id)
     assert code == 0
     rows = dict(line.split(None, 1) for line in out.splitlines() if " " in line)
     assert rows["execution"] == execution_id and rows["status"] == "suspended"
-    assert rows["waiting"].startswith("at node hold for an event")
+    assert rows["waiting"].startswith("at node hold for an event go")
     assert "UTC (" in rows["created"]
 
     event = plaita_json("events", "publish", "go", "--correlation-id", execution_id)
