@@ -37,13 +37,27 @@ def _id_of(state_key: str) -> str:
 
 def queue_reads(pipe: Any, keys: RedisKeys, execution_id: str) -> None:
     """Queue the reads of one execution's three hashes (header, nodes, variables)."""
-    pipe.hgetall(keys.execution_state(execution_id))
-    pipe.hgetall(keys.execution_nodes(execution_id))
-    pipe.hgetall(keys.execution_vars(execution_id))
+    for key in checkpoint_keys(keys, execution_id):
+        pipe.hgetall(key)
 
 
-def pairs_of(flat: Any) -> dict[Any, Any]:
-    """A hash from a script's HGETALL reply: a flat field, value list."""
+def checkpoint_keys(keys: RedisKeys, execution_id: str) -> list[str]:
+    """The keys of one execution's three hashes (header, nodes, variables), in that order."""
+    return [
+        keys.execution_state(execution_id),
+        keys.execution_nodes(execution_id),
+        keys.execution_vars(execution_id),
+    ]
+
+
+def assemble_read(reply: Any) -> ExecutionState | None:
+    """The state from ``read_checkpoint``'s reply (``checkpoint_read.lua``): three flat
+    field, value lists; None when it has no header."""
+    header, nodes, variables = (_pairs_of(part) for part in reply)
+    return assemble(header, nodes, variables)
+
+
+def _pairs_of(flat: Any) -> dict[Any, Any]:
     items = list(flat or [])
     return dict(zip(items[::2], items[1::2], strict=True))
 

@@ -12,7 +12,7 @@ import contextlib
 
 import redis.asyncio as redis
 
-from plaita.adapters.redis.execution_index import assemble, pairs_of
+from plaita.adapters.redis.execution_index import assemble_read, checkpoint_keys
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.lease import RedisLeaseManager, check_ttl
 from plaita.adapters.redis.scripts import read_script
@@ -35,17 +35,15 @@ class RedisLeasedLoad:
         keys = [
             self._keys.lease(execution_id),
             self._keys.fence_generation(execution_id),
-            self._keys.execution_state(execution_id),
-            self._keys.execution_nodes(execution_id),
-            self._keys.execution_vars(execution_id),
+            *checkpoint_keys(self._keys, execution_id),
         ]
         reply = await self._tick.script(self._script, keys=keys, args=[holder_id, ttl_ms])
         if reply is None:
             return None, None
-        generation, header, nodes, variables = reply
+        generation, checkpoint = reply
         lease = Lease(execution_id=execution_id, holder_id=holder_id, generation=int(generation))
         try:
-            return lease, assemble(*(pairs_of(part) for part in (header, nodes, variables)))
+            return lease, assemble_read(checkpoint)
         except Exception:
             # A checkpoint that cannot be read: nothing runs under this lease, so it is given
             # back at once rather than left to its TTL.

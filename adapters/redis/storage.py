@@ -35,7 +35,11 @@ from typing import Any
 import redis.asyncio as redis
 from redis.exceptions import NoScriptError
 
-from plaita.adapters.redis.execution_index import ExecutionIndexReads, assemble, pairs_of
+from plaita.adapters.redis.execution_index import (
+    ExecutionIndexReads,
+    assemble_read,
+    checkpoint_keys,
+)
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.scripts import read_script
 from plaita.adapters.redis.streams import text
@@ -106,13 +110,8 @@ class RedisExecutionRepository(ExecutionIndexReads):
 
     async def load(self, execution_id: str) -> ExecutionState | None:
         # One script: one round trip, and a snapshot no concurrent save can tear.
-        keys = [
-            self._keys.execution_state(execution_id),
-            self._keys.execution_nodes(execution_id),
-            self._keys.execution_vars(execution_id),
-        ]
-        header, nodes, variables = await self._tick.script(self._load, keys=keys, args=[])
-        return assemble(*(pairs_of(reply) for reply in (header, nodes, variables)))
+        keys = checkpoint_keys(self._keys, execution_id)
+        return assemble_read(await self._tick.script(self._load, keys=keys, args=[]))
 
     async def history(
         self, execution_id: str, *, after: int | None = None, limit: int = DEFAULT_HISTORY_PAGE
