@@ -547,3 +547,24 @@ class UnknownScheduleError(PlaitaError):
 
 class ScheduleExistsError(PlaitaError):
     """A schedule of that id exists already for the tenant; nothing was changed."""
+
+
+# --- tenant lifecycle and quota (W24, flow control) ------------------------------------------
+
+
+class InvalidTenantQuotaError(PlaitaError):
+    """A tenant's ``max_running`` is not an integer from 1 to 1,000,000 (or none)."""
+
+
+class UnknownTenantError(PlaitaError):
+    """No status record is stored for this tenant (it was never suspended, resumed or given
+    a quota)."""
+
+
+class TenantActionRefusedError(PlaitaError):
+    """A tenant action the rules refuse (suspending the default tenant); nothing changed."""
+
+
+class TenantWriteConflictError(PlaitaError):
+    """A tenant's status record kept changing under a write's compare-and-set; nothing was
+    written: run the command again."""

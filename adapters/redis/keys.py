@@ -282,3 +282,22 @@ class RedisKeys:
         """Set of every tenant's schedules as ``<tenant>:<schedule id>`` (a tenant id has no
         ':'), added to before a schedule is stored and removed from after it is deleted."""
         return f"{self.namespace}:schedules"
+
+    # --- tenants' status records (W24; the deployment's root namespace, the tenant as tag) --
+
+    def tenant_record(self, tenant_id: str) -> str:
+        """Hash of a tenant's status: status, max_running, epoch, updated_at_ms, version."""
+        return f"{self.namespace}:tenant:{{{tenant_id}}}"
+
+    def tenant_parked(self, tenant_id: str) -> str:
+        """Sorted set of the carrier ids parked while the tenant is suspended, scored by the
+        carrier's timestamp; same hash tag as the record (the park checks its version)."""
+        return f"{self.tenant_record(tenant_id)}:parked"
+
+    def tenant_parked_carriers(self, tenant_id: str) -> str:
+        """Hash carrier id → envelope fields JSON of the tenant's parked carriers."""
+        return f"{self.tenant_record(tenant_id)}:parked:carriers"
+
+    def tenants(self) -> str:
+        """Set of the tenant ids with a record, added to after the record is written."""
+        return f"{self.namespace}:tenants"

@@ -50,6 +50,7 @@ from plaita.application.ports.task_queue import (
     RawBase64,
     TaskQueue,
 )
+from plaita.application.ports.tenant_directory import TenantAdmission, TenantDirectory
 from plaita.application.ports.tracer import NodeRun, Tracer
 from plaita.application.ports.worker_registry import WorkerInstance, WorkerRegistry
 
@@ -100,6 +101,8 @@ __all__ = [
     "StoredSchedule",
     "SubscriptionStore",
     "TaskQueue",
+    "TenantAdmission",
+    "TenantDirectory",
     "Tracer",
     "WorkerInstance",
     "WorkerMetrics",
