@@ -556,11 +556,6 @@ class InvalidTenantQuotaError(PlaitaError):
     """A tenant's ``max_running`` is not an integer from 1 to 1,000,000 (or none)."""
 
 
-class UnknownTenantError(PlaitaError):
-    """No status record is stored for this tenant (it was never suspended, resumed or given
-    a quota)."""
-
-
 class TenantActionRefusedError(PlaitaError):
     """A tenant action the rules refuse (suspending the default tenant); nothing changed."""
 

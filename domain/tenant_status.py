@@ -213,9 +213,9 @@ def decide_tenant_gate(
         return TenantGate(
             TenantGateAction.HOLD,
             TenantGateReason.WORKER_BEHIND,
-            f"tenant {tenant_id!r}'s status was written under deployment epoch {newer}, newer "
-            f"than this worker's {deployment_epoch}: this worker is older than the deployment; "
-            "restart this worker with the deployment's PLAITA_DEPLOYMENT_EPOCH",
+            f"the status of tenant {tenant_id!r} was written under deployment epoch {newer}, "
+            f"newer than this worker's {deployment_epoch}: this worker is older than the "
+            "deployment; restart this worker with the deployment's PLAITA_DEPLOYMENT_EPOCH",
         )
     current = record is not None and (deployment_epoch is None or record.epoch == deployment_epoch)
     if record is None and deployment_epoch is None:
@@ -266,3 +266,17 @@ def decide_tenant_gate(
         f"tenant {tenant_id!r} is active",
         max_running=record.max_running,
     )
+
+
+#: How long after a tenant's last status write a worker leaves its parked carriers to the
+#: resume that wrote it: a resume re-enqueues them itself, and a worker that met them too
+#: would only enqueue copies.
+STRANDED_GRACE_MS = 60_000
+
+
+def releases_stranded(record: TenantRecord | None, parked: int, *, now_ms: int) -> bool:
+    """Whether a worker re-enqueues an active tenant's parked carriers: a resume stopped
+    half-way (between writing ``active`` and re-enqueueing) left them behind."""
+    if record is None or record.status is not TenantStatus.ACTIVE or parked == 0:
+        return False
+    return now_ms - record.updated_at_ms >= STRANDED_GRACE_MS

@@ -22,6 +22,7 @@ from plaita.adapters.memory.replay_markers import MemoryReplayMarkerStore
 from plaita.adapters.memory.schedules import MemoryScheduleStore
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.memory.tenants import MemoryTenantDirectory
 from plaita.application.ports import Clock
 
 
@@ -56,6 +57,8 @@ class MemoryStores(containers.DeclarativeContainer):
     schedules = providers.Singleton(MemoryScheduleStore, clock)
     hooks = providers.Singleton(MemoryHookStore)
     seen_signatures = providers.Singleton(MemorySeenSignatures, clock)
+    #: Tenants' status records and parked carriers (W24).
+    tenants = providers.Singleton(MemoryTenantDirectory)
     #: ``plaita run``: a flow run in this process reads the events given on its command line
     #: and never waits for more (E6).
     closed_event_bus = providers.Factory(MemoryEventBus, closed=True)

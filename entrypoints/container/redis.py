@@ -32,6 +32,7 @@ from plaita.adapters.redis.replay_markers import RedisReplayMarkerStore
 from plaita.adapters.redis.schedules import RedisScheduleStore
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
+from plaita.adapters.redis.tenants import RedisTenantDirectory
 from plaita.domain.startup import ConfigProblem
 from plaita.entrypoints.settings import Settings
 
@@ -162,3 +163,5 @@ class RedisStores(containers.DeclarativeContainer):
     schedules = providers.Singleton(RedisScheduleStore, client, keys)
     hooks = providers.Singleton(RedisHookStore, client, keys)
     seen_signatures = providers.Singleton(RedisSeenSignatures, client, keys)
+    #: Tenants' status records and parked carriers (W24), in the root namespace.
+    tenants = providers.Singleton(RedisTenantDirectory, client, keys)

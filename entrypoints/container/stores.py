@@ -209,6 +209,11 @@ class Stores(containers.DeclarativeContainer):
         config.backend, memory=memory_stores.seen_signatures, redis=redis_stores.seen_signatures
     )
     hook_secrets = providers.Singleton(EnvironmentSecrets)
+    #: Tenants' status records and the carriers parked while a tenant is suspended (W24):
+    #: on the queue's side, whatever the storage.
+    tenants = providers.Selector(
+        config.backend, memory=memory_stores.tenants, redis=redis_stores.tenants
+    )
     #: ``plaita run`` (Normal mode): the events of its command line, in this process.
     closed_event_bus = memory_stores.closed_event_bus
 

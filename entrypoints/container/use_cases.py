@@ -44,6 +44,13 @@ from plaita.application.use_cases.schedules import (
 )
 from plaita.application.use_cases.start_execution import StartExecution
 from plaita.application.use_cases.step import ProcessTask, StepSettings
+from plaita.application.use_cases.tenants import (
+    ListTenants,
+    ResumeTenant,
+    SetTenantQuota,
+    ShowTenant,
+    SuspendTenant,
+)
 from plaita.domain.janitor import plan_janitor
 from plaita.domain.schedule_ticks import misfire_grace_ms
 from plaita.entrypoints.container.stores import Stores
@@ -358,4 +365,37 @@ class UseCases(Stores):
             claim_ttl_ms=Stores.config.scheduler_claim_ttl_ms,
             grace_ms=scheduler_grace_ms,
         ),
+    )
+
+    # --- tenants (W24): status, quota, and the carriers parked while suspended ------------
+    list_tenants = providers.Factory(
+        ListTenants,
+        directory=Stores.tenants,
+        clock=Stores.clock,
+        deployment_epoch=Stores.config.deployment_epoch,
+    )
+    show_tenant = providers.Factory(
+        ShowTenant,
+        directory=Stores.tenants,
+        clock=Stores.clock,
+        deployment_epoch=Stores.config.deployment_epoch,
+    )
+    suspend_tenant = providers.Factory(
+        SuspendTenant,
+        directory=Stores.tenants,
+        clock=Stores.clock,
+        deployment_epoch=Stores.config.deployment_epoch,
+    )
+    resume_tenant = providers.Factory(
+        ResumeTenant,
+        directory=Stores.tenants,
+        queue=Stores.queue,
+        clock=Stores.clock,
+        deployment_epoch=Stores.config.deployment_epoch,
+    )
+    set_tenant_quota = providers.Factory(
+        SetTenantQuota,
+        directory=Stores.tenants,
+        clock=Stores.clock,
+        deployment_epoch=Stores.config.deployment_epoch,
     )
