@@ -52,6 +52,7 @@ from plaita.application.ports.task_queue import (
 )
 from plaita.application.ports.tenant_directory import TenantAdmission, TenantDirectory
 from plaita.application.ports.tracer import NodeRun, Tracer
+from plaita.application.ports.waiting_notes import WaitingNotes
 from plaita.application.ports.worker_registry import WorkerInstance, WorkerRegistry
 
 __all__ = [
@@ -104,6 +105,7 @@ __all__ = [
     "TenantAdmission",
     "TenantDirectory",
     "Tracer",
+    "WaitingNotes",
     "WorkerInstance",
     "WorkerMetrics",
     "WorkerRegistry",
