@@ -74,6 +74,7 @@ class UseCases(Stores):
         registry_enabled=Stores.config.registry_enabled,
         max_handovers=Stores.config.affinity_max_handovers,
         generations=Stores.generations,
+        deployment_epoch=Stores.config.deployment_epoch,
     )
     dead_letter_guard = providers.Factory(
         GuardDeadLetter,
@@ -275,6 +276,7 @@ class UseCases(Stores):
         dedup=Stores.dedup,
         inbox=Stores.inbox,
         controls=Stores.controls,
+        tenants=Stores.tenants,
         waiting=Stores.waiting_notes,
         listeners=listeners,
         tracer=Stores.tracer,

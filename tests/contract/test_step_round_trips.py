@@ -20,6 +20,7 @@ import pytest
 import redis.asyncio as redis
 
 from plaita.adapters.memory.controls import MemoryExecutionControls
+from plaita.adapters.memory.tenants import MemoryTenantDirectory
 from plaita.adapters.redis.controls import RedisExecutionControls
 from plaita.adapters.redis.counters import RedisCounterStore
 from plaita.adapters.redis.dedup import RedisDedupStore
@@ -33,6 +34,7 @@ from plaita.adapters.redis.queue import RedisTaskQueue
 from plaita.adapters.redis.registry import RedisWorkerRegistry
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
+from plaita.adapters.redis.tenants import RedisTenantDirectory
 from plaita.adapters.redis.waiting_notes import RedisWaitingNotes
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.handlers import HandlerRegistry
@@ -53,6 +55,10 @@ MAX_ROUND_TRIPS_PER_STEP = 2
 #: W23: what the pause gate (one EVALSHA reading the flags, parking when paused) adds to a
 #: dispatch; a step adds nothing.
 PAUSE_GATE_ROUND_TRIPS_PER_DISPATCH = 1
+#: W24: what the tenant gate (its record and parked count, read in one pipeline) adds to a
+#: dispatch of the default tenant without a record and without an epoch rule; a step adds
+#: nothing.
+TENANT_GATE_ROUND_TRIPS_PER_DISPATCH = 1
 
 
 def chain(length: int) -> Flow:
@@ -71,7 +77,7 @@ async def noop(params: Any, ctx: Any) -> None:
 
 
 def worker_step(
-    client: redis.Redis, keys: RedisKeys, *, controls: bool = False
+    client: redis.Redis, keys: RedisKeys, *, controls: bool = False, tenants: bool = False
 ) -> tuple[ProcessTask, FlowCatalog]:
     handlers = HandlerRegistry(["bench"], importer=lambda _: types.SimpleNamespace(noop=noop))
     clock = SystemClock()
@@ -97,6 +103,7 @@ def worker_step(
         if controls
         else MemoryExecutionControls(clock),
         waiting=RedisWaitingNotes(client, keys),
+        tenants=RedisTenantDirectory(client, keys) if tenants else MemoryTenantDirectory(),
     )
     return step, catalog
 
@@ -174,6 +181,21 @@ class StepRoundTrips:
         request.node.user_properties.append(("gated_dispatch_10", gated_10))
         print(f"dispatch_10={plain_10} gated_dispatch_10={gated_10} gated_per_step={per_step}")
         assert gated_10 - plain_10 == PAUSE_GATE_ROUND_TRIPS_PER_DISPATCH
+        assert per_step <= MAX_ROUND_TRIPS_PER_STEP
+
+    async def test_the_tenant_gate_costs_one_round_trip_per_dispatch_and_none_per_step(
+        self, client: redis.Redis, keys: RedisKeys, wire: Wire, request: pytest.FixtureRequest
+    ) -> None:
+        """W24: the tenant's record is read once per dispatch, never per step."""
+        plain, catalog = worker_step(client, keys)
+        gated, _ = worker_step(client, keys, tenants=True)
+        plain_10 = await self.dispatch_round_trips(plain, catalog, wire, 10, "plain-")
+        gated_10 = await self.dispatch_round_trips(gated, catalog, wire, 10, "tenant-")
+        gated_20 = await self.dispatch_round_trips(gated, catalog, wire, 20, "tenant-")
+        per_step = (gated_20 - gated_10) / 10
+        request.node.user_properties.append(("tenant_gated_dispatch_10", gated_10))
+        print(f"dispatch_10={plain_10} tenant_gated_10={gated_10} tenant_per_step={per_step}")
+        assert gated_10 - plain_10 == TENANT_GATE_ROUND_TRIPS_PER_DISPATCH
         assert per_step <= MAX_ROUND_TRIPS_PER_STEP
 
     async def test_an_accepted_start_costs_two_round_trips_and_its_pickup_one_save(

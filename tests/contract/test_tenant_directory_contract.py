@@ -21,7 +21,6 @@ from plaita.domain.errors import InvalidTenantIdError
 from plaita.domain.tenant_status import (
     NO_VERSION,
     TenantRecord,
-    TenantStatus,
     resumed,
     suspended,
     with_quota,

@@ -33,6 +33,7 @@ from plaita.application.ports import (
     LeaseManager,
     SubscriptionStore,
     TaskQueue,
+    TenantDirectory,
     Tracer,
     WaitingNotes,
     WorkerRegistry,
@@ -53,6 +54,7 @@ from plaita.application.use_cases.step.gates import CarrierGates
 from plaita.application.use_cases.step.lease_keeper import KeeperRun, LeaseKeeper
 from plaita.application.use_cases.step.resumes import Resumes
 from plaita.application.use_cases.step.starts import Starts
+from plaita.application.use_cases.step.tenant_gate import TenantGate
 from plaita.application.use_cases.step.tracing import StepTracing
 from plaita.application.use_cases.step.waits import WaitRegistrar
 from plaita.application.use_cases.step.writes import Writes
@@ -88,6 +90,7 @@ class ProcessTask:
         inbox: Inbox,
         controls: ExecutionControls,
         waiting: WaitingNotes,
+        tenants: TenantDirectory,
         listeners: Callable[[], list[object]] = list,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         tracer: Tracer = NO_TRACING,
@@ -105,6 +108,13 @@ class ProcessTask:
         self._children = children
         #: Why an execution waits for room to run: written by the flow-control stages.
         self._waiting = waiting
+        self._tenant_gate = TenantGate(
+            directory=tenants,
+            queue=queue,
+            waiting=waiting,
+            clock=clock,
+            deployment_epoch=settings.deployment_epoch,
+        )
         self._gates = CarrierGates(
             clock=clock,
             settings=settings,
@@ -181,6 +191,11 @@ class ProcessTask:
         refused = await self._gates.before_lease(carrier)
         if refused is not None:
             return refused
+        # Tenant (W24): a suspended tenant's carrier is parked, a status this worker may not
+        # judge holds it; ``tenant.max_running`` is the tenant's quota.
+        tenant = await self._tenant_gate.admit(carrier)
+        if tenant.stopped is not None:
+            return tenant.stopped
         admission = await self._gates.admit(carrier)
         if admission.parked is not None:
             return admission.parked

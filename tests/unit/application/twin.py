@@ -20,6 +20,7 @@ from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.memory.tenants import MemoryTenantDirectory
 from plaita.adapters.memory.waiting_notes import MemoryWaitingNotes
 from plaita.application.engine.children import NO_CHILD_EXECUTIONS, ChildExecutions
 from plaita.application.handlers import HandlerRegistry
@@ -110,6 +111,8 @@ class Twin:
     waiting: MemoryWaitingNotes = attrs.field(
         default=attrs.Factory(lambda self: MemoryWaitingNotes(self.clock), takes_self=True)
     )
+    #: Tenants' status records and parked carriers (W24).
+    tenants: MemoryTenantDirectory = attrs.field(factory=MemoryTenantDirectory)
     #: The lifecycle listeners every dispatch tells (E9).
     listeners: list[object] = attrs.field(factory=list)
     #: What records the spans of its use cases (C6): none unless a test gives a tracer.
@@ -144,6 +147,7 @@ class Twin:
             inbox=self.inbox,
             controls=self.controls,
             waiting=self.waiting,
+            tenants=self.tenants,
             listeners=lambda: list(self.listeners),
             sleep=self.sleep,
             tracer=self.tracer,
