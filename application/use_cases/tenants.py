@@ -20,7 +20,8 @@ from typing import Any
 import attrs
 
 from plaita.application.actor import current_actor
-from plaita.application.ports import Clock, TaskQueue, TenantDirectory
+from plaita.application.ports import Clock, TaskQueue, TenantDirectory, WaitingNotes
+from plaita.application.tenancy import tenant_scope
 from plaita.domain.errors import TenantWriteConflictError
 from plaita.domain.tenancy import validate_tenant_id
 from plaita.domain.tenant_status import (
@@ -38,6 +39,7 @@ from plaita.domain.tenant_status import (
 
 JSON = Any
 audit = logging.getLogger("plaita.audit")
+log = logging.getLogger("plaita.tenants")
 
 #: How many parked carriers a resume enqueues, then forgets, at a time.
 RELEASE_BATCH = 100
@@ -197,12 +199,14 @@ class ResumeTenant(_Tenants):
         *,
         directory: TenantDirectory,
         queue: TaskQueue,
+        waiting: WaitingNotes,
         clock: Clock,
         deployment_epoch: int | None,
         batch: int = RELEASE_BATCH,
     ) -> None:
         super().__init__(directory=directory, clock=clock, deployment_epoch=deployment_epoch)
         self._queue = queue
+        self._waiting = waiting
         self._batch = batch
 
     async def __call__(self, tenant_id: str) -> TenantActionResult:
@@ -240,7 +244,25 @@ class ResumeTenant(_Tenants):
                 await self._queue.enqueue(carrier.envelope)
             await self._directory.unpark(tenant_id, [c.carrier_id for c in carriers])
             requeued += len(carriers)
+            await self._clear_notes(tenant_id, {c.envelope.execution_id for c in carriers})
         return requeued
+
+    async def _clear_notes(self, tenant_id: str, execution_ids: set[str]) -> None:
+        """The parked executions no longer wait for their tenant (their carriers are queued);
+        best effort: a note left behind only shows a stale reason until it expires."""
+        with tenant_scope(tenant_id):
+            for execution_id in sorted(execution_ids):
+                try:
+                    await self._waiting.clear(execution_id)
+                except Exception as exc:
+                    log.warning(
+                        "event=waiting.clear_failed tenant_id=%s execution_id=%s error=%r: "
+                        "its carrier is queued; the console may show it waiting until the "
+                        "note expires",
+                        tenant_id,
+                        execution_id,
+                        exc,
+                    )
 
 
 class SetTenantQuota(_Tenants):

@@ -393,6 +393,7 @@ class UseCases(Stores):
         ResumeTenant,
         directory=Stores.tenants,
         queue=Stores.queue,
+        waiting=Stores.waiting_notes,
         clock=Stores.clock,
         deployment_epoch=Stores.config.deployment_epoch,
     )

@@ -55,10 +55,11 @@ MAX_ROUND_TRIPS_PER_STEP = 2
 #: W23: what the pause gate (one EVALSHA reading the flags, parking when paused) adds to a
 #: dispatch; a step adds nothing.
 PAUSE_GATE_ROUND_TRIPS_PER_DISPATCH = 1
-#: W24: what the tenant gate (its record and parked count, read in one pipeline) adds to a
-#: dispatch of the default tenant without a record and without an epoch rule; a step adds
-#: nothing.
-TENANT_GATE_ROUND_TRIPS_PER_DISPATCH = 1
+#: W24: what the tenant gate (its record and parked count) adds to a dispatch of a tenant
+#: without a record: nothing on one Redis, where it is read in the pipeline of the tombstone
+#: read; on a cluster at most one request, to another node, sent at the same time (no longer
+#: wait); a step adds nothing.
+TENANT_GATE_ROUND_TRIPS_PER_DISPATCH = 0
 
 
 def chain(length: int) -> Flow:
@@ -111,6 +112,9 @@ def worker_step(
 class StepRoundTrips:
     #: Writes one checkpoint save sends: its script and the index update, pipelined.
     SAVE_WRITES = 1
+    #: Requests a pipeline of two hash tags may need beyond one: a cluster sends each node
+    #: its own, at the same time.
+    OTHER_NODE = 0
 
     @pytest.fixture
     def wire(self) -> Wire:
@@ -186,7 +190,8 @@ class StepRoundTrips:
     async def test_the_tenant_gate_costs_one_round_trip_per_dispatch_and_none_per_step(
         self, client: redis.Redis, keys: RedisKeys, wire: Wire, request: pytest.FixtureRequest
     ) -> None:
-        """W24: the tenant's record is read once per dispatch, never per step."""
+        """W24: the tenant's record is read once per dispatch, beside the tombstone read,
+        never per step."""
         plain, catalog = worker_step(client, keys)
         gated, _ = worker_step(client, keys, tenants=True)
         plain_10 = await self.dispatch_round_trips(plain, catalog, wire, 10, "plain-")
@@ -195,7 +200,7 @@ class StepRoundTrips:
         per_step = (gated_20 - gated_10) / 10
         request.node.user_properties.append(("tenant_gated_dispatch_10", gated_10))
         print(f"dispatch_10={plain_10} tenant_gated_10={gated_10} tenant_per_step={per_step}")
-        assert gated_10 - plain_10 == TENANT_GATE_ROUND_TRIPS_PER_DISPATCH
+        assert gated_10 - plain_10 <= TENANT_GATE_ROUND_TRIPS_PER_DISPATCH + self.OTHER_NODE
         assert per_step <= MAX_ROUND_TRIPS_PER_STEP
 
     async def test_an_accepted_start_costs_two_round_trips_and_its_pickup_one_save(
@@ -265,6 +270,7 @@ class TestRedisClusterStepRoundTrips(StepRoundTrips):
     update may be two writes to two nodes, sent concurrently)."""
 
     SAVE_WRITES = 2
+    OTHER_NODE = 1
 
     @pytest.fixture
     async def client(self, wire: Wire, keys: RedisKeys) -> AsyncIterator[redis.Redis]:

@@ -188,12 +188,19 @@ class ProcessTask:
     async def _step(self, carrier: Carrier) -> DispatchResult:
         # Gates: another pool's carrier, a reclaimed one beside a live lease, too old, deleted,
         # for another worker, paused (W12, W2, W14, W13, W25, W23).
-        refused = await self._gates.before_lease(carrier)
+        # Tenant (W24): its record is read while these gates read theirs (one pipeline).
+        ahead = self._tenant_gate.read_ahead(carrier)
+        try:
+            refused = await self._gates.before_lease(carrier)
+        except BaseException:
+            ahead.discard()
+            raise
         if refused is not None:
+            ahead.discard()
             return refused
-        # Tenant (W24): a suspended tenant's carrier is parked, a status this worker may not
-        # judge holds it; ``tenant.max_running`` is the tenant's quota.
-        tenant = await self._tenant_gate.admit(carrier)
+        # A suspended tenant's carrier is parked, a status this worker may not judge holds
+        # it; ``tenant.max_running`` is the tenant's quota.
+        tenant = await self._tenant_gate.admit(carrier, ahead)
         if tenant.stopped is not None:
             return tenant.stopped
         admission = await self._gates.admit(carrier)
