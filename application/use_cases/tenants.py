@@ -147,8 +147,8 @@ class _Tenants:
 
     def _audit(self, result: TenantActionResult) -> None:
         audit.info(
-            "event=tenant.%s tenant_id=%s outcome=%s status=%s max_running=%s epoch=%s "
-            "requeued=%d by=%s",
+            "event=tenant.changed action=%s tenant_id=%s outcome=%s status=%s max_running=%s "
+            "epoch=%s requeued=%d by=%s",
             result.action.value,
             result.tenant_id,
             result.outcome,
@@ -256,7 +256,7 @@ class ResumeTenant(_Tenants):
                     await self._waiting.clear(execution_id)
                 except Exception as exc:
                     log.warning(
-                        "event=waiting.clear_failed tenant_id=%s execution_id=%s error=%r: "
+                        "event=tenant.waiting_clear_failed tenant_id=%s execution_id=%s error=%r: "
                         "its carrier is queued; the console may show it waiting until the "
                         "note expires",
                         tenant_id,

@@ -174,8 +174,8 @@ class TenantGate:
             await self._waiting.note(envelope.execution_id, note)
         except Exception as exc:  # best effort: a note only shows the reason
             log.warning(
-                "event=waiting.note_failed execution_id=%s reason=%s error=%r: the carrier is "
-                "parked; only the console's reason is missing",
+                "event=tenant.waiting_note_failed execution_id=%s reason=%s error=%r: the carrier "
+                "is parked; only the console's reason is missing",
                 envelope.execution_id,
                 note.reason.value,
                 exc,
@@ -208,11 +208,21 @@ class TenantGate:
         if last is None or now_ms - last >= WARN_INTERVAL_MS:
             self._warned_at[(tenant_id, reason)] = now_ms
             level = logging.WARNING
+        if reason is TenantGateReason.WORKER_BEHIND:
+            log.log(
+                level,
+                "event=tenant.worker_behind tenant_id=%s execution_id=%s message_id=%s: %s; the "
+                "carrier is left pending",
+                tenant_id,
+                carrier.execution_id,
+                carrier.message_id,
+                detail,
+            )
+            return
         log.log(
             level,
-            "event=tenant.%s tenant_id=%s execution_id=%s message_id=%s: %s; the carrier is "
-            "left pending",
-            reason.value,
+            "event=tenant.status_stale tenant_id=%s execution_id=%s message_id=%s: %s; the "
+            "carrier is left pending",
             tenant_id,
             carrier.execution_id,
             carrier.message_id,
