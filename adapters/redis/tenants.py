@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import redis.asyncio as redis
 
@@ -80,9 +81,12 @@ class RedisTenantDirectory:
         validate_tenant_id(tenant_id)
         record_key = self._keys.tenant_record(tenant_id)
         parked_key = self._keys.tenant_parked(tenant_id)
-        stored, count = await self._tick.run(
-            lambda pipe: (pipe.hgetall(record_key), pipe.zcard(parked_key))
-        )
+
+        def queue(pipe: Any) -> None:
+            pipe.hgetall(record_key)
+            pipe.zcard(parked_key)
+
+        stored, count = await self._tick.run(queue)
         for reply in (stored, count):
             if isinstance(reply, Exception):
                 raise reply

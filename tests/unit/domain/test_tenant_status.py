@@ -264,3 +264,19 @@ def test_a_suspended_tenants_carriers_are_never_released() -> None:
 def test_nothing_parked_or_no_record_releases_nothing() -> None:
     assert releases_stranded(record(), 0, now_ms=10**12) is False
     assert releases_stranded(None, 3, now_ms=10**12) is False
+
+
+def test_a_record_reads_as_json() -> None:
+    assert record(status=SUSPENDED).to_json() == {
+        "tenant_id": "acme",
+        "status": "suspended",
+        "max_running": 7,
+        "epoch": 3,
+        "updated_at_ms": 1,
+        "version": 4,
+    }
+
+
+def test_only_a_run_answer_runs() -> None:
+    assert decide_tenant_gate(None, "acme", None, True).runs
+    assert not decide_tenant_gate(None, "acme", 3, True).runs
