@@ -29,10 +29,14 @@ class TenantAdmission:
 
     @property
     def version(self) -> int:
+        """The record's version (0: no record), which a park must find unchanged."""
         return 0 if self.record is None else self.record.version
 
 
 class TenantDirectory(Protocol):
+    """Tenants' status records, deployment-wide (no tenant scope needed), and the carriers
+    parked while a tenant is suspended; every tenant id is validated (InvalidTenantIdError)."""
+
     async def get(self, tenant_id: str) -> TenantRecord | None:
         """The tenant's record, or None when none was ever written."""
         ...
@@ -42,8 +46,11 @@ class TenantDirectory(Protocol):
         ...
 
     async def write(self, record: TenantRecord, *, expected_version: int) -> bool:
-        """Store ``record`` if the stored version is still ``expected_version`` (0: none
-        stored), then index the tenant; False (nothing written) when it was not."""
+        """Store ``record`` if the stored version is still ``expected_version``.
+
+        ``expected_version`` 0: no record may be stored yet. The tenant is indexed after the
+        record; False (nothing written) when the stored version was another one.
+        """
         ...
 
     async def admission(self, tenant_id: str) -> TenantAdmission:
@@ -51,8 +58,11 @@ class TenantDirectory(Protocol):
         ...
 
     async def park(self, envelope: TaskEnvelope, *, expected_version: int) -> bool:
-        """Keep the carrier among its tenant's parked carriers (the same carrier once) if the
-        record's version is still ``expected_version``; False (nothing kept) when it moved."""
+        """Park the carrier if its tenant's record version is still ``expected_version``.
+
+        The same carrier parked twice is kept once; False (nothing kept) when the version
+        moved: the caller reads and decides again.
+        """
         ...
 
     async def parked(self, tenant_id: str, *, limit: int) -> Sequence[ParkedCarrier]:
