@@ -74,6 +74,9 @@ def test_a_suspended_tenant_makes_no_step_until_resumed(plaita: Plaita) -> None:
     for execution_id in held:
         view = plaita.json("executions", "show", execution_id, "--tenant", "acme")
         assert view["status"] == "pending", view
+        # What an operator reads: why it waits, and what frees it.
+        assert view["held_back"]["reason"] == "tenant_suspended", view
+        assert "plaita tenants resume acme" in view["held_back"]["detail"]
 
     # No status under the deployment's epoch: held, with a WARNING naming the fix.
     stale = start(plaita, "globex")
@@ -94,6 +97,8 @@ def test_a_suspended_tenant_makes_no_step_until_resumed(plaita: Plaita) -> None:
         done = plaita.wait_for_status(execution_id, {"completed", "error"}, tenant="acme")
         assert done["status"] == "completed", plaita.logs()
     assert handler_runs(plaita, held) == COUNT * len(NODES)
+    shown = plaita.json("executions", "show", held[0], "--tenant", "acme")
+    assert shown["held_back"] is None, shown
 
     written = plaita.json("tenants", "resume", "globex")
     assert (written["outcome"], written["epoch"]) == ("resumed", EPOCH)
