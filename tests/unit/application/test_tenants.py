@@ -535,3 +535,15 @@ async def test_a_write_that_keeps_losing_its_compare_and_set_is_refused_by_name(
     with pytest.raises(TenantWriteConflictError, match="run the command again"):
         await world.container.suspend_tenant()("acme")
     assert contended.tries == WRITE_ATTEMPTS
+
+
+async def test_a_carrier_the_earlier_gates_refuse_is_never_parked(world: World) -> None:
+    """The tenant's record is read ahead of the ``before_lease`` gates; a carrier they refuse
+    (here: its execution was deleted) goes no further, and its read is dropped."""
+    await world.container.suspend_tenant()("acme")
+    await world.start("acme", "x-1")
+    with tenant_scope("acme"):
+        await world.container.delete_execution()("x-1", reason="test")
+
+    assert await world.drain() == ["execution_deleted"]
+    assert await world.container.tenants().parked_count("acme") == 0
