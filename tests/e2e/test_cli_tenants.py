@@ -157,3 +157,33 @@ def test_suspending_the_default_tenant_is_refused_by_name(cli: Cli) -> None:
     assert code == 1, out + err
     assert "TenantActionRefusedError" in err and "cannot be suspended" in err
     assert cli.json("tenants", "list") == {"items": []}
+
+
+CLUSTER_URL = os.environ.get("PLAITA_TEST_REDIS_CLUSTER_URL")
+
+
+@pytest.mark.skipif(not CLUSTER_URL, reason="PLAITA_TEST_REDIS_CLUSTER_URL is unset; CI sets it")
+def test_the_tenant_commands_on_a_redis_cluster() -> None:
+    namespace = f"plaita-e2e-tenants-{uuid.uuid4().hex[:12]}"
+    common = ["--redis-url", str(CLUSTER_URL), "--redis-cluster", "--json"]
+    env = {"PLAITA_NAMESPACE": namespace, "PLAITA_DEPLOYMENT_EPOCH": "2"}
+    outputs = []
+    for args in (
+        ("tenants", "suspend", "acme"),
+        ("tenants", "quota", "acme", "--max-running", "3"),
+        ("tenants", "show", "acme"),
+        ("tenants", "list"),
+        ("tenants", "resume", "acme"),
+    ):
+        result = CliRunner().invoke(main, [*args, *common], env=env, catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        outputs.append(json.loads(result.stdout))
+    assert outputs[2]["status"] == "suspended" and outputs[2]["max_running"] == 3
+    assert [item["tenant_id"] for item in outputs[3]["items"]] == ["acme"]
+    assert (outputs[4]["outcome"], outputs[4]["epoch"]) == ("resumed", 2)
+    cluster = redis.RedisCluster.from_url(str(CLUSTER_URL))
+    try:
+        for key in (f"{namespace}:tenant:{{acme}}", f"{namespace}:tenants"):
+            cluster.delete(key)
+    finally:
+        cluster.close()
