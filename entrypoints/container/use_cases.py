@@ -336,6 +336,9 @@ class UseCases(Stores):
         lease_ttl_ms=Stores.config.lease_ttl_ms,
         generations=Stores.generations,
         controls=Stores.controls,  # a paused execution is skipped (W23)
+        # ... and every execution of a tenant whose carriers the workers park or hold (W24)
+        tenants=Stores.tenants,
+        deployment_epoch=Stores.config.deployment_epoch,
     )
 
     # --- cron schedules (W22): the operator's use cases and the scheduler's tick ----------

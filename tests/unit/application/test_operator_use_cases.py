@@ -109,6 +109,7 @@ class Ops:
             sleep=sleep or self.clock.sleep,
             generations=LEGACY_GENERATIONS,
             controls=MemoryExecutionControls(self.clock),
+            tenants=MemoryTenantDirectory(),
         )
 
     def process(self) -> ProcessTask:

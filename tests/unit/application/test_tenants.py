@@ -16,6 +16,7 @@ from dependency_injector import providers
 
 from plaita.adapters.memory.tenants import MemoryTenantDirectory
 from plaita.application.tenancy import tenant_scope
+from plaita.application.use_cases.reap import ReapAction
 from plaita.application.use_cases.step import Disposition
 from plaita.application.use_cases.step.dispatch import Carrier
 from plaita.application.use_cases.step.tenant_gate import PARK_ATTEMPTS, TenantGate
@@ -547,3 +548,27 @@ async def test_a_carrier_the_earlier_gates_refuse_is_never_parked(world: World) 
 
     assert await world.drain() == ["execution_deleted"]
     assert await world.container.tenants().parked_count("acme") == 0
+
+
+async def test_the_reaper_leaves_a_suspended_tenants_executions_to_the_resume(
+    world: World, clock: FakeClock
+) -> None:
+    """Their carriers are parked, not lost: a reaper's continue would only be parked too."""
+    await world.container.suspend_tenant()("acme")
+    await world.start("acme", "x-1")
+    assert await world.drain() == ["tenant_suspended"]
+    clock.advance(3_600_000)
+
+    with tenant_scope("acme"):
+        report = await world.container.reap_zombies()()
+
+    [item] = report.items
+    assert item.action is ReapAction.SKIP_TENANT_WAITS
+    assert "plaita tenants resume acme" in item.detail
+    assert await world.drain() == []
+
+    await world.container.resume_tenant()("acme")
+    with tenant_scope("acme"):
+        assert [i.action for i in (await world.container.reap_zombies()()).items] == [
+            ReapAction.REQUEUE
+        ]
