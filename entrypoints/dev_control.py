@@ -119,6 +119,7 @@ CLI_PROVIDERS = frozenset(
         "suspend_tenant",
         "trigger_schedule",
         "unpause_execution",
+        "waiting_notes",
     }
 )
 #: Builtins a value may be made of (containers and scalars; never a callable that acts).
