@@ -1,0 +1,135 @@
+"""RateBuckets contract (W23), run against memory, fakeredis (bytes and str) and real Redis
+(single node and cluster).
+
+A fresh bucket admits ``burst`` takes at once, then one per interval; a denied take is told
+the first millisecond it would be admitted and changes nothing; buckets are per key and per
+tenant (W24); concurrent takers never get more than the bucket holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import redis.asyncio as redis
+
+from plaita.adapters.memory.rate_buckets import MemoryRateBuckets
+from plaita.adapters.redis.keys import RedisKeys
+from plaita.adapters.redis.rate_buckets import RedisRateBuckets
+from plaita.application.ports import RateBuckets
+from plaita.application.tenancy import tenant_scope
+from plaita.domain.rate_limits import RateRule
+
+NOW_MS = 1_760_000_000_000
+FIVE_A_SECOND = RateRule(per_second=5, burst=5)
+
+
+class RateBucketsContract:
+    @pytest.fixture
+    def buckets(self) -> RateBuckets:
+        raise NotImplementedError
+
+    async def test_a_fresh_bucket_admits_its_burst_then_says_when(
+        self, buckets: RateBuckets
+    ) -> None:
+        with tenant_scope("default"):
+            takes = [await buckets.take("api", FIVE_A_SECOND, now_ms=NOW_MS) for _ in range(6)]
+
+        assert [take.allowed for take in takes] == [True] * 5 + [False]
+        assert takes[-1].due_ms == NOW_MS + 200
+
+    async def test_a_denied_take_is_admitted_at_its_due_time_and_not_a_millisecond_before(
+        self, buckets: RateBuckets
+    ) -> None:
+        rule = RateRule(per_second=3, burst=1)
+        with tenant_scope("default"):
+            assert (await buckets.take("api", rule, now_ms=NOW_MS)).allowed
+            denied = await buckets.take("api", rule, now_ms=NOW_MS + 1)
+            early = await buckets.take("api", rule, now_ms=denied.due_ms - 1)
+            on_time = await buckets.take("api", rule, now_ms=denied.due_ms)
+
+        assert (denied.allowed, early.allowed, on_time.allowed) == (False, False, True)
+        assert denied.due_ms == NOW_MS + 334  # 1/3 s, rounded up to the next whole ms
+        assert early.due_ms == denied.due_ms  # a denied take changed nothing
+
+    async def test_a_bucket_refills_at_its_rate(self, buckets: RateBuckets) -> None:
+        with tenant_scope("default"):
+            for _ in range(5):
+                await buckets.take("api", FIVE_A_SECOND, now_ms=NOW_MS)
+            later = [
+                await buckets.take("api", FIVE_A_SECOND, now_ms=NOW_MS + 400) for _ in range(3)
+            ]
+
+        assert [take.allowed for take in later] == [True, True, False]
+
+    async def test_an_idle_bucket_is_full_again(self, buckets: RateBuckets) -> None:
+        with tenant_scope("default"):
+            for _ in range(5):
+                await buckets.take("api", FIVE_A_SECOND, now_ms=NOW_MS)
+            again = [
+                await buckets.take("api", FIVE_A_SECOND, now_ms=NOW_MS + 60_000) for _ in range(6)
+            ]
+
+        assert [take.allowed for take in again] == [True] * 5 + [False]
+
+    async def test_keys_and_tenants_have_their_own_buckets(self, buckets: RateBuckets) -> None:
+        rule = RateRule(per_second=1, burst=1)
+        with tenant_scope("default"):
+            assert (await buckets.take("api", rule, now_ms=NOW_MS)).allowed
+            assert (await buckets.take("other:{api}", rule, now_ms=NOW_MS)).allowed
+            assert not (await buckets.take("api", rule, now_ms=NOW_MS)).allowed
+        with tenant_scope("acme"):
+            assert (await buckets.take("api", rule, now_ms=NOW_MS)).allowed
+            assert not (await buckets.take("api", rule, now_ms=NOW_MS)).allowed
+
+    async def test_concurrent_takers_never_get_more_than_the_burst(
+        self, buckets: RateBuckets
+    ) -> None:
+        async def take() -> bool:
+            with tenant_scope("default"):
+                return (await buckets.take("api", FIVE_A_SECOND, now_ms=NOW_MS)).allowed
+
+        admitted = await asyncio.gather(*(take() for _ in range(20)))
+
+        assert 1 <= sum(admitted) <= 5
+
+
+class TestMemoryRateBuckets(RateBucketsContract):
+    @pytest.fixture
+    def buckets(self) -> RateBuckets:
+        return MemoryRateBuckets()
+
+
+class RedisRateBucketsContract(RateBucketsContract):
+    @pytest.fixture
+    def client(self) -> redis.Redis:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def buckets(self, client: redis.Redis, keys: RedisKeys) -> RateBuckets:
+        return RedisRateBuckets(client, keys)
+
+    async def test_a_bucket_expires_once_its_tat_has_passed(
+        self, client: redis.Redis, keys: RedisKeys, buckets: RateBuckets
+    ) -> None:
+        with tenant_scope("acme"):
+            for _ in range(3):
+                await buckets.take("api", FIVE_A_SECOND, now_ms=NOW_MS)
+            bucket = keys.rate_bucket("api")
+
+        # Three takes moved the TAT 600 ms past now: kept that long, no longer.
+        assert 0 < await client.pttl(bucket) <= 600
+        assert bucket.startswith(f"{keys.tenant_namespace('acme')}:rate:{{")
+
+
+class TestFakeRedisRateBuckets(RedisRateBucketsContract):
+    @pytest.fixture
+    def client(self, fake_redis: redis.Redis) -> redis.Redis:
+        return fake_redis
+
+
+@pytest.mark.redis
+class TestRedisRateBuckets(RedisRateBucketsContract):
+    @pytest.fixture
+    def client(self, real_redis: redis.Redis) -> redis.Redis:
+        return real_redis
