@@ -209,6 +209,10 @@ class Stores(containers.DeclarativeContainer):
         config.backend, memory=memory_stores.seen_signatures, redis=redis_stores.seen_signatures
     )
     hook_secrets = providers.Singleton(EnvironmentSecrets)
+    #: Rate limits of task and http nodes (W23): on the backend, like the queue.
+    rate_buckets = providers.Selector(
+        config.backend, memory=memory_stores.rate_buckets, redis=redis_stores.rate_buckets
+    )
     #: ``plaita run`` (Normal mode): the events of its command line, in this process.
     closed_event_bus = memory_stores.closed_event_bus
 

@@ -268,6 +268,7 @@ class UseCases(Stores):
         dedup=Stores.dedup,
         inbox=Stores.inbox,
         controls=Stores.controls,
+        rate_buckets=Stores.rate_buckets,
         listeners=listeners,
         tracer=Stores.tracer,
         http=Stores.http_client,

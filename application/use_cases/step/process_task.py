@@ -31,6 +31,7 @@ from plaita.application.ports import (
     Inbox,
     LeasedLoad,
     LeaseManager,
+    RateBuckets,
     SubscriptionStore,
     TaskQueue,
     Tracer,
@@ -50,6 +51,7 @@ from plaita.application.use_cases.step.dispatch import (
 )
 from plaita.application.use_cases.step.gates import CarrierGates
 from plaita.application.use_cases.step.lease_keeper import KeeperRun, LeaseKeeper
+from plaita.application.use_cases.step.rate_gate import RateLimits
 from plaita.application.use_cases.step.resumes import Resumes
 from plaita.application.use_cases.step.starts import Starts
 from plaita.application.use_cases.step.tracing import StepTracing
@@ -86,6 +88,7 @@ class ProcessTask:
         dedup: DedupStore,
         inbox: Inbox,
         controls: ExecutionControls,
+        rate_buckets: RateBuckets,
         listeners: Callable[[], list[object]] = list,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         tracer: Tracer = NO_TRACING,
@@ -145,6 +148,7 @@ class ProcessTask:
             settings=settings,
             listeners=listeners,
             tracing=StepTracing(tracer, worker=settings.holder_id),
+            rates=RateLimits(buckets=rate_buckets, clock=clock),
             http=http,
             children=children,
         )

@@ -18,6 +18,7 @@ from plaita.adapters.memory.flows import MemoryFlowRepository
 from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.memory.rate_buckets import MemoryRateBuckets
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.replay_markers import MemoryReplayMarkerStore
 from plaita.adapters.memory.storage import MemoryExecutionRepository
@@ -107,6 +108,7 @@ class Ops:
             sleep=sleep or self.clock.sleep,
             generations=LEGACY_GENERATIONS,
             controls=MemoryExecutionControls(self.clock),
+            rate_buckets=MemoryRateBuckets(),
         )
 
     def process(self) -> ProcessTask:

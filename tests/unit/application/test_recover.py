@@ -17,6 +17,7 @@ from plaita.adapters.memory.flows import MemoryFlowRepository
 from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.memory.rate_buckets import MemoryRateBuckets
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
@@ -89,6 +90,7 @@ class Process:
             dedup=MemoryDedupStore(self.clock),
             inbox=MemoryInbox(self.clock),
             controls=MemoryExecutionControls(self.clock),
+            rate_buckets=MemoryRateBuckets(),
         )
 
     async def drain(self) -> list[str]:

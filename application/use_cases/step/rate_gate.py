@@ -1,0 +1,144 @@
+"""The rate gate of the step loop (W23, W2, W8): a task or http node with a ``rate_limit`` runs
+only when its bucket gives a token.
+
+Over the limit, the node is not run and no attempt is spent: the pending history and a
+``rate_limited`` entry are checkpointed, and a continue copy of the carrier goes on the delay
+queue for the moment a token is due (after the lease is released, as a retry's copy does);
+the dispatch returns normally, so its attempt record is cleared. The copy carries the origin
+``rate_limit``, so the dispatch that finally runs the node knows a waiting note may exist
+and clears it — a step that was never held back pays no extra round trip.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import attrs
+
+from plaita.application.engine.context import ExecutionContext
+from plaita.application.engine.distributed import StepOutcome
+from plaita.application.engine.expressions import ExpressionEvaluationError, render_template
+from plaita.application.ports import Clock, RateBuckets
+from plaita.application.use_cases.step.dispatch import DispatchResult, Disposition
+from plaita.domain import history
+from plaita.domain.envelope import CarrierKind, ResumeType, copy_envelope
+from plaita.domain.errors import InvalidExpressionError, RateLimitKeyError
+from plaita.domain.execution import ExecutionState
+from plaita.domain.failures import FlowErrorException, NodeExecutionError
+from plaita.domain.flow import Flow, HttpNode, TaskNode
+from plaita.domain.history import HistoryEntry
+from plaita.domain.rate_limits import key_value, node_bucket, rule_of
+
+if TYPE_CHECKING:
+    from plaita.application.use_cases.step.advance import Held
+
+log = logging.getLogger("plaita.worker.step")
+
+#: The ``origin`` of a carrier written by a rate limit hold (see the module docstring).
+RATE_LIMITED_ORIGIN = "rate_limit"
+RATE_LIMITED = "rate_limited"
+
+
+@attrs.frozen
+class RateHold:
+    """A node held back by its rate limit: its bucket ``key`` gives a token at ``due_ms``."""
+
+    node_id: str
+    key: str
+    due_ms: int
+
+
+class RateLimits:
+    """The rate gates of a worker's dispatches, over the tenant's buckets."""
+
+    def __init__(self, *, buckets: RateBuckets, clock: Clock) -> None:
+        self.buckets = buckets
+        self.clock = clock
+
+    def gate(self, held: Held) -> RateGate:
+        """The gate of one dispatch (it remembers whether its carrier was held back before)."""
+        return RateGate(self, held)
+
+
+class RateGate:
+    def __init__(self, limits: RateLimits, held: Held) -> None:
+        self._buckets, self._clock = limits.buckets, limits.clock
+        self._held = held
+        #: Written by a hold: a waiting note may exist until the node runs.
+        self._noted = held.envelope.origin == RATE_LIMITED_ORIGIN
+
+    async def check(
+        self, flow: Flow, node_id: str, context: ExecutionContext
+    ) -> RateHold | FlowErrorException | None:
+        """None when the node may run now (it has no limit, or took a token); a hold when it
+        must wait; the node's failure when its key expression does not render."""
+        node = flow.node(node_id)
+        if not isinstance(node, TaskNode | HttpNode) or node.rate_limit is None:
+            return None
+        rule = rule_of(node.rate_limit, where=f"flow {flow.flow_id!r} node {node_id!r}")
+        try:
+            key = _key(flow, node_id, node.rate_limit.key, context)
+        except RateLimitKeyError as exc:
+            # Shaped as the runner shapes a bad params expression: the node failed, and why.
+            failure = NodeExecutionError(
+                f"node {node_id!r} failed: {type(exc).__name__}: {exc}", node_id=node_id
+            )
+            failure.__cause__ = exc
+            error = StepOutcome.failed(node_id, failure).error
+            assert error is not None
+            return error
+        take = await self._buckets.take(key, rule, now_ms=self._clock.now_ms())
+        return None if take.allowed else RateHold(node_id, key, take.due_ms)
+
+    async def hold(
+        self,
+        state: ExecutionState,
+        hold: RateHold,
+        *,
+        previous: ExecutionState | None,
+        pending: list[HistoryEntry],
+    ) -> DispatchResult:
+        """Checkpoint what happened and the hold, and answer: ack, once its continue copy is
+        on the delay queue for the due time (W8: persist, release, schedule, ack)."""
+        held = self._held
+        entry = history.rate_limited(
+            self._clock.now_ms(),
+            node_id=hold.node_id,
+            worker=held.writes.worker,
+            key=hold.key,
+            due_ms=hold.due_ms,
+        )
+        await held.writes.checkpoint(state, previous=previous, history=[*pending, entry])
+        copy = copy_envelope(
+            held.envelope,
+            kind=CarrierKind.RESUME,
+            resume_type=ResumeType.CONTINUE,
+            event=None,
+            subscription_id=None,
+            dedup_key=None,
+            origin=RATE_LIMITED_ORIGIN,
+        )
+        log.info(
+            "event=node.rate_limited execution_id=%s node_id=%s key=%r due_ms=%d",
+            state.execution_id,
+            hold.node_id,
+            hold.key,
+            hold.due_ms,
+        )
+        detail = f"node {hold.node_id!r} over its rate limit {hold.key!r}"
+        return DispatchResult(
+            Disposition.ACK, RATE_LIMITED, detail, schedule=((copy, hold.due_ms),)
+        )
+
+
+def _key(flow: Flow, node_id: str, template: object, context: ExecutionContext) -> str:
+    if template is None:
+        return node_bucket(flow.flow_id, node_id)
+    try:
+        return key_value(render_template(template, context.names()))
+    except (ExpressionEvaluationError, InvalidExpressionError) as exc:
+        raise RateLimitKeyError(
+            f"rate_limit.key {template!r} of node {node_id!r} could not be rendered: {exc}; "
+            "fix the expression or the data it reads"
+        ) from None

@@ -1,0 +1,193 @@
+"""Rate limits on the memory twin with a fake clock (W23, W2, W8): a node over its limit is
+rescheduled through the delay queue, not run, spends no attempt and no retry, leaves a
+``rate_limited`` entry in the history, and runs at its due time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from plaita.application.tenancy import tenant_scope
+from plaita.application.use_cases.step import Disposition
+from plaita.domain.envelope import LEGACY_GENERATIONS, CarrierKind, ResumeType, TaskEnvelope
+from plaita.domain.execution import ExecutionStatus
+from plaita.domain.flow import Flow
+from plaita.domain.flow_owners import SHARED
+from plaita.domain.history import HistoryKind
+
+from .conftest import handler_registry
+from .twin import Twin
+
+LIMIT: dict[str, Any] = {"key": "${input.customer}", "per_second": 1, "burst": 1}
+
+
+def limited_flow(limit: dict[str, Any] | None = LIMIT, flow_id: str = "limited") -> Flow:
+    call: dict[str, Any] = {"id": "call", "type": "task", "handler": "t:call", "next": "done"}
+    if limit is not None:
+        call["rate_limit"] = limit
+    return Flow.from_document(
+        {
+            "flow_id": flow_id,
+            "start": "prep",
+            "nodes": [
+                {"id": "prep", "type": "task", "handler": "t:prep", "next": "call"},
+                call,
+                {"id": "done", "type": "end", "output": "$LAST_NODE"},
+            ],
+        }
+    )
+
+
+@pytest.fixture
+async def calls(twin: Twin) -> list[tuple[str, int]]:
+    seen: list[tuple[str, int]] = []
+
+    def prep(params: Any, ctx: Any) -> Any:
+        seen.append(("prep", ctx.attempt))
+        return "prepared"
+
+    def call(params: Any, ctx: Any) -> Any:
+        seen.append((ctx.execution_id, ctx.attempt))
+        return "called"
+
+    twin.handlers = handler_registry(prep=prep, call=call)
+    await twin.catalog.register(limited_flow(), owner=SHARED)
+    await twin.catalog.register(limited_flow(None, flow_id="other"), owner=SHARED)
+    return seen
+
+
+def start(twin: Twin, execution_id: str, customer: Any = "acme", flow_id: str = "limited"):  # type: ignore[no-untyped-def]
+    return TaskEnvelope.start(
+        execution_id=execution_id,
+        flow_id=flow_id,
+        version="1",
+        params={"customer": customer},
+        now_ms=twin.clock.now_ms(),
+        generations=LEGACY_GENERATIONS,
+    )
+
+
+async def test_a_node_over_its_limit_is_rescheduled_not_run(
+    twin: Twin, calls: list[tuple[str, int]]
+) -> None:
+    assert (await twin.process(start(twin, "x-1"))).outcome == "completed"
+    second = start(twin, "x-2")
+    twin.clock.advance(0.25)
+
+    result = await twin.process(second)
+
+    assert (result.disposition, result.outcome) == (Disposition.ACK, "rate_limited")
+    [(copy, due_ms)] = result.schedule
+    assert due_ms == twin.clock.now_ms() + 750  # one run a second; x-1 took the token 250 ms ago
+    assert (copy.kind, copy.resume_type, copy.origin) == (
+        CarrierKind.RESUME,
+        ResumeType.CONTINUE,
+        "rate_limit",
+    )
+    assert copy.timestamp_ms == second.timestamp_ms  # the copy is as old as its source (W14)
+    assert await twin.delay.pending() == 1
+    assert await twin.leases.holder("x-2") is None, "the lease is released before the copy"
+    assert [who for who, _ in calls] == ["prep", "x-1", "prep"]  # x-2's call did not run
+    state = await twin.executions.load("x-2")
+    assert state is not None and state.status is ExecutionStatus.RUNNING
+    assert state.next_node_id == "call" and "prep" in state.node_results
+
+
+async def test_a_held_back_node_spends_no_attempt_and_no_retry(
+    twin: Twin, calls: list[tuple[str, int]]
+) -> None:
+    """W2: waiting for a token is not an attempt; the dispatch ended normally."""
+    await twin.process(start(twin, "x-1"))
+
+    await twin.process(start(twin, "x-2"))
+
+    counters = await twin.counters.read("x-2")
+    assert counters.node_retries == {} and counters.total_retries == 0
+    assert counters.node_crashes == {} and counters.open_attempt is None
+
+
+async def test_the_history_says_which_key_held_the_node_back_and_until_when(
+    twin: Twin, calls: list[tuple[str, int]]
+) -> None:
+    await twin.process(start(twin, "x-1"))
+
+    result = await twin.process(start(twin, "x-2"))
+
+    page = await twin.executions.history("x-2")
+    kinds = [entry.kind for entry in page.entries]
+    assert kinds[-1] is HistoryKind.RATE_LIMITED
+    assert HistoryKind.NODE_STARTED not in kinds[kinds.index(HistoryKind.NODE_FINISHED) + 1 :]
+    limited = page.entries[-1]
+    assert limited.node_id == "call" and limited.attempt is None
+    assert dict(limited.detail) == {"key": "acme", "due_ms": result.schedule[0][1]}
+
+
+async def test_the_held_back_node_runs_at_its_due_time_as_its_first_attempt(
+    twin: Twin, calls: list[tuple[str, int]]
+) -> None:
+    await twin.process(start(twin, "x-1"))
+    [(copy, due_ms)] = (await twin.process(start(twin, "x-2"))).schedule
+    twin.clock.advance((due_ms - twin.clock.now_ms() - 1) / 1000)
+    early = await twin.process(copy)
+    assert early.outcome == "rate_limited" and early.schedule[0][1] == due_ms
+    twin.clock.advance(0.001)
+
+    result = await twin.process(early.schedule[0][0])
+
+    assert result.outcome == "completed"
+    assert calls[-1] == ("x-2", 1)  # ctx.attempt of the real run is its first
+    assert [who for who, _ in calls].count("prep") == 2  # prep is not run again
+
+
+async def test_another_key_has_its_own_bucket(twin: Twin, calls: list[tuple[str, int]]) -> None:
+    await twin.process(start(twin, "x-1", customer="acme"))
+
+    assert (await twin.process(start(twin, "x-2", customer="globex"))).outcome == "completed"
+    with tenant_scope("default"):
+        assert (await twin.process(start(twin, "x-3", customer=7))).outcome == "completed"
+
+
+async def test_a_node_without_a_limit_never_waits(twin: Twin, calls: list[tuple[str, int]]) -> None:
+    outcomes = [
+        (await twin.process(start(twin, f"x-{n}", flow_id="other"))).outcome for n in range(5)
+    ]
+
+    assert outcomes == ["completed"] * 5
+
+
+async def test_without_a_key_each_node_of_each_flow_has_its_own_bucket(
+    twin: Twin, calls: list[tuple[str, int]]
+) -> None:
+    await twin.catalog.register(limited_flow({"per_second": 1}, flow_id="keyless"), owner=SHARED)
+    await twin.catalog.register(limited_flow({"per_second": 1}, flow_id="keyless2"), owner=SHARED)
+
+    first = await twin.process(start(twin, "x-1", flow_id="keyless"))
+    other_flow = await twin.process(start(twin, "x-2", flow_id="keyless2"))
+    same_flow = await twin.process(start(twin, "x-3", flow_id="keyless"))
+
+    assert (first.outcome, other_flow.outcome, same_flow.outcome) == (
+        "completed",
+        "completed",
+        "rate_limited",
+    )
+    page = await twin.executions.history("x-3")
+    assert page.entries[-1].detail["key"] == "keyless:call"
+
+
+async def test_a_key_that_does_not_render_fails_the_node_with_a_named_error(
+    twin: Twin, calls: list[tuple[str, int]]
+) -> None:
+    await twin.catalog.register(
+        limited_flow({"key": "${input.missing.deeper}", "per_second": 5}, flow_id="badkey"),
+        owner=SHARED,
+    )
+
+    result = await twin.process(start(twin, "x-1", flow_id="badkey"))
+
+    assert result.outcome == "failed"
+    state = await twin.executions.load("x-1")
+    assert state is not None and state.status is ExecutionStatus.ERROR
+    assert state.error is not None and state.error.node_id == "call"
+    assert "RateLimitKeyError: rate_limit.key '${input.missing.deeper}'" in state.error.message
+    assert [who for who, _ in calls] == ["prep"]

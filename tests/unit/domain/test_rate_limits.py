@@ -1,0 +1,208 @@
+"""The rate limit rule (W23): GCRA per bucket, the ``rate_limit`` field's checks."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from plaita.domain.errors import InvalidRateLimitError
+from plaita.domain.rate_limits import (
+    MAX_PER_SECOND,
+    RateLimitSpec,
+    RateRule,
+    Take,
+    bucket_ttl_ms,
+    contended,
+    decide_take,
+    default_burst,
+    key_value,
+    node_bucket,
+    rule_of,
+)
+
+NOW = 1_760_000_000_000
+NOW_US = NOW * 1_000
+FIVE = RateRule(per_second=5, burst=5)  # interval 200 ms, tolerance 800 ms
+
+
+@pytest.mark.parametrize(
+    ("stored_tat_us", "now_ms", "rule", "expected"),
+    [
+        # no bucket: full; the first take moves the TAT one interval past now
+        (None, NOW, FIVE, Take(True, NOW, NOW_US + 200_000)),
+        # a TAT in the past is the same as no bucket
+        (NOW_US - 5_000_000, NOW, FIVE, Take(True, NOW, NOW_US + 200_000)),
+        # four taken at once: the fifth still fits the burst
+        (NOW_US + 800_000, NOW, FIVE, Take(True, NOW, NOW_US + 1_000_000)),
+        # five taken at once: the sixth waits one interval
+        (NOW_US + 1_000_000, NOW, FIVE, Take(False, NOW + 200)),
+        # ... and is admitted then
+        (NOW_US + 1_000_000, NOW + 200, FIVE, Take(True, NOW + 200, NOW_US + 1_200_000)),
+        # burst 1: one at a time, the next one interval after
+        (NOW_US + 500_000, NOW, RateRule(2, 1), Take(False, NOW + 500)),
+        # a due time between two milliseconds is the later one
+        (NOW_US + 333_334, NOW, RateRule(3, 1), Take(False, NOW + 334)),
+        # half a run a second: one every 2 s
+        (None, NOW, RateRule(0.5, 1), Take(True, NOW, NOW_US + 2_000_000)),
+    ],
+    ids=[
+        "no-bucket",
+        "passed-tat",
+        "last-of-burst",
+        "over-burst",
+        "admitted-at-due",
+        "burst-one",
+        "due-rounded-up",
+        "fractional-rate",
+    ],
+)
+def test_decide_take(
+    stored_tat_us: int | None, now_ms: int, rule: RateRule, expected: Take
+) -> None:
+    assert decide_take(stored_tat_us, now_ms, rule) == expected
+
+
+@pytest.mark.parametrize(
+    ("per_second", "interval_us"),
+    [(1, 1_000_000), (3, 333_334), (0.5, 2_000_000), (MAX_PER_SECOND, 100)],
+)
+def test_the_interval_is_rounded_up_never_faster_than_asked(
+    per_second: float, interval_us: int
+) -> None:
+    assert RateRule(per_second, 1).interval_us == interval_us
+
+
+def test_a_contended_take_is_tried_again_one_interval_later() -> None:
+    assert contended(NOW, FIVE) == Take(False, NOW + 200)
+    assert contended(NOW, RateRule(MAX_PER_SECOND, 1)) == Take(False, NOW + 1)
+
+
+@pytest.mark.parametrize(
+    ("tat_us", "ttl_ms"), [(NOW_US + 200_000, 200), (NOW_US + 1, 1), (NOW_US - 10, 1)]
+)
+def test_a_bucket_is_kept_until_its_tat_has_passed(tat_us: int, ttl_ms: int) -> None:
+    assert bucket_ttl_ms(tat_us, NOW) == ttl_ms
+
+
+@pytest.mark.parametrize(
+    ("per_second", "burst"), [(0.5, 1), (1, 1), (2.5, 3), (10, 10), (MAX_PER_SECOND, 10_000)]
+)
+def test_the_default_burst_is_one_second_of_the_rate(per_second: float, burst: int) -> None:
+    assert default_burst(per_second) == burst
+
+
+@pytest.mark.parametrize(
+    ("spec", "rule"),
+    [
+        (RateLimitSpec(per_second=10), RateRule(10.0, 10)),
+        (RateLimitSpec(per_second=0.5, burst=3, key="${input.x}"), RateRule(0.5, 3)),
+        (RateLimitSpec(per_second=MAX_PER_SECOND, burst=1), RateRule(MAX_PER_SECOND, 1)),
+    ],
+)
+def test_rule_of_a_good_rate_limit(spec: RateLimitSpec, rule: RateRule) -> None:
+    assert rule_of(spec, where="node 'n'") == rule
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        (RateLimitSpec(), "per_second must be a number above 0"),
+        (RateLimitSpec(per_second=0), "got 0"),
+        (RateLimitSpec(per_second=-1), "got -1"),
+        (RateLimitSpec(per_second=MAX_PER_SECOND + 1), f"at most {MAX_PER_SECOND}"),
+        (RateLimitSpec(per_second=True), "got True"),
+        (RateLimitSpec(per_second="10"), "got '10'"),
+        (RateLimitSpec(per_second=math.inf), "got inf"),
+        (RateLimitSpec(per_second=5, burst=0), "burst must be a whole number"),
+        (RateLimitSpec(per_second=5, burst=2.5), "got 2.5"),
+        (RateLimitSpec(per_second=5, burst=False), "got False"),
+        (RateLimitSpec(per_second=5, key=""), "key must be a non-empty string"),
+        (RateLimitSpec(per_second=5, key=7), "got 7"),
+    ],
+)
+def test_rule_of_a_bad_rate_limit_names_the_value(spec: RateLimitSpec, named: str) -> None:
+    with pytest.raises(InvalidRateLimitError, match="node 'n' rate_limit: ") as caught:
+        rule_of(spec, where="node 'n'")
+    assert named in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("rendered", "key"),
+    [
+        ("acme", "acme"),
+        (42, "42"),
+        (True, "true"),
+        (None, "null"),
+        ({"b": 1, "a": 2}, '{"a":2,"b":1}'),
+    ],
+)
+def test_a_rendered_key_names_its_bucket(rendered: object, key: str) -> None:
+    assert key_value(rendered) == key
+
+
+def test_a_node_without_a_key_has_its_own_bucket() -> None:
+    assert node_bucket("billing", "charge") == "billing:charge"
+
+
+rules = st.builds(
+    RateRule,
+    per_second=st.one_of(
+        st.integers(1, 50).map(float), st.floats(0.1, 50, allow_nan=False, allow_infinity=False)
+    ),
+    burst=st.integers(1, 20),
+)
+#: Gaps between take attempts, in ms (many at the same millisecond).
+gaps = st.lists(st.integers(0, 700), min_size=1, max_size=120)
+
+
+def _admitted(rule: RateRule, offsets: list[int]) -> list[int]:
+    tat: int | None = None
+    now = NOW
+    admitted = []
+    for gap in offsets:
+        now += gap
+        take = decide_take(tat, now, rule)
+        if take.allowed:
+            tat = take.tat_us
+            admitted.append(now)
+    return admitted
+
+
+@settings(max_examples=300, deadline=None)
+@given(rule=rules, offsets=gaps)
+def test_no_window_admits_more_than_the_burst_plus_the_rate(
+    rule: RateRule, offsets: list[int]
+) -> None:
+    """In any window of t seconds at most ``burst + per_second * t`` takes are admitted."""
+    admitted = _admitted(rule, offsets)
+    for i, first in enumerate(admitted):
+        for j in range(i, len(admitted)):
+            window_s = (admitted[j] - first) / 1000
+            assert j - i + 1 <= rule.burst + rule.per_second * window_s
+
+
+@settings(max_examples=300, deadline=None)
+@given(rule=rules, offsets=gaps)
+def test_a_denied_take_is_admitted_exactly_at_its_due_time(
+    rule: RateRule, offsets: list[int]
+) -> None:
+    tat: int | None = None
+    now = NOW
+    for gap in offsets:
+        now += gap
+        take = decide_take(tat, now, rule)
+        if take.allowed:
+            tat = take.tat_us
+            continue
+        assert take.tat_us is None and take.due_ms > now
+        assert not decide_take(tat, take.due_ms - 1, rule).allowed
+        assert decide_take(tat, take.due_ms, rule).allowed
+
+
+@settings(max_examples=200, deadline=None)
+@given(rule=rules, burst_at=st.integers(0, 10_000))
+def test_an_idle_bucket_admits_its_whole_burst_at_once(rule: RateRule, burst_at: int) -> None:
+    assert _admitted(rule, [burst_at] + [0] * (rule.burst + 3)) == [NOW + burst_at] * rule.burst
