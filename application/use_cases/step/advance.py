@@ -160,7 +160,7 @@ class Advance:
         context.attempts = counters.attempts()  # E15: ctx.attempt across deliveries
         execution = self._execution(flow, context)
         previous = stored
-        rates = self._rates.gate(held)
+        rates = self._rates.gate(held.envelope, held.writes)
         for _ in range(self._settings.max_steps_per_dispatch):
             node_id, at = at or state.next_node_id, None
             assert node_id is not None, "a non-terminal execution always has a next node"

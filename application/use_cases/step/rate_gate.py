@@ -12,7 +12,6 @@ and clears it — a step that was never held back pays no extra round trip.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 import attrs
 
@@ -21,17 +20,15 @@ from plaita.application.engine.distributed import StepOutcome
 from plaita.application.engine.expressions import ExpressionEvaluationError, render_template
 from plaita.application.ports import Clock, RateBuckets
 from plaita.application.use_cases.step.dispatch import DispatchResult, Disposition
+from plaita.application.use_cases.step.writes import Writes
 from plaita.domain import history
-from plaita.domain.envelope import CarrierKind, ResumeType, copy_envelope
+from plaita.domain.envelope import CarrierKind, ResumeType, TaskEnvelope, copy_envelope
 from plaita.domain.errors import InvalidExpressionError, RateLimitKeyError
 from plaita.domain.execution import ExecutionState
 from plaita.domain.failures import FlowErrorException, NodeExecutionError
 from plaita.domain.flow import Flow, HttpNode, TaskNode
 from plaita.domain.history import HistoryEntry
 from plaita.domain.rate_limits import key_value, node_bucket, rule_of
-
-if TYPE_CHECKING:
-    from plaita.application.use_cases.step.advance import Held
 
 log = logging.getLogger("plaita.worker.step")
 
@@ -56,17 +53,18 @@ class RateLimits:
         self.buckets = buckets
         self.clock = clock
 
-    def gate(self, held: Held) -> RateGate:
-        """The gate of one dispatch (it remembers whether its carrier was held back before)."""
-        return RateGate(self, held)
+    def gate(self, envelope: TaskEnvelope, writes: Writes) -> RateGate:
+        """The gate of one dispatch of ``envelope`` (it remembers whether the carrier was
+        held back before)."""
+        return RateGate(self, envelope, writes)
 
 
 class RateGate:
-    def __init__(self, limits: RateLimits, held: Held) -> None:
+    def __init__(self, limits: RateLimits, envelope: TaskEnvelope, writes: Writes) -> None:
         self._buckets, self._clock = limits.buckets, limits.clock
-        self._held = held
+        self._envelope, self._writes = envelope, writes
         #: Written by a hold: a waiting note may exist until the node runs.
-        self._noted = held.envelope.origin == RATE_LIMITED_ORIGIN
+        self._noted = envelope.origin == RATE_LIMITED_ORIGIN
 
     async def check(
         self, flow: Flow, node_id: str, context: ExecutionContext
@@ -101,17 +99,16 @@ class RateGate:
     ) -> DispatchResult:
         """Checkpoint what happened and the hold, and answer: ack, once its continue copy is
         on the delay queue for the due time (W8: persist, release, schedule, ack)."""
-        held = self._held
         entry = history.rate_limited(
             self._clock.now_ms(),
             node_id=hold.node_id,
-            worker=held.writes.worker,
+            worker=self._writes.worker,
             key=hold.key,
             due_ms=hold.due_ms,
         )
-        await held.writes.checkpoint(state, previous=previous, history=[*pending, entry])
+        await self._writes.checkpoint(state, previous=previous, history=[*pending, entry])
         copy = copy_envelope(
-            held.envelope,
+            self._envelope,
             kind=CarrierKind.RESUME,
             resume_type=ResumeType.CONTINUE,
             event=None,
