@@ -35,6 +35,7 @@ from plaita.application.ports import (
     SubscriptionStore,
     TaskQueue,
     Tracer,
+    WaitingNotes,
     WorkerRegistry,
 )
 from plaita.application.tenancy import tenant_scope
@@ -88,6 +89,7 @@ class ProcessTask:
         dedup: DedupStore,
         inbox: Inbox,
         controls: ExecutionControls,
+        waiting: WaitingNotes,
         rate_buckets: RateBuckets,
         listeners: Callable[[], list[object]] = list,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -104,6 +106,8 @@ class ProcessTask:
         self._queue, self._delay, self._subscriptions = queue, delay, subscriptions
         self._clock, self._settings, self._listeners = clock, settings, listeners
         self._children = children
+        #: Why an execution waits for room to run: written by the flow-control stages.
+        self._waiting = waiting
         self._gates = CarrierGates(
             clock=clock,
             settings=settings,

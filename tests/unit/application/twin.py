@@ -21,6 +21,7 @@ from plaita.adapters.memory.rate_buckets import MemoryRateBuckets
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.memory.waiting_notes import MemoryWaitingNotes
 from plaita.application.engine.children import NO_CHILD_EXECUTIONS, ChildExecutions
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.leased_load import SequentialLeasedLoad
@@ -106,6 +107,10 @@ class Twin:
     controls: MemoryExecutionControls = attrs.field(
         default=attrs.Factory(lambda self: MemoryExecutionControls(self.clock), takes_self=True)
     )
+    #: Why an execution waits for room to run (flow control).
+    waiting: MemoryWaitingNotes = attrs.field(
+        default=attrs.Factory(lambda self: MemoryWaitingNotes(self.clock), takes_self=True)
+    )
     #: Rate limit buckets of task and http nodes (W23).
     rate_buckets: MemoryRateBuckets = attrs.field(factory=MemoryRateBuckets)
     #: The lifecycle listeners every dispatch tells (E9).
@@ -141,6 +146,7 @@ class Twin:
             dedup=self.dedup,
             inbox=self.inbox,
             controls=self.controls,
+            waiting=self.waiting,
             rate_buckets=self.rate_buckets,
             listeners=lambda: list(self.listeners),
             sleep=self.sleep,
