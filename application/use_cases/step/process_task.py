@@ -152,7 +152,7 @@ class ProcessTask:
             settings=settings,
             listeners=listeners,
             tracing=StepTracing(tracer, worker=settings.holder_id),
-            rates=RateLimits(buckets=rate_buckets, clock=clock),
+            rates=RateLimits(buckets=rate_buckets, notes=waiting, clock=clock),
             http=http,
             children=children,
         )

@@ -12,13 +12,14 @@ and clears it — a step that was never held back pays no extra round trip.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 
 import attrs
 
 from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.distributed import StepOutcome
 from plaita.application.engine.expressions import ExpressionEvaluationError, render_template
-from plaita.application.ports import Clock, RateBuckets
+from plaita.application.ports import Clock, RateBuckets, WaitingNotes
 from plaita.application.use_cases.step.dispatch import DispatchResult, Disposition
 from plaita.application.use_cases.step.writes import Writes
 from plaita.domain import history
@@ -27,6 +28,7 @@ from plaita.domain.errors import InvalidExpressionError, RateLimitKeyError
 from plaita.domain.execution import ExecutionState
 from plaita.domain.failures import FlowErrorException, NodeExecutionError
 from plaita.domain.flow import Flow, HttpNode, TaskNode
+from plaita.domain.flow_control import Waiting, WaitReason
 from plaita.domain.history import HistoryEntry
 from plaita.domain.rate_limits import key_value, node_bucket, rule_of
 
@@ -49,8 +51,9 @@ class RateHold:
 class RateLimits:
     """The rate gates of a worker's dispatches, over the tenant's buckets."""
 
-    def __init__(self, *, buckets: RateBuckets, clock: Clock) -> None:
+    def __init__(self, *, buckets: RateBuckets, notes: WaitingNotes, clock: Clock) -> None:
         self.buckets = buckets
+        self.notes = notes
         self.clock = clock
 
     def gate(self, envelope: TaskEnvelope, writes: Writes) -> RateGate:
@@ -61,7 +64,7 @@ class RateLimits:
 
 class RateGate:
     def __init__(self, limits: RateLimits, envelope: TaskEnvelope, writes: Writes) -> None:
-        self._buckets, self._clock = limits.buckets, limits.clock
+        self._buckets, self._notes, self._clock = limits.buckets, limits.notes, limits.clock
         self._envelope, self._writes = envelope, writes
         #: Written by a hold: a waiting note may exist until the node runs.
         self._noted = envelope.origin == RATE_LIMITED_ORIGIN
@@ -87,7 +90,12 @@ class RateGate:
             assert error is not None
             return error
         take = await self._buckets.take(key, rule, now_ms=self._clock.now_ms())
-        return None if take.allowed else RateHold(node_id, key, take.due_ms)
+        if not take.allowed:
+            return RateHold(node_id, key, take.due_ms)
+        if self._noted:
+            self._noted = False
+            await self._best_effort(self._notes.clear(self._envelope.execution_id), "clear")
+        return None
 
     async def hold(
         self,
@@ -107,6 +115,15 @@ class RateGate:
             due_ms=hold.due_ms,
         )
         await self._writes.checkpoint(state, previous=previous, history=[*pending, entry])
+        waiting = Waiting(
+            reason=WaitReason.RATE_LIMIT,
+            since_ms=entry.at_ms,
+            detail=f"node {hold.node_id!r} waits for a token of rate limit {hold.key!r}; "
+            "it runs when one is due",
+            key=hold.key,
+            due_ms=hold.due_ms,
+        )
+        await self._best_effort(self._notes.note(state.execution_id, waiting), "note")
         copy = copy_envelope(
             self._envelope,
             kind=CarrierKind.RESUME,
@@ -125,8 +142,25 @@ class RateGate:
         )
         detail = f"node {hold.node_id!r} over its rate limit {hold.key!r}"
         return DispatchResult(
-            Disposition.ACK, RATE_LIMITED, detail, schedule=((copy, hold.due_ms),)
+            Disposition.ACK,
+            RATE_LIMITED,
+            detail,
+            schedule=((copy, hold.due_ms),),
+            waited=WaitReason.RATE_LIMIT,
         )
+
+    async def _best_effort(self, write: Awaitable[None], what: str) -> None:
+        # A note only shows an operator why the execution waits; it never decides anything.
+        try:
+            await write
+        except Exception as exc:
+            log.warning(
+                "event=rate_limit.note_failed execution_id=%s action=%s error=%r: the console "
+                "may not show (or may keep showing) the rate limit wait; nothing else changes",
+                self._envelope.execution_id,
+                what,
+                exc,
+            )
 
 
 def _key(flow: Flow, node_id: str, template: object, context: ExecutionContext) -> str:

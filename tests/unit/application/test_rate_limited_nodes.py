@@ -13,6 +13,7 @@ from plaita.application.use_cases.step import Disposition
 from plaita.domain.envelope import LEGACY_GENERATIONS, CarrierKind, ResumeType, TaskEnvelope
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.flow import Flow
+from plaita.domain.flow_control import WaitReason
 from plaita.domain.flow_owners import SHARED
 from plaita.domain.history import HistoryKind
 
@@ -191,3 +192,42 @@ async def test_a_key_that_does_not_render_fails_the_node_with_a_named_error(
     assert state.error is not None and state.error.node_id == "call"
     assert "RateLimitKeyError: rate_limit.key '${input.missing.deeper}'" in state.error.message
     assert [who for who, _ in calls] == ["prep"]
+
+
+class CountingNotes:
+    """The memory notes, counting clears (a steady step must pay none)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.clears = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def clear(self, execution_id: str) -> None:
+        self.clears += 1
+        await self._inner.clear(execution_id)
+
+
+async def test_a_held_back_execution_is_noted_as_waiting_until_the_node_runs(
+    twin: Twin, calls: list[tuple[str, int]]
+) -> None:
+    notes = CountingNotes(twin.waiting)
+    twin.waiting = notes  # type: ignore[assignment]
+    await twin.process(start(twin, "x-1"))
+    assert notes.clears == 0, "a step that was never held back clears nothing"
+
+    held = await twin.process(start(twin, "x-2"))
+
+    assert held.waited is WaitReason.RATE_LIMIT
+    [(copy, due_ms)] = held.schedule
+    with tenant_scope("default"):
+        waiting = await notes.get("x-2")
+    assert waiting is not None
+    assert (waiting.reason, waiting.key, waiting.due_ms) == (WaitReason.RATE_LIMIT, "acme", due_ms)
+    twin.clock.advance(1)
+
+    assert (await twin.process(copy)).outcome == "completed"
+    with tenant_scope("default"):
+        assert await notes.get("x-2") is None
+    assert notes.clears == 1
