@@ -109,7 +109,6 @@ class Ops:
             sleep=sleep or self.clock.sleep,
             generations=LEGACY_GENERATIONS,
             controls=MemoryExecutionControls(self.clock),
-            rate_buckets=MemoryRateBuckets(),
         )
 
     def process(self) -> ProcessTask:
@@ -136,6 +135,7 @@ class Ops:
             inbox=MemoryInbox(self.clock),
             controls=MemoryExecutionControls(self.clock),
             waiting=MemoryWaitingNotes(self.clock),
+            rate_buckets=MemoryRateBuckets(),
         )
 
     def start(self, execution_id: str = "x-1", tenant_id: str = "default") -> TaskEnvelope:
