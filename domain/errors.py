@@ -68,6 +68,11 @@ class InvalidRateLimitError(FlowDefinitionError):
     ``key`` is not a non-empty expression (W23)."""
 
 
+class RateLimitsUnavailableError(FlowDefinitionError):
+    """A node has a ``rate_limit`` but the run was built without rate buckets (an embedding
+    that passed none): it fails rather than run unlimited (W23)."""
+
+
 class RateLimitKeyError(FlowDefinitionError):
     """A node's ``rate_limit.key`` expression failed when rendered at run time (an unknown
     name, a type error): the node fails, as with any bad expression (W23)."""

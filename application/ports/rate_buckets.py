@@ -12,7 +12,10 @@ class RateBuckets(Protocol):
     domain's (``decide_take``), a store only keeps each bucket's TAT and swaps it safely."""
 
     async def take(self, key: str, rule: RateRule, *, now_ms: int) -> Take:
-        """Take a token from ``key``'s bucket at ``now_ms``: admitted (the bucket moved on),
-        or not before ``due_ms`` (the bucket unchanged). A store that keeps losing races to
-        other takers answers "not yet" (``contended``) rather than wait or fail."""
+        """Take a token from ``key``'s bucket at ``now_ms``, or say when one is due.
+
+        Admitted: the bucket moved on. Denied: not before ``due_ms``, the bucket unchanged. A
+        store that keeps losing races to other takers answers "not yet" (``contended``)
+        rather than wait or fail.
+        """
         ...

@@ -216,6 +216,8 @@ class Stores(containers.DeclarativeContainer):
     rate_buckets = providers.Selector(
         config.backend, memory=memory_stores.rate_buckets, redis=redis_stores.rate_buckets
     )
+    #: ``plaita run``: a run in this process takes its tokens from buckets of its own.
+    in_process_rate_buckets = memory_stores.rate_buckets
     #: ``plaita run`` (Normal mode): the events of its command line, in this process.
     closed_event_bus = memory_stores.closed_event_bus
 

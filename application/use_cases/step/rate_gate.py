@@ -18,19 +18,18 @@ import attrs
 
 from plaita.application.engine.context import ExecutionContext
 from plaita.application.engine.distributed import StepOutcome
-from plaita.application.engine.expressions import ExpressionEvaluationError, render_template
+from plaita.application.engine.rate_limits import key_failure, rate_key, rate_limit_of
 from plaita.application.ports import Clock, RateBuckets, WaitingNotes
 from plaita.application.use_cases.step.dispatch import DispatchResult, Disposition
 from plaita.application.use_cases.step.writes import Writes
 from plaita.domain import history
 from plaita.domain.envelope import CarrierKind, ResumeType, TaskEnvelope, copy_envelope
-from plaita.domain.errors import InvalidExpressionError, RateLimitKeyError
+from plaita.domain.errors import RateLimitKeyError
 from plaita.domain.execution import ExecutionState
-from plaita.domain.failures import FlowErrorException, NodeExecutionError
+from plaita.domain.failures import FlowErrorException
 from plaita.domain.flow import Flow, HttpNode, TaskNode
 from plaita.domain.flow_control import Waiting, WaitReason
 from plaita.domain.history import HistoryEntry
-from plaita.domain.rate_limits import key_value, node_bucket, rule_of
 
 log = logging.getLogger("plaita.worker.step")
 
@@ -75,18 +74,14 @@ class RateGate:
         """None when the node may run now (it has no limit, or took a token); a hold when it
         must wait; the node's failure when its key expression does not render."""
         node = flow.node(node_id)
-        if not isinstance(node, TaskNode | HttpNode) or node.rate_limit is None:
+        rule = rate_limit_of(flow.flow_id, node)
+        if rule is None:
             return None
-        rule = rule_of(node.rate_limit, where=f"flow {flow.flow_id!r} node {node_id!r}")
+        assert isinstance(node, TaskNode | HttpNode)
         try:
-            key = _key(flow, node_id, node.rate_limit.key, context)
+            key = rate_key(flow.flow_id, node, context)
         except RateLimitKeyError as exc:
-            # Shaped as the runner shapes a bad params expression: the node failed, and why.
-            failure = NodeExecutionError(
-                f"node {node_id!r} failed: {type(exc).__name__}: {exc}", node_id=node_id
-            )
-            failure.__cause__ = exc
-            error = StepOutcome.failed(node_id, failure).error
+            error = StepOutcome.failed(node_id, key_failure(node_id, exc)).error
             assert error is not None
             return error
         take = await self._buckets.take(key, rule, now_ms=self._clock.now_ms())
@@ -161,15 +156,3 @@ class RateGate:
                 what,
                 exc,
             )
-
-
-def _key(flow: Flow, node_id: str, template: object, context: ExecutionContext) -> str:
-    if template is None:
-        return node_bucket(flow.flow_id, node_id)
-    try:
-        return key_value(render_template(template, context.names()))
-    except (ExpressionEvaluationError, InvalidExpressionError) as exc:
-        raise RateLimitKeyError(
-            f"rate_limit.key {template!r} of node {node_id!r} could not be rendered: {exc}; "
-            "fix the expression or the data it reads"
-        ) from None

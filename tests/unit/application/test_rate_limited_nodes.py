@@ -8,16 +8,21 @@ from typing import Any
 
 import pytest
 
+from plaita.adapters.memory.rate_buckets import MemoryRateBuckets
+from plaita.application.engine.context import ExecutionContext
+from plaita.application.engine.execution import FlowExecution, RunOptions
 from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.step import Disposition
 from plaita.domain.envelope import LEGACY_GENERATIONS, CarrierKind, ResumeType, TaskEnvelope
+from plaita.domain.errors import RateLimitsUnavailableError
 from plaita.domain.execution import ExecutionStatus
+from plaita.domain.failures import ExecutionDeadlineError, FlowExecutionException
 from plaita.domain.flow import Flow
 from plaita.domain.flow_control import WaitReason
 from plaita.domain.flow_owners import SHARED
 from plaita.domain.history import HistoryKind
 
-from .conftest import handler_registry
+from .conftest import FakeClock, SequentialIds, handler_registry
 from .twin import Twin
 
 LIMIT: dict[str, Any] = {"key": "${input.customer}", "per_second": 1, "burst": 1}
@@ -231,3 +236,93 @@ async def test_a_held_back_execution_is_noted_as_waiting_until_the_node_runs(
     with tenant_scope("default"):
         assert await notes.get("x-2") is None
     assert notes.clears == 1
+
+
+# --- a run in this process (plaita run): it sleeps until the token is due -------------------
+
+
+def in_process(
+    flow: Flow,
+    clock: FakeClock,
+    *,
+    buckets: Any = None,
+    timeout_ms: int | None = None,
+    input: dict[str, Any] | None = None,
+) -> FlowExecution:
+    seen: list[float] = []
+
+    def call(params: Any, ctx: Any) -> Any:
+        seen.append(clock.now_ms())
+        return len(seen)
+
+    extra = {} if buckets is None else {"rate_buckets": buckets}
+    return FlowExecution(
+        flow,
+        ExecutionContext(execution_id="x-1", flow_id=flow.flow_id, input=input or {}),
+        handlers=handler_registry(prep=lambda params, ctx: "prepared", call=call),
+        clock=clock,
+        new_id=SequentialIds().new_id,
+        options=RunOptions(timeout_ms=timeout_ms),
+        sleep=clock.sleep,
+        **extra,
+    )
+
+
+def twice(limit: dict[str, Any]) -> Flow:
+    """Two runs of the limited handler, one bucket (the same key) for both."""
+    node = {"type": "task", "handler": "t:call", "rate_limit": limit}
+    return Flow.from_document(
+        {
+            "flow_id": "twice",
+            "start": "one",
+            "nodes": [
+                {"id": "one", **node, "next": "two"},
+                {"id": "two", **node, "next": "done"},
+                {"id": "done", "type": "end", "output": "$LAST_NODE"},
+            ],
+        }
+    )
+
+
+async def test_a_run_in_this_process_waits_for_the_token(clock: FakeClock) -> None:
+    execution = in_process(
+        twice({"key": "api", "per_second": 0.5}), clock, buckets=MemoryRateBuckets()
+    )
+
+    assert await execution.arun() == 2
+    assert clock.sleeps == [2.0]  # one run every 2 s: the second waited for its token
+
+
+async def test_a_run_in_this_process_waits_no_longer_than_its_budget(clock: FakeClock) -> None:
+    execution = in_process(
+        twice({"key": "api", "per_second": 0.5}),
+        clock,
+        buckets=MemoryRateBuckets(),
+        timeout_ms=500,
+    )
+
+    with pytest.raises(ExecutionDeadlineError, match="node 'two'"):
+        await execution.arun()
+    assert clock.sleeps == [0.5]
+
+
+async def test_a_run_given_no_rate_buckets_fails_rather_than_run_unlimited(
+    clock: FakeClock,
+) -> None:
+    execution = in_process(twice({"per_second": 5}), clock)
+
+    with pytest.raises(FlowExecutionException, match="given no rate buckets") as caught:
+        await execution.arun()
+    assert isinstance(caught.value.__cause__, RateLimitsUnavailableError)
+
+
+async def test_a_run_in_this_process_runs_its_burst_at_once(clock: FakeClock) -> None:
+    execution = in_process(
+        twice({"key": "${who}", "per_second": 0.5, "burst": 2}),
+        clock,
+        buckets=MemoryRateBuckets(),
+        input={"who": "acme"},
+    )
+
+    assert await execution.arun() == 2
+    assert clock.sleeps == []  # a burst of 2: both ran at once
