@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plaita.domain.errors import InvalidRateLimitError
+from plaita.domain.errors import InvalidFlowDocumentError, InvalidRateLimitError
+from plaita.domain.flow import Flow
 from plaita.domain.rate_limits import (
     MAX_PER_SECOND,
     RateLimitSpec,
@@ -206,3 +207,53 @@ def test_a_denied_take_is_admitted_exactly_at_its_due_time(
 @given(rule=rules, burst_at=st.integers(0, 10_000))
 def test_an_idle_bucket_admits_its_whole_burst_at_once(rule: RateRule, burst_at: int) -> None:
     assert _admitted(rule, [burst_at] + [0] * (rule.burst + 3)) == [NOW + burst_at] * rule.burst
+
+
+def _flow(first: dict[str, object]) -> Flow:
+    return Flow.from_document(
+        {
+            "flow_id": "f",
+            "start": "a",
+            "nodes": [{"id": "a", "next": "done", **first}, {"id": "done", "type": "end"}],
+        }
+    )
+
+
+TASK = {"type": "task", "handler": "m:f"}
+
+
+@pytest.mark.parametrize(
+    "node", [TASK, {"type": "http", "url": "https://api.example/a"}], ids=["task", "http"]
+)
+def test_task_and_http_nodes_carry_a_rate_limit(node: dict[str, object]) -> None:
+    flow = _flow({**node, "rate_limit": {"key": "${input.c}", "per_second": 2}})
+
+    limit = flow.node("a").rate_limit  # type: ignore[attr-defined]
+    assert limit == RateLimitSpec(key="${input.c}", per_second=2)
+
+
+def test_a_flow_without_rate_limits_keeps_its_fingerprint() -> None:
+    """Absent, the field is left out of the canonical JSON: flows registered before rate
+    limits existed are the same definitions."""
+    assert "rate_limit" not in _flow(TASK).to_document()["nodes"][0]
+    assert _flow(TASK).fingerprint != _flow({**TASK, "rate_limit": {"per_second": 1}}).fingerprint
+
+
+@pytest.mark.parametrize(
+    ("node", "error"),
+    [
+        ({**TASK, "rate_limit": {"per_second": 0}}, InvalidRateLimitError),
+        ({**TASK, "rate_limit": {"per_second": 1, "burst": 0}}, InvalidRateLimitError),
+        ({**TASK, "rate_limit": {"per_second": 1, "per_minute": 1}}, InvalidFlowDocumentError),
+        (
+            {"type": "sleep", "duration": 5, "rate_limit": {"per_second": 1}},
+            InvalidFlowDocumentError,
+        ),
+    ],
+    ids=["zero-rate", "zero-burst", "unknown-field", "not-a-task"],
+)
+def test_a_bad_rate_limit_is_refused_at_registration(
+    node: dict[str, object], error: type[Exception]
+) -> None:
+    with pytest.raises(error, match="flow 'f'"):
+        _flow(node)
