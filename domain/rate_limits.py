@@ -31,6 +31,9 @@ MAX_PER_SECOND = 10_000
 MAX_BURST = 100_000
 _US_PER_S = 1_000_000
 _US_PER_MS = 1_000
+#: How long a store keeps a bucket after its TAT has passed (by then it equals no bucket):
+#: a bucket expiring between a taker's read and its compare-and-set would make it retry.
+BUCKET_GRACE_MS = 1_000
 
 
 class RateLimitSpec(BaseModel):
@@ -138,6 +141,6 @@ def contended(now_ms: int, rule: RateRule) -> Take:
 
 
 def bucket_ttl_ms(tat_us: int, now_ms: int) -> int:
-    """How long a store must keep a bucket holding ``tat_us``: until its TAT has passed
-    (then it equals no bucket), at least 1 ms."""
-    return max(1, -(-(tat_us - now_ms * _US_PER_MS) // _US_PER_MS))
+    """How long a store keeps a bucket holding ``tat_us``: until its TAT has passed (then it
+    equals no bucket), and ``BUCKET_GRACE_MS`` more."""
+    return max(0, -(-(tat_us - now_ms * _US_PER_MS) // _US_PER_MS)) + BUCKET_GRACE_MS

@@ -82,9 +82,10 @@ def test_a_contended_take_is_tried_again_one_interval_later() -> None:
 
 
 @pytest.mark.parametrize(
-    ("tat_us", "ttl_ms"), [(NOW_US + 200_000, 200), (NOW_US + 1, 1), (NOW_US - 10, 1)]
+    ("tat_us", "ttl_ms"),
+    [(NOW_US + 200_000, 1_200), (NOW_US + 1, 1_001), (NOW_US, 1_000), (NOW_US - 10, 1_000)],
 )
-def test_a_bucket_is_kept_until_its_tat_has_passed(tat_us: int, ttl_ms: int) -> None:
+def test_a_bucket_is_kept_until_its_tat_has_passed_and_a_grace(tat_us: int, ttl_ms: int) -> None:
     assert bucket_ttl_ms(tat_us, NOW) == ttl_ms
 
 
