@@ -9,16 +9,17 @@ tenant (W24); concurrent takers never get more than the bucket holds.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 import redis.asyncio as redis
 
 from plaita.adapters.memory.rate_buckets import MemoryRateBuckets
 from plaita.adapters.redis.keys import RedisKeys
-from plaita.adapters.redis.rate_buckets import RedisRateBuckets
+from plaita.adapters.redis.rate_buckets import SWAP_ATTEMPTS, RedisRateBuckets
 from plaita.application.ports import RateBuckets
 from plaita.application.tenancy import tenant_scope
-from plaita.domain.rate_limits import RateRule
+from plaita.domain.rate_limits import RateRule, Take
 
 NOW_MS = 1_760_000_000_000
 FIVE_A_SECOND = RateRule(per_second=5, burst=5)
@@ -120,6 +121,54 @@ class RedisRateBucketsContract(RateBucketsContract):
         # Three takes moved the TAT 600 ms past now: kept that long and a 1 s grace.
         assert 1_000 < await client.pttl(bucket) <= 1_600
         assert bucket.startswith(f"{keys.tenant_namespace('acme')}:rate:{{")
+
+
+class RivalTaker:
+    """A Redis client whose scripts meet another taker first: before each of the first
+    ``races`` swaps, the rival moves the bucket (INCRBY), so the swap finds another TAT than
+    the one read."""
+
+    def __init__(self, client: redis.Redis, races: int) -> None:
+        self._client = client
+        self.races = races
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def register_script(self, source: str) -> Any:
+        script = self._client.register_script(source)
+
+        async def call(*, keys: list[str], args: list[Any]) -> Any:
+            if self.races > 0:
+                self.races -= 1
+                await self._client.incrby(keys[0], 1)
+            return await script(keys=keys, args=args)
+
+        return call
+
+
+@pytest.mark.parametrize("races", [1, SWAP_ATTEMPTS - 1])
+async def test_a_taker_that_loses_a_race_decides_again_from_what_won(
+    fake_redis: redis.Redis, keys: RedisKeys, races: int
+) -> None:
+    buckets = RedisRateBuckets(RivalTaker(fake_redis, races), keys)  # type: ignore[arg-type]
+    with tenant_scope("default"):
+        take = await buckets.take("api", FIVE_A_SECOND, now_ms=NOW_MS)
+
+    assert take.allowed
+
+
+async def test_a_taker_that_keeps_losing_races_is_told_to_try_again_later(
+    fake_redis: redis.Redis, keys: RedisKeys
+) -> None:
+    """Never an error, never a wait: the caller reschedules its carrier one interval on."""
+    rival = RivalTaker(fake_redis, SWAP_ATTEMPTS)
+    buckets = RedisRateBuckets(rival, keys)  # type: ignore[arg-type]
+    with tenant_scope("default"):
+        take = await buckets.take("api", FIVE_A_SECOND, now_ms=NOW_MS)
+
+    assert take == Take(allowed=False, due_ms=NOW_MS + 200)
+    assert rival.races == 0
 
 
 class TestFakeRedisRateBuckets(RedisRateBucketsContract):
