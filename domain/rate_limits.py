@@ -4,9 +4,17 @@ A node's ``rate_limit`` (``key``, ``per_second``, ``burst``) admits at most ``bu
 once and ``per_second`` runs a second after that. The generic cell rate algorithm keeps one
 number per bucket, the theoretical arrival time (TAT, µs since the epoch): each admitted run
 moves it one emission interval (``1 / per_second``) on from ``max(TAT, now)``; a run is
-admitted while the TAT is at most ``burst - 1`` intervals ahead of now. A denied run changes
-nothing and is told the first millisecond a token is free. A bucket whose TAT has passed is
-the same as no bucket, so a store may forget it then.
+admitted while the TAT is at most ``burst - 1`` intervals ahead of now. Only an admitted take
+moves the TAT, so the take at run time alone decides whether a run may start.
+
+A denied take is told when to come back, in the order takes were denied: the bucket keeps a
+second number, the tail of a virtual queue of waiters. A denied take is due at
+``max(next free token, tail)`` and moves the tail one interval past its due time, so N
+waiters come back one interval apart rather than all at the next free token (where one
+would win and N - 1 be denied again: ~N²/2 tries). The tail reserves nothing: a waiter that
+comes back early, late or after a newcomer took its token is simply denied again, at the end
+of the queue. A bucket whose TAT and tail have both passed is the same as no bucket, so a
+store may forget it then.
 
 In any window of ``L`` seconds a bucket admits at most ``burst + floor(L / interval)`` runs,
 which is at most ``burst + per_second * L`` (the interval is rounded up to whole µs).
@@ -64,13 +72,26 @@ class RateRule:
 
 
 @attrs.frozen
+class Bucket:
+    """What a store keeps per key: the TAT, and the tail of the waiters' queue (µs since the
+    epoch; 0 when no take was ever denied)."""
+
+    tat_us: int
+    tail_us: int = 0
+
+    def expires_us(self) -> int:
+        """From then on the bucket equals no bucket: full, nobody queued."""
+        return max(self.tat_us, self.tail_us)
+
+
+@attrs.frozen
 class Take:
-    """One take's answer: ``allowed`` now, or not before ``due_ms``. ``tat_us`` is what the
-    bucket holds after an admitted take (None when denied: the bucket is unchanged)."""
+    """One take's answer: ``allowed`` now, or not before ``due_ms``. ``bucket`` is what the
+    store holds after the take (None: leave it as it is — a contended take)."""
 
     allowed: bool
     due_ms: int
-    tat_us: int | None = None
+    bucket: Bucket | None = None
 
 
 def default_burst(per_second: float) -> int:
@@ -123,15 +144,24 @@ def key_value(rendered: JSON) -> str:
     return json.dumps(rendered, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def decide_take(stored_tat_us: int | None, now_ms: int, rule: RateRule) -> Take:
-    """GCRA: admit a run at ``now_ms`` against a bucket holding ``stored_tat_us`` (None: no
-    bucket, i.e. full), or name the first millisecond it would be admitted."""
+def decide_take(stored: Bucket | None, now_ms: int, rule: RateRule) -> Take:
+    """GCRA: admit a run at ``now_ms`` against ``stored`` (None: no bucket, i.e. full), or
+    give it its turn in the waiters' queue (see the module docstring)."""
     now_us = now_ms * _US_PER_MS
-    tat = now_us if stored_tat_us is None else max(stored_tat_us, now_us)
+    tat = now_us if stored is None else max(stored.tat_us, now_us)
+    tail = 0 if stored is None else stored.tail_us
     allowed_from_us = tat - rule.tolerance_us
-    if allowed_from_us > now_us:
-        return Take(allowed=False, due_ms=-(-allowed_from_us // _US_PER_MS))
-    return Take(allowed=True, due_ms=now_ms, tat_us=tat + rule.interval_us)
+    if allowed_from_us <= now_us:
+        return Take(allowed=True, due_ms=now_ms, bucket=Bucket(tat + rule.interval_us, tail))
+    # The tail never lags the next free token: a queue whose turns have passed is empty.
+    due_us = max(allowed_from_us, tail)
+    due_ms = -(-due_us // _US_PER_MS)
+    # The next waiter's turn: one interval after this one's — after the millisecond it
+    # really comes back, when the tolerance cannot absorb that rounding (a waiter admitted
+    # late moves the TAT from its own time), so a waiter coming back on time with nobody
+    # ahead of it is admitted.
+    next_tail = max(due_us, due_ms * _US_PER_MS - rule.tolerance_us) + rule.interval_us
+    return Take(allowed=False, due_ms=due_ms, bucket=Bucket(tat, next_tail))
 
 
 def contended(now_ms: int, rule: RateRule) -> Take:
@@ -140,7 +170,7 @@ def contended(now_ms: int, rule: RateRule) -> Take:
     return Take(allowed=False, due_ms=now_ms + max(1, -(-rule.interval_us // _US_PER_MS)))
 
 
-def bucket_ttl_ms(tat_us: int, now_ms: int) -> int:
-    """How long a store keeps a bucket holding ``tat_us``: until its TAT has passed (then it
-    equals no bucket), and ``BUCKET_GRACE_MS`` more."""
-    return max(0, -(-(tat_us - now_ms * _US_PER_MS) // _US_PER_MS)) + BUCKET_GRACE_MS
+def bucket_ttl_ms(bucket: Bucket, now_ms: int) -> int:
+    """How long a store keeps ``bucket``: until its TAT and tail have passed (then it equals
+    no bucket), and ``BUCKET_GRACE_MS`` more."""
+    return max(0, -(-(bucket.expires_us() - now_ms * _US_PER_MS) // _US_PER_MS)) + BUCKET_GRACE_MS

@@ -1,10 +1,12 @@
-"""RateBuckets on Redis (W23): read a bucket's TAT, let the domain decide, compare-and-set.
+"""RateBuckets on Redis (W23): read a bucket, let the domain decide, compare-and-set.
 
-One key per bucket (``keys.rate_bucket``), its own hash tag, so every script is one slot. A
-denied take writes nothing (one round trip); an admitted one swaps the TAT (two). A swap that
-meets another taker's TAT decides again from the TAT the script returns, up to
-``SWAP_ATTEMPTS`` times; then the take answers "not yet" (``contended``) — the caller
-reschedules its carrier, never drops it.
+One key per bucket (``keys.rate_bucket``), its own hash tag, so every script is one slot. Its
+value is ``"<TAT µs>:<tail µs>"`` (the waiters' queue tail, ``plaita.domain.rate_limits``); a
+bare ``"<TAT µs>"`` (written before the tail existed) reads as tail 0. Every take reads it
+and swaps the value the domain decided (two round trips: an admitted take moves the TAT, a
+denied one the tail). A swap that meets another taker's value decides again from the value
+the script returns, up to ``SWAP_ATTEMPTS`` times; then the take answers "not yet"
+(``contended``) — the caller reschedules its carrier, never drops it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ import redis.asyncio as redis
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.scripts import read_script
 from plaita.adapters.redis.streams import text
-from plaita.domain.rate_limits import RateRule, Take, bucket_ttl_ms, contended, decide_take
+from plaita.domain.rate_limits import (
+    Bucket,
+    RateRule,
+    Take,
+    bucket_ttl_ms,
+    contended,
+    decide_take,
+)
 
 log = logging.getLogger("plaita.rate_limits")
 
@@ -32,18 +41,19 @@ class RedisRateBuckets:
 
     async def take(self, key: str, rule: RateRule, *, now_ms: int) -> Take:
         bucket = self._keys.rate_bucket(key)
-        stored = _tat(await self._client.get(bucket))
+        raw = await self._client.get(bucket)
+        read = "" if raw is None else text(raw)
         for _ in range(SWAP_ATTEMPTS):
-            take = decide_take(stored, now_ms, rule)
-            if take.tat_us is None:
+            take = decide_take(_bucket(read), now_ms, rule)
+            if take.bucket is None:
                 return take
             reply = await self._swap(
                 keys=[bucket],
-                args=[_field(stored), take.tat_us, bucket_ttl_ms(take.tat_us, now_ms)],
+                args=[read, _value(take.bucket), bucket_ttl_ms(take.bucket, now_ms)],
             )
             if int(reply[0]) == 1:
                 return take
-            stored = _tat(reply[1])
+            read = text(reply[1])
         log.info(
             "event=rate_limit.contended key=%r attempts=%d: other takers kept moving the bucket; "
             "the node is tried again shortly",
@@ -53,10 +63,12 @@ class RedisRateBuckets:
         return contended(now_ms, rule)
 
 
-def _tat(raw: object) -> int | None:
-    value = "" if raw is None else text(raw)
-    return int(value) if value else None
+def _bucket(value: str) -> Bucket | None:
+    if not value:
+        return None
+    tat, _, tail = value.partition(":")
+    return Bucket(int(tat), int(tail) if tail else 0)
 
 
-def _field(tat_us: int | None) -> str:
-    return "" if tat_us is None else str(tat_us)
+def _value(bucket: Bucket) -> str:
+    return f"{bucket.tat_us}:{bucket.tail_us}"

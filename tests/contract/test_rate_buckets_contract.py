@@ -2,8 +2,9 @@
 (single node and cluster).
 
 A fresh bucket admits ``burst`` takes at once, then one per interval; a denied take is told
-the first millisecond it would be admitted and changes nothing; buckets are per key and per
-tenant (W24); concurrent takers never get more than the bucket holds.
+the first millisecond it would be admitted, or its turn behind the takes denied before it
+(one interval apart); buckets are per key and per tenant (W24); concurrent takers never get
+more than the bucket holds.
 """
 
 from __future__ import annotations
@@ -51,7 +52,22 @@ class RateBucketsContract:
 
         assert (denied.allowed, early.allowed, on_time.allowed) == (False, False, True)
         assert denied.due_ms == NOW_MS + 334  # 1/3 s, rounded up to the next whole ms
-        assert early.due_ms == denied.due_ms  # a denied take changed nothing
+        # Denied again, the early comer is queued behind the first denial's turn; the token
+        # itself was not reserved, so the take on time got it.
+        assert early.due_ms == NOW_MS + 334 + 334
+
+    async def test_waiters_are_told_turns_one_interval_apart_in_the_order_denied(
+        self, buckets: RateBuckets
+    ) -> None:
+        rule = RateRule(per_second=5, burst=1)
+        with tenant_scope("default"):
+            assert (await buckets.take("api", rule, now_ms=NOW_MS)).allowed
+            waiters = [await buckets.take("api", rule, now_ms=NOW_MS + 1) for _ in range(4)]
+            back = [await buckets.take("api", rule, now_ms=w.due_ms) for w in waiters]
+
+        assert [w.due_ms for w in waiters] == [NOW_MS + 200 * n for n in range(1, 5)]
+        assert [w.allowed for w in waiters] == [False] * 4
+        assert [b.allowed for b in back] == [True] * 4, "each came back on its turn and ran"
 
     async def test_a_bucket_refills_at_its_rate(self, buckets: RateBuckets) -> None:
         with tenant_scope("default"):
@@ -122,11 +138,37 @@ class RedisRateBucketsContract(RateBucketsContract):
         assert 1_000 < await client.pttl(bucket) <= 1_600
         assert bucket.startswith(f"{keys.tenant_namespace('acme')}:rate:{{")
 
+    async def test_a_bucket_with_waiters_is_kept_until_their_turns_have_passed(
+        self, client: redis.Redis, keys: RedisKeys, buckets: RateBuckets
+    ) -> None:
+        rule = RateRule(per_second=5, burst=1)
+        with tenant_scope("default"):
+            await buckets.take("api", rule, now_ms=NOW_MS)
+            for _ in range(10):  # turns up to 2.2 s on: the tail, in the bucket's one key
+                await buckets.take("api", rule, now_ms=NOW_MS)
+            bucket = keys.rate_bucket("api")
+
+        assert 3_000 < await client.pttl(bucket) <= 3_200
+        value = await client.get(bucket)
+        assert (value if isinstance(value, str) else value.decode()) == (
+            f"{(NOW_MS + 200) * 1_000}:{(NOW_MS + 2_200) * 1_000}"
+        )
+
+    async def test_a_bucket_written_before_the_tail_existed_reads_as_no_queue(
+        self, client: redis.Redis, keys: RedisKeys, buckets: RateBuckets
+    ) -> None:
+        rule = RateRule(per_second=5, burst=1)
+        with tenant_scope("default"):
+            await client.set(keys.rate_bucket("api"), str((NOW_MS + 200) * 1_000))
+            take = await buckets.take("api", rule, now_ms=NOW_MS)
+
+        assert (take.allowed, take.due_ms) == (False, NOW_MS + 200)
+
 
 class RivalTaker:
     """A Redis client whose scripts meet another taker first: before each of the first
-    ``races`` swaps, the rival moves the bucket (INCRBY), so the swap finds another TAT than
-    the one read."""
+    ``races`` swaps, the rival writes the bucket (a TAT long past, another each time), so the
+    swap finds another value than the one read."""
 
     def __init__(self, client: redis.Redis, races: int) -> None:
         self._client = client
@@ -141,7 +183,7 @@ class RivalTaker:
         async def call(*, keys: list[str], args: list[Any]) -> Any:
             if self.races > 0:
                 self.races -= 1
-                await self._client.incrby(keys[0], 1)
+                await self._client.set(keys[0], f"{self.races}:0")
             return await script(keys=keys, args=args)
 
         return call

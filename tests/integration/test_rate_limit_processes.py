@@ -8,6 +8,8 @@ logs its own start time to a file; from those times:
 - the last run starts at least 9 s after the executions were started: GCRA admits the
   n-th run of a fresh bucket no earlier than ``(n - burst) / per_second`` after the first,
   and (50 - 5) / 5 = 9 s;
+- the executions held back cost about one held-back dispatch each (at most 2 * 50 in all):
+  waiters on one key are told turns one interval apart, not all the next free token;
 - no one-second window holds more than 10 runs. GCRA admits at most
   ``burst + floor(L / interval)`` runs in a closed window of L ms (interval 200 ms), so 9 in
   any half-open second of take times; a handler starts a little after its take, so a second of
@@ -69,5 +71,9 @@ def test_fifty_runs_at_five_a_second_across_two_workers(plaita: Plaita, tmp_path
     assert starts[-1] - started_at >= (RUNS - BURST) / PER_SECOND
     busiest = max(sum(1 for other in starts if first <= other < first + 1.0) for first in starts)
     assert busiest <= BURST + PER_SECOND, starts
+    # Waiters come back one interval apart, not all at the next token: about one held-back
+    # dispatch per waiting execution (45 here), not ~N²/2 (851 before the queue's tail).
+    held = sum(plaita.log_of(process).count("event=node.rate_limited") for process in workers)
+    assert held <= 2 * RUNS, f"{held} held-back dispatches for {RUNS} runs"
     for process in workers:
         assert plaita.stop(process) == 0, plaita.logs()

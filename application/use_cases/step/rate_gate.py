@@ -7,6 +7,13 @@ queue for the moment a token is due (after the lease is released, as a retry's c
 the dispatch returns normally, so its attempt record is cleared. The copy carries the origin
 ``rate_limit``, so the dispatch that finally runs the node knows a waiting note may exist
 and clears it — a step that was never held back pays no extra round trip.
+
+One ``rate_limited`` entry per held-back node, not per try: a copy whose first node is held
+back again (nothing ran before it in this dispatch) is the same wait — the execution was
+checkpointed at that node by the hold that wrote the copy, and whoever moved it elsewhere
+since went through that node's gate itself. Such a re-hold rewrites the waiting note (its
+new due time) and schedules the next copy, with no history entry and no checkpoint unless
+the state changed: the bucket's two round trips and the note's one.
 """
 
 from __future__ import annotations
@@ -67,12 +74,15 @@ class RateGate:
         self._envelope, self._writes = envelope, writes
         #: Written by a hold: a waiting note may exist until the node runs.
         self._noted = envelope.origin == RATE_LIMITED_ORIGIN
+        #: Gates checked in this dispatch (the first one of a copy is its held-back node).
+        self._checks = 0
 
     async def check(
         self, flow: Flow, node_id: str, context: ExecutionContext
     ) -> RateHold | FlowErrorException | None:
         """None when the node may run now (it has no limit, or took a token); a hold when it
         must wait; the node's failure when its key expression does not render."""
+        self._checks += 1
         node = flow.node(node_id)
         rule = rate_limit_of(flow.flow_id, node)
         if rule is None:
@@ -101,18 +111,24 @@ class RateGate:
         pending: list[HistoryEntry],
     ) -> DispatchResult:
         """Checkpoint what happened and the hold, and answer: ack, once its continue copy is
-        on the delay queue for the due time (W8: persist, release, schedule, ack)."""
-        entry = history.rate_limited(
-            self._clock.now_ms(),
-            node_id=hold.node_id,
-            worker=self._writes.worker,
-            key=hold.key,
-            due_ms=hold.due_ms,
-        )
-        await self._writes.checkpoint(state, previous=previous, history=[*pending, entry])
+        on the delay queue for the due time (W8: persist, release, schedule, ack). A copy held
+        back again at its node writes no second entry (see the module docstring)."""
+        now_ms = self._clock.now_ms()
+        again = self._noted and self._checks == 1 and not pending
+        if not again:
+            entry = history.rate_limited(
+                now_ms,
+                node_id=hold.node_id,
+                worker=self._writes.worker,
+                key=hold.key,
+                due_ms=hold.due_ms,
+            )
+            await self._writes.checkpoint(state, previous=previous, history=[*pending, entry])
+        elif state != previous:
+            await self._writes.checkpoint(state, previous=previous)
         waiting = Waiting(
             reason=WaitReason.RATE_LIMIT,
-            since_ms=entry.at_ms,
+            since_ms=now_ms,
             detail=f"node {hold.node_id!r} waits for a token of rate limit {hold.key!r}; "
             "it runs when one is due",
             key=hold.key,
@@ -129,11 +145,12 @@ class RateGate:
             origin=RATE_LIMITED_ORIGIN,
         )
         log.info(
-            "event=node.rate_limited execution_id=%s node_id=%s key=%r due_ms=%d",
+            "event=node.rate_limited execution_id=%s node_id=%s key=%r due_ms=%d again=%s",
             state.execution_id,
             hold.node_id,
             hold.key,
             hold.due_ms,
+            str(again).lower(),
         )
         detail = f"node {hold.node_id!r} over its rate limit {hold.key!r}"
         return DispatchResult(

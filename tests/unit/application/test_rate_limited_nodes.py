@@ -4,6 +4,8 @@ rescheduled through the delay queue, not run, spends no attempt and no retry, le
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ from plaita.domain.flow import Flow
 from plaita.domain.flow_control import WaitReason
 from plaita.domain.flow_owners import SHARED
 from plaita.domain.history import HistoryKind
+from plaita.domain.rate_limits import RateRule
 
 from .conftest import FakeClock, SequentialIds, handler_registry
 from .twin import Twin
@@ -136,7 +139,9 @@ async def test_the_held_back_node_runs_at_its_due_time_as_its_first_attempt(
     [(copy, due_ms)] = (await twin.process(start(twin, "x-2"))).schedule
     twin.clock.advance((due_ms - twin.clock.now_ms() - 1) / 1000)
     early = await twin.process(copy)
-    assert early.outcome == "rate_limited" and early.schedule[0][1] == due_ms
+    # Denied again, the early comer is queued one interval (1 s) behind its own turn; nothing
+    # was reserved, so coming back when the token is free it still gets it.
+    assert early.outcome == "rate_limited" and early.schedule[0][1] == due_ms + 1_000
     twin.clock.advance(0.001)
 
     result = await twin.process(early.schedule[0][0])
@@ -236,6 +241,115 @@ async def test_a_held_back_execution_is_noted_as_waiting_until_the_node_runs(
     with tenant_scope("default"):
         assert await notes.get("x-2") is None
     assert notes.clears == 1
+
+
+HERD = 20
+#: Five runs a second, one at a time: a run every 200 ms.
+HERD_LIMIT: dict[str, Any] = {"key": "api", "per_second": 5, "burst": 1}
+
+
+async def test_many_executions_waiting_on_one_key_cost_a_dispatch_or_two_each(
+    twin: Twin,
+) -> None:
+    """No herd: executions denied on one key come back one interval apart, in the order they
+    were denied, so each runs when it comes back — O(N) dispatches, not ~N²/2 — with one
+    ``rate_limited`` entry each, and the runs never closer than the rate allows."""
+    runs: list[tuple[str, int]] = []
+
+    def call(params: Any, ctx: Any) -> Any:
+        runs.append((ctx.execution_id, twin.clock.now_ms()))
+        return "called"
+
+    twin.handlers = handler_registry(prep=lambda params, ctx: "prepared", call=call)
+    await twin.catalog.register(limited_flow(HERD_LIMIT, flow_id="herd"), owner=SHARED)
+    with tenant_scope("default"):  # someone else just took the token: every start waits
+        assert (
+            await twin.rate_buckets.take("api", RateRule(5, 1), now_ms=twin.clock.now_ms())
+        ).allowed
+    taken_ms = twin.clock.now_ms()
+    due: list[tuple[int, int, TaskEnvelope]] = []
+    for n in range(HERD):
+        heapq.heappush(due, (twin.clock.now_ms(), n, start(twin, f"h-{n}", flow_id="herd")))
+
+    dispatches = 0
+    while due:
+        at_ms, n, carrier = heapq.heappop(due)
+        twin.clock.advance(max(0, at_ms - twin.clock.now_ms()) / 1000)
+        result = await twin.process(carrier)
+        dispatches += 1
+        for copy, copy_due in result.schedule:
+            heapq.heappush(due, (copy_due, n, copy))
+        assert dispatches <= HERD * HERD, "the herd never settles"
+
+    assert sorted(who for who, _ in runs) == sorted(f"h-{n}" for n in range(HERD))
+    assert dispatches <= 2 * HERD + 2
+    for n in range(HERD):
+        page = await twin.executions.history(f"h-{n}")
+        kinds = [entry.kind for entry in page.entries]
+        assert kinds.count(HistoryKind.RATE_LIMITED) == 1, (f"h-{n}", kinds)
+    starts = [taken_ms] + [at for _, at in runs]
+    assert all(later - earlier >= 200 for earlier, later in itertools.pairwise(starts))
+    assert [who for who, _ in runs] == [f"h-{n}" for n in range(HERD)], "in the order denied"
+
+
+class CountingSaves:
+    """The memory executions, counting saves (a re-hold must pay none)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.saves = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def save(self, *args: Any, **kwargs: Any) -> Any:
+        self.saves += 1
+        return await self._inner.save(*args, **kwargs)
+
+
+async def test_a_copy_held_back_again_writes_no_entry_and_no_checkpoint(
+    twin: Twin, calls: list[tuple[str, int]]
+) -> None:
+    """One ``rate_limited`` entry per held-back node: trying again updates the waiting note
+    (its new due time) and schedules the next copy, nothing else."""
+    await twin.process(start(twin, "x-1"))
+    [(copy, due_ms)] = (await twin.process(start(twin, "x-2"))).schedule
+    before = await twin.executions.history("x-2")
+    saves = CountingSaves(twin.executions)
+    twin.executions = saves  # type: ignore[assignment]
+    twin.clock.advance((due_ms - twin.clock.now_ms() - 1) / 1000)
+
+    again = await twin.process(copy)
+
+    assert (again.outcome, again.waited) == ("rate_limited", WaitReason.RATE_LIMIT)
+    [(next_copy, next_due)] = again.schedule
+    assert next_copy.origin == "rate_limit" and next_due == due_ms + 1_000
+    assert saves.saves == 0
+    after = await twin.executions.history("x-2")
+    assert [e.seq for e in after.entries] == [e.seq for e in before.entries]
+    with tenant_scope("default"):
+        waiting = await twin.waiting.get("x-2")
+    assert waiting is not None and waiting.due_ms == next_due
+
+
+async def test_a_copy_held_back_at_a_later_node_writes_that_node_its_entry(
+    twin: Twin,
+) -> None:
+    """A copy whose node runs and whose next node is then held back is a new wait."""
+    twin.handlers = handler_registry(call=lambda params, ctx: "called")
+    await twin.catalog.register(twice({"key": "api", "per_second": 1, "burst": 1}), owner=SHARED)
+    with tenant_scope("default"):
+        await twin.rate_buckets.take("api", RateRule(1, 1), now_ms=twin.clock.now_ms())
+    first = await twin.process(start(twin, "t-1", flow_id="twice"))
+    [(copy, due_ms)] = first.schedule
+    twin.clock.advance((due_ms - twin.clock.now_ms()) / 1000)
+
+    second = await twin.process(copy)  # "one" runs, "two" waits for the next token
+
+    assert second.outcome == "rate_limited"
+    page = await twin.executions.history("t-1")
+    held = [e.node_id for e in page.entries if e.kind is HistoryKind.RATE_LIMITED]
+    assert held == ["one", "two"]
 
 
 # --- a run in this process (plaita run): it sleeps until the token is due -------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -12,6 +13,7 @@ from plaita.domain.errors import InvalidFlowDocumentError, InvalidRateLimitError
 from plaita.domain.flow import Flow
 from plaita.domain.rate_limits import (
     MAX_PER_SECOND,
+    Bucket,
     RateLimitSpec,
     RateRule,
     Take,
@@ -29,25 +31,71 @@ NOW_US = NOW * 1_000
 FIVE = RateRule(per_second=5, burst=5)  # interval 200 ms, tolerance 800 ms
 
 
+def tat(tat_us: int, tail_us: int = 0) -> Bucket:
+    return Bucket(tat_us, tail_us)
+
+
 @pytest.mark.parametrize(
-    ("stored_tat_us", "now_ms", "rule", "expected"),
+    ("stored", "now_ms", "rule", "expected"),
     [
         # no bucket: full; the first take moves the TAT one interval past now
-        (None, NOW, FIVE, Take(True, NOW, NOW_US + 200_000)),
+        (None, NOW, FIVE, Take(True, NOW, tat(NOW_US + 200_000))),
         # a TAT in the past is the same as no bucket
-        (NOW_US - 5_000_000, NOW, FIVE, Take(True, NOW, NOW_US + 200_000)),
+        (tat(NOW_US - 5_000_000), NOW, FIVE, Take(True, NOW, tat(NOW_US + 200_000))),
         # four taken at once: the fifth still fits the burst
-        (NOW_US + 800_000, NOW, FIVE, Take(True, NOW, NOW_US + 1_000_000)),
-        # five taken at once: the sixth waits one interval
-        (NOW_US + 1_000_000, NOW, FIVE, Take(False, NOW + 200)),
-        # ... and is admitted then
-        (NOW_US + 1_000_000, NOW + 200, FIVE, Take(True, NOW + 200, NOW_US + 1_200_000)),
+        (tat(NOW_US + 800_000), NOW, FIVE, Take(True, NOW, tat(NOW_US + 1_000_000))),
+        # five taken at once: the sixth waits one interval; the next waiter's turn is after
+        (
+            tat(NOW_US + 1_000_000),
+            NOW,
+            FIVE,
+            Take(False, NOW + 200, tat(NOW_US + 1_000_000, NOW_US + 400_000)),
+        ),
+        # ... and is admitted then (an admitted take leaves the queue's tail as it is)
+        (
+            tat(NOW_US + 1_000_000, NOW_US + 400_000),
+            NOW + 200,
+            FIVE,
+            Take(True, NOW + 200, tat(NOW_US + 1_200_000, NOW_US + 400_000)),
+        ),
+        # a second waiter in a row is due one interval after the first
+        (
+            tat(NOW_US + 1_000_000, NOW_US + 400_000),
+            NOW,
+            FIVE,
+            Take(False, NOW + 400, tat(NOW_US + 1_000_000, NOW_US + 600_000)),
+        ),
+        # a tail that has fallen behind the next free token is moved up to it
+        (
+            tat(NOW_US + 1_000_000, NOW_US - 7_000_000),
+            NOW,
+            FIVE,
+            Take(False, NOW + 200, tat(NOW_US + 1_000_000, NOW_US + 400_000)),
+        ),
         # burst 1: one at a time, the next one interval after
-        (NOW_US + 500_000, NOW, RateRule(2, 1), Take(False, NOW + 500)),
-        # a due time between two milliseconds is the later one
-        (NOW_US + 333_334, NOW, RateRule(3, 1), Take(False, NOW + 334)),
+        (
+            tat(NOW_US + 500_000),
+            NOW,
+            RateRule(2, 1),
+            Take(False, NOW + 500, tat(NOW_US + 500_000, NOW_US + 1_000_000)),
+        ),
+        # a due time between two milliseconds is the later one; with no tolerance to absorb
+        # that, the next turn is one interval after that millisecond
+        (
+            tat(NOW_US + 333_334),
+            NOW,
+            RateRule(3, 1),
+            Take(False, NOW + 334, tat(NOW_US + 333_334, NOW_US + 667_334)),
+        ),
+        # ... a tolerance of a millisecond or more absorbs it: turns one exact interval apart
+        (
+            tat(NOW_US + 1_000_000),
+            NOW,
+            RateRule(3, 3),
+            Take(False, NOW + 334, tat(NOW_US + 1_000_000, NOW_US + 666_666)),
+        ),
         # half a run a second: one every 2 s
-        (None, NOW, RateRule(0.5, 1), Take(True, NOW, NOW_US + 2_000_000)),
+        (None, NOW, RateRule(0.5, 1), Take(True, NOW, tat(NOW_US + 2_000_000))),
     ],
     ids=[
         "no-bucket",
@@ -55,15 +103,16 @@ FIVE = RateRule(per_second=5, burst=5)  # interval 200 ms, tolerance 800 ms
         "last-of-burst",
         "over-burst",
         "admitted-at-due",
+        "second-waiter",
+        "tail-behind",
         "burst-one",
         "due-rounded-up",
+        "rounding-absorbed",
         "fractional-rate",
     ],
 )
-def test_decide_take(
-    stored_tat_us: int | None, now_ms: int, rule: RateRule, expected: Take
-) -> None:
-    assert decide_take(stored_tat_us, now_ms, rule) == expected
+def test_decide_take(stored: Bucket | None, now_ms: int, rule: RateRule, expected: Take) -> None:
+    assert decide_take(stored, now_ms, rule) == expected
 
 
 @pytest.mark.parametrize(
@@ -82,11 +131,20 @@ def test_a_contended_take_is_tried_again_one_interval_later() -> None:
 
 
 @pytest.mark.parametrize(
-    ("tat_us", "ttl_ms"),
-    [(NOW_US + 200_000, 1_200), (NOW_US + 1, 1_001), (NOW_US, 1_000), (NOW_US - 10, 1_000)],
+    ("bucket", "ttl_ms"),
+    [
+        (tat(NOW_US + 200_000), 1_200),
+        (tat(NOW_US + 1), 1_001),
+        (tat(NOW_US), 1_000),
+        (tat(NOW_US - 10), 1_000),
+        (tat(NOW_US + 200_000, NOW_US + 3_000_000), 4_000),  # waiters queued: kept for them
+        (tat(NOW_US + 200_000, NOW_US - 10), 1_200),
+    ],
 )
-def test_a_bucket_is_kept_until_its_tat_has_passed_and_a_grace(tat_us: int, ttl_ms: int) -> None:
-    assert bucket_ttl_ms(tat_us, NOW) == ttl_ms
+def test_a_bucket_is_kept_until_its_tat_and_tail_have_passed_and_a_grace(
+    bucket: Bucket, ttl_ms: int
+) -> None:
+    assert bucket_ttl_ms(bucket, NOW) == ttl_ms
 
 
 @pytest.mark.parametrize(
@@ -161,14 +219,14 @@ gaps = st.lists(st.integers(0, 700), min_size=1, max_size=120)
 
 
 def _admitted(rule: RateRule, offsets: list[int]) -> list[int]:
-    tat: int | None = None
+    bucket: Bucket | None = None
     now = NOW
     admitted = []
     for gap in offsets:
         now += gap
-        take = decide_take(tat, now, rule)
+        take = decide_take(bucket, now, rule)
+        bucket = take.bucket
         if take.allowed:
-            tat = take.tat_us
             admitted.append(now)
     return admitted
 
@@ -178,7 +236,8 @@ def _admitted(rule: RateRule, offsets: list[int]) -> list[int]:
 def test_no_window_admits_more_than_the_burst_plus_the_rate(
     rule: RateRule, offsets: list[int]
 ) -> None:
-    """In any window of t seconds at most ``burst + per_second * t`` takes are admitted."""
+    """In any window of t seconds at most ``burst + per_second * t`` takes are admitted,
+    whatever the denied takes did to the queue's tail."""
     admitted = _admitted(rule, offsets)
     for i, first in enumerate(admitted):
         for j in range(i, len(admitted)):
@@ -188,20 +247,60 @@ def test_no_window_admits_more_than_the_burst_plus_the_rate(
 
 @settings(max_examples=300, deadline=None)
 @given(rule=rules, offsets=gaps)
-def test_a_denied_take_is_admitted_exactly_at_its_due_time(
+def test_a_denial_moves_only_the_tail_and_is_due_no_earlier_than_the_next_free_token(
     rule: RateRule, offsets: list[int]
 ) -> None:
-    tat: int | None = None
+    bucket: Bucket | None = None
     now = NOW
     for gap in offsets:
         now += gap
-        take = decide_take(tat, now, rule)
-        if take.allowed:
-            tat = take.tat_us
-            continue
-        assert take.tat_us is None and take.due_ms > now
-        assert not decide_take(tat, take.due_ms - 1, rule).allowed
-        assert decide_take(tat, take.due_ms, rule).allowed
+        take = decide_take(bucket, now, rule)
+        if not take.allowed:
+            assert bucket is not None and take.bucket is not None
+            assert take.due_ms > now and take.bucket.tat_us == bucket.tat_us
+            assert take.bucket.tail_us > take.due_ms * 1_000 - rule.interval_us
+            assert take.due_ms * 1_000 >= bucket.tat_us - rule.tolerance_us
+            assert decide_take(bucket, take.due_ms, rule).allowed
+        bucket = take.bucket
+
+
+@settings(max_examples=300, deadline=None)
+@given(rule=rules, offsets=gaps, waiters=st.integers(1, 30), late=st.integers(0, 3_000))
+def test_waiters_are_due_one_interval_apart_and_each_is_admitted_at_its_due_time(
+    rule: RateRule, offsets: list[int], waiters: int, late: int
+) -> None:
+    """Whatever came before, takes denied in a row are due in the order they were denied,
+    one interval apart (to the millisecond a waiter really comes back); coming back at its
+    due time with no newcomer in between, each is admitted."""
+    bucket: Bucket | None = None
+    now = NOW
+    for gap in offsets:
+        now += gap
+        bucket = decide_take(bucket, now, rule).bucket
+    assert bucket is not None
+    while decide_take(bucket, now, rule).allowed:  # empty the burst: the next take waits
+        bucket = decide_take(bucket, now, rule).bucket
+    dues = []
+    for _ in range(waiters):
+        take = decide_take(bucket, now, rule)
+        assert not take.allowed and take.bucket is not None
+        dues.append(take.due_ms)
+        bucket = take.bucket
+    interval_ms = rule.interval_us / 1_000
+    for earlier, later in itertools.pairwise(dues):
+        assert interval_ms - 1 < later - earlier <= math.ceil(interval_ms)
+    for due in dues:
+        take = decide_take(bucket, due, rule)
+        assert take.allowed, (dues, due, bucket)
+        bucket = take.bucket
+    # A queue whose turns have passed is empty: a late denial is due at the next free token.
+    now = dues[-1] + late
+    take = decide_take(bucket, now, rule)
+    while take.allowed:
+        bucket = take.bucket
+        take = decide_take(bucket, now, rule)
+    assert bucket is not None
+    assert take.due_ms == -(-(bucket.tat_us - rule.tolerance_us) // 1_000)
 
 
 @settings(max_examples=200, deadline=None)
