@@ -62,6 +62,22 @@ class InvalidHttpNodeError(FlowDefinitionError):
     """An http node's method, static url, header names or ``expect`` cannot be used."""
 
 
+class InvalidRateLimitError(FlowDefinitionError):
+    """A task or http node's ``rate_limit`` cannot be used: ``per_second`` is not a number
+    above 0 and at most the maximum, ``burst`` is not a whole number of at least 1, or
+    ``key`` is not a non-empty expression (W23)."""
+
+
+class RateLimitsUnavailableError(FlowDefinitionError):
+    """A node has a ``rate_limit`` but the run was built without rate buckets (an embedding
+    that passed none): it fails rather than run unlimited (W23)."""
+
+
+class RateLimitKeyError(FlowDefinitionError):
+    """A node's ``rate_limit.key`` expression failed when rendered at run time (an unknown
+    name, a type error): the node fails, as with any bad expression (W23)."""
+
+
 class DuplicateNodeIdError(FlowDefinitionError):
     """Two nodes share one id."""
 

@@ -14,6 +14,8 @@ events and subscriptions carry their tenant in the record.
 
 from __future__ import annotations
 
+import hashlib
+
 from plaita.application.tenancy import current_tenant
 from plaita.domain.flow_owners import FlowOwner
 from plaita.domain.tenancy import tenant_namespace
@@ -305,3 +307,11 @@ class RedisKeys:
     def tenants(self) -> str:
         """Set of the tenant ids with a record, added to after the record is written."""
         return f"{self.namespace}:tenants"
+
+    # --- rate limits (W23; the current tenant's namespace, a hash of the key as hash tag) --
+
+    def rate_bucket(self, key: str) -> str:
+        """One rate limit bucket: its TAT (µs) as a string, expiring once the TAT has passed.
+        The hash tag is a digest of the key, so any key (long, with braces) is one slot."""
+        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return f"{self.tenant_namespace(current_tenant())}:rate:{{{digest}}}"

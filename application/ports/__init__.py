@@ -37,6 +37,7 @@ from plaita.application.ports.lease_manager import LeaseManager
 from plaita.application.ports.leased_load import LeasedLoad
 from plaita.application.ports.metrics import WorkerMetrics
 from plaita.application.ports.metrics_exporter import MetricsExporter
+from plaita.application.ports.rate_buckets import RateBuckets
 from plaita.application.ports.reconciler_cursor import ReconcilerCursor
 from plaita.application.ports.replay_markers import ReplayMarkerStore
 from plaita.application.ports.schedule_store import DueClaim, ScheduleStore, StoredSchedule
@@ -93,6 +94,7 @@ __all__ = [
     "NodeRun",
     "ParkedCarrier",
     "QueueStats",
+    "RateBuckets",
     "RawBase64",
     "ReconcilerCursor",
     "ReplayMarkerStore",

@@ -16,6 +16,7 @@ from plaita.adapters.memory.hooks import MemoryHookStore, MemorySeenSignatures
 from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.memory.rate_buckets import MemoryRateBuckets
 from plaita.adapters.memory.reconciler_cursor import MemoryReconcilerCursor
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.replay_markers import MemoryReplayMarkerStore
@@ -62,6 +63,8 @@ class MemoryStores(containers.DeclarativeContainer):
     seen_signatures = providers.Singleton(MemorySeenSignatures, clock)
     #: Tenants' status records and parked carriers (W24).
     tenants = providers.Singleton(MemoryTenantDirectory)
+    #: Rate limit buckets of task and http nodes (W23), this process's alone.
+    rate_buckets = providers.Singleton(MemoryRateBuckets)
     #: ``plaita run``: a flow run in this process reads the events given on its command line
     #: and never waits for more (E6).
     closed_event_bus = providers.Factory(MemoryEventBus, closed=True)

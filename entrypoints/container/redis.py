@@ -26,6 +26,7 @@ from plaita.adapters.redis.lease import RedisLeaseManager
 from plaita.adapters.redis.leased_load import RedisLeasedLoad
 from plaita.adapters.redis.packing import use_hiredis_packing
 from plaita.adapters.redis.queue import RedisTaskQueue
+from plaita.adapters.redis.rate_buckets import RedisRateBuckets
 from plaita.adapters.redis.reconciler_cursor import RedisReconcilerCursor
 from plaita.adapters.redis.registry import RedisWorkerRegistry
 from plaita.adapters.redis.replay_markers import RedisReplayMarkerStore
@@ -162,6 +163,8 @@ class RedisStores(containers.DeclarativeContainer):
     registry = providers.Singleton(RedisWorkerRegistry, client, keys)
     reconciler_cursor = providers.Singleton(RedisReconcilerCursor, client, keys)
     replay_markers = providers.Singleton(RedisReplayMarkerStore, client, keys)
+    #: Rate limit buckets of task and http nodes (W23), shared by every worker.
+    rate_buckets = providers.Singleton(RedisRateBuckets, client, keys)
     #: Cron schedules (W22).
     schedules = providers.Singleton(RedisScheduleStore, client, keys)
     hooks = providers.Singleton(RedisHookStore, client, keys)

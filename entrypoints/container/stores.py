@@ -217,6 +217,12 @@ class Stores(containers.DeclarativeContainer):
     tenants = providers.Selector(
         config.backend, memory=memory_stores.tenants, redis=redis_stores.tenants
     )
+    #: Rate limits of task and http nodes (W23): on the backend, like the queue.
+    rate_buckets = providers.Selector(
+        config.backend, memory=memory_stores.rate_buckets, redis=redis_stores.rate_buckets
+    )
+    #: ``plaita run``: a run in this process takes its tokens from buckets of its own.
+    in_process_rate_buckets = memory_stores.rate_buckets
     #: ``plaita run`` (Normal mode): the events of its command line, in this process.
     closed_event_bus = memory_stores.closed_event_bus
 

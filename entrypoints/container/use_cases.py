@@ -278,6 +278,7 @@ class UseCases(Stores):
         controls=Stores.controls,
         tenants=Stores.tenants,
         waiting=Stores.waiting_notes,
+        rate_buckets=Stores.rate_buckets,
         listeners=listeners,
         tracer=Stores.tracer,
         http=Stores.http_client,

@@ -20,6 +20,7 @@ from plaita.adapters.memory.flows import MemoryFlowRepository
 from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.memory.rate_buckets import MemoryRateBuckets
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
@@ -109,6 +110,7 @@ class World:
             controls=MemoryExecutionControls(self.clock),
             waiting=MemoryWaitingNotes(self.clock),
             tenants=MemoryTenantDirectory(),
+            rate_buckets=MemoryRateBuckets(),
         )
 
     async def publish(self, data: dict[str, Any], *, tenant: str = "default") -> str:

@@ -31,6 +31,7 @@ from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.lease import RedisLeaseManager
 from plaita.adapters.redis.leased_load import RedisLeasedLoad
 from plaita.adapters.redis.queue import RedisTaskQueue
+from plaita.adapters.redis.rate_buckets import RedisRateBuckets
 from plaita.adapters.redis.registry import RedisWorkerRegistry
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
@@ -105,6 +106,7 @@ def worker_step(
         else MemoryExecutionControls(clock),
         waiting=RedisWaitingNotes(client, keys),
         tenants=RedisTenantDirectory(client, keys) if tenants else MemoryTenantDirectory(),
+        rate_buckets=RedisRateBuckets(client, keys),
     )
     return step, catalog
 

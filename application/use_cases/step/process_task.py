@@ -31,6 +31,7 @@ from plaita.application.ports import (
     Inbox,
     LeasedLoad,
     LeaseManager,
+    RateBuckets,
     SubscriptionStore,
     TaskQueue,
     TenantDirectory,
@@ -52,6 +53,7 @@ from plaita.application.use_cases.step.dispatch import (
 )
 from plaita.application.use_cases.step.gates import CarrierGates
 from plaita.application.use_cases.step.lease_keeper import KeeperRun, LeaseKeeper
+from plaita.application.use_cases.step.rate_gate import RateLimits
 from plaita.application.use_cases.step.resumes import Resumes
 from plaita.application.use_cases.step.starts import Starts
 from plaita.application.use_cases.step.tenant_gate import TenantGate
@@ -91,6 +93,7 @@ class ProcessTask:
         controls: ExecutionControls,
         waiting: WaitingNotes,
         tenants: TenantDirectory,
+        rate_buckets: RateBuckets,
         listeners: Callable[[], list[object]] = list,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         tracer: Tracer = NO_TRACING,
@@ -159,6 +162,7 @@ class ProcessTask:
             settings=settings,
             listeners=listeners,
             tracing=StepTracing(tracer, worker=settings.holder_id),
+            rates=RateLimits(buckets=rate_buckets, notes=waiting, clock=clock),
             http=http,
             children=children,
         )

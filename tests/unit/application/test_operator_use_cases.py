@@ -18,6 +18,7 @@ from plaita.adapters.memory.flows import MemoryFlowRepository
 from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.memory.rate_buckets import MemoryRateBuckets
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.replay_markers import MemoryReplayMarkerStore
 from plaita.adapters.memory.storage import MemoryExecutionRepository
@@ -137,6 +138,7 @@ class Ops:
             controls=MemoryExecutionControls(self.clock),
             waiting=MemoryWaitingNotes(self.clock),
             tenants=MemoryTenantDirectory(),
+            rate_buckets=MemoryRateBuckets(),
         )
 
     def start(self, execution_id: str = "x-1", tenant_id: str = "default") -> TaskEnvelope:
