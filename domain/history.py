@@ -236,10 +236,11 @@ def accepted(
     by: str,
     dedup_key: str | None,
     target: str | None = None,
+    priority: str | None = None,
 ) -> HistoryEntry:
     """A start was accepted (the ``pending`` state, ADR 0022): through which entry point
-    (``via``: api, cli, sdk …), by whom (a token's name, an OS user), the input's size, and
-    the worker instance it asks for (``target``, W25)."""
+    (``via``: api, cli, sdk …), by whom (a token's name, an OS user), the input's size, the
+    worker instance it asks for (``target``, W25) and its priority when not normal."""
     facts: dict[str, JSON] = {
         "input_bytes": input_size,
         "via": bounded(via, MAX_NAME_CHARS),
@@ -249,6 +250,8 @@ def accepted(
         facts["dedup_key"] = bounded(dedup_key, MAX_NAME_CHARS)
     if target is not None:
         facts["target"] = bounded(target, MAX_NAME_CHARS)
+    if priority is not None:
+        facts["priority"] = bounded(priority, MAX_NAME_CHARS)
     return HistoryEntry(HistoryKind.ACCEPTED, at_ms, detail=facts)
 
 
