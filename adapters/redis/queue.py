@@ -270,8 +270,9 @@ class RedisTaskQueue:
         return trimmed
 
     async def close(self) -> None:
-        """Cancel the blocking reads still open on the partitions (P > 1); what they had
-        read stays pending on the consumer, for reclaim."""
+        """Cancel the blocking reads still open on the partitions (P > 1) and drop what was
+        read ahead; what they had read stays pending on the consumer, for reclaim."""
+        self._buffers.clear()
         await self._reads.close()
 
     # --- partitions -------------------------------------------------------------------
