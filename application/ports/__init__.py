@@ -51,6 +51,7 @@ from plaita.application.ports.task_queue import (
     TaskQueue,
 )
 from plaita.application.ports.tracer import NodeRun, Tracer
+from plaita.application.ports.waiting_notes import WaitingNotes
 from plaita.application.ports.worker_registry import WorkerInstance, WorkerRegistry
 
 __all__ = [
@@ -101,6 +102,7 @@ __all__ = [
     "SubscriptionStore",
     "TaskQueue",
     "Tracer",
+    "WaitingNotes",
     "WorkerInstance",
     "WorkerMetrics",
     "WorkerRegistry",

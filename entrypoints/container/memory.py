@@ -22,6 +22,7 @@ from plaita.adapters.memory.replay_markers import MemoryReplayMarkerStore
 from plaita.adapters.memory.schedules import MemoryScheduleStore
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.memory.waiting_notes import MemoryWaitingNotes
 from plaita.application.ports import Clock
 
 
@@ -33,6 +34,8 @@ class MemoryStores(containers.DeclarativeContainer):
     counters = providers.Singleton(MemoryCounterStore, clock)
     #: Operator flags and parked carriers, beside the checkpoint (ADR 0008).
     controls = providers.Singleton(MemoryExecutionControls, clock)
+    #: Why an execution waits for room to run (flow control), beside the checkpoint.
+    waiting_notes = providers.Singleton(MemoryWaitingNotes, clock)
     executions = providers.Singleton(
         MemoryExecutionRepository,
         leases,

@@ -127,6 +127,9 @@ class Stores(containers.DeclarativeContainer):
     counters = providers.Selector(
         config.backend, memory=memory_stores.counters, redis=redis_stores.counters
     )
+    waiting_notes = providers.Selector(
+        config.backend, memory=memory_stores.waiting_notes, redis=redis_stores.waiting_notes
+    )
     sql_stores = providers.Container(
         sql_family.SqlStores,
         config=config,

@@ -268,6 +268,7 @@ class UseCases(Stores):
         dedup=Stores.dedup,
         inbox=Stores.inbox,
         controls=Stores.controls,
+        waiting=Stores.waiting_notes,
         listeners=listeners,
         tracer=Stores.tracer,
         http=Stores.http_client,

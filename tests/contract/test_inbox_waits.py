@@ -23,6 +23,7 @@ from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.memory.waiting_notes import MemoryWaitingNotes
 from plaita.adapters.redis.delay_queue import RedisDelayQueue
 from plaita.adapters.redis.events import RedisEventLog
 from plaita.adapters.redis.flows import RedisFlowRepository
@@ -105,6 +106,7 @@ class World:
             registry=MemoryWorkerRegistry(self.clock),
             dedup=MemoryDedupStore(self.clock),
             controls=MemoryExecutionControls(self.clock),
+            waiting=MemoryWaitingNotes(self.clock),
         )
 
     async def publish(self, data: dict[str, Any], *, tenant: str = "default") -> str:

@@ -33,6 +33,7 @@ from plaita.adapters.redis.queue import RedisTaskQueue
 from plaita.adapters.redis.registry import RedisWorkerRegistry
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
+from plaita.adapters.redis.waiting_notes import RedisWaitingNotes
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.tenancy import tenant_scope
@@ -95,6 +96,7 @@ def worker_step(
         controls=RedisExecutionControls(client, keys)
         if controls
         else MemoryExecutionControls(clock),
+        waiting=RedisWaitingNotes(client, keys),
     )
     return step, catalog
 

@@ -10,6 +10,7 @@ import attrs
 from plaita.domain.affinity import DEFAULT_MAX_HANDOVERS, check_max_handovers
 from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.envelope import CarrierGenerations, TaskEnvelope
+from plaita.domain.flow_control import WaitReason
 from plaita.domain.http_calls import DEFAULT_HTTP_POLICY, HttpPolicy
 from plaita.domain.tombstone import DEFAULT_CARRIER_MAX_AGE_MS
 
@@ -51,6 +52,8 @@ class DispatchResult:
     #: A dead letter refused for what the carrier is (W9: released once, never copied); False
     #: when the carrier is given up on, so the guard may terminalise its execution first.
     refused: bool = True
+    #: Why the carrier was kept to wait for room to run (flow control), counted by reason.
+    waited: WaitReason | None = None
 
 
 def ack(outcome: str, detail: str = "") -> DispatchResult:

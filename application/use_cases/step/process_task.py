@@ -34,6 +34,7 @@ from plaita.application.ports import (
     SubscriptionStore,
     TaskQueue,
     Tracer,
+    WaitingNotes,
     WorkerRegistry,
 )
 from plaita.application.tenancy import tenant_scope
@@ -86,6 +87,7 @@ class ProcessTask:
         dedup: DedupStore,
         inbox: Inbox,
         controls: ExecutionControls,
+        waiting: WaitingNotes,
         listeners: Callable[[], list[object]] = list,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         tracer: Tracer = NO_TRACING,
@@ -101,6 +103,8 @@ class ProcessTask:
         self._queue, self._delay, self._subscriptions = queue, delay, subscriptions
         self._clock, self._settings, self._listeners = clock, settings, listeners
         self._children = children
+        #: Why an execution waits for room to run: written by the flow-control stages.
+        self._waiting = waiting
         self._gates = CarrierGates(
             clock=clock,
             settings=settings,

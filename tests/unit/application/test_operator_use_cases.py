@@ -22,6 +22,7 @@ from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.replay_markers import MemoryReplayMarkerStore
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.memory.waiting_notes import MemoryWaitingNotes
 from plaita.application.codec import encode_envelope
 from plaita.application.leased_load import SequentialLeasedLoad
 from plaita.application.use_cases.delete_execution import DeleteExecution
@@ -132,6 +133,7 @@ class Ops:
             dedup=MemoryDedupStore(self.clock),
             inbox=MemoryInbox(self.clock),
             controls=MemoryExecutionControls(self.clock),
+            waiting=MemoryWaitingNotes(self.clock),
         )
 
     def start(self, execution_id: str = "x-1", tenant_id: str = "default") -> TaskEnvelope:

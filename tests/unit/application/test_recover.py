@@ -20,6 +20,7 @@ from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.memory.waiting_notes import MemoryWaitingNotes
 from plaita.application.leased_load import SequentialLeasedLoad
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.flows import FlowCatalog
@@ -89,6 +90,7 @@ class Process:
             dedup=MemoryDedupStore(self.clock),
             inbox=MemoryInbox(self.clock),
             controls=MemoryExecutionControls(self.clock),
+            waiting=MemoryWaitingNotes(self.clock),
         )
 
     async def drain(self) -> list[str]:

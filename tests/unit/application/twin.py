@@ -20,6 +20,7 @@ from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.memory.waiting_notes import MemoryWaitingNotes
 from plaita.application.engine.children import NO_CHILD_EXECUTIONS, ChildExecutions
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.leased_load import SequentialLeasedLoad
@@ -105,6 +106,10 @@ class Twin:
     controls: MemoryExecutionControls = attrs.field(
         default=attrs.Factory(lambda self: MemoryExecutionControls(self.clock), takes_self=True)
     )
+    #: Why an execution waits for room to run (flow control).
+    waiting: MemoryWaitingNotes = attrs.field(
+        default=attrs.Factory(lambda self: MemoryWaitingNotes(self.clock), takes_self=True)
+    )
     #: The lifecycle listeners every dispatch tells (E9).
     listeners: list[object] = attrs.field(factory=list)
     #: What records the spans of its use cases (C6): none unless a test gives a tracer.
@@ -138,6 +143,7 @@ class Twin:
             dedup=self.dedup,
             inbox=self.inbox,
             controls=self.controls,
+            waiting=self.waiting,
             listeners=lambda: list(self.listeners),
             sleep=self.sleep,
             tracer=self.tracer,
