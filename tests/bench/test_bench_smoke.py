@@ -118,3 +118,10 @@ def test_recovery_runs() -> None:
         "60",
     )
     assert "executions recovered" in out
+
+
+def test_priority_reads_runs() -> None:
+    out = run_bench(
+        "priority_reads.py", "--redis-url", REDIS_URL, "--rounds", "1", "--carriers", "5"
+    )
+    assert "one stream: median" in out and "three streams: median" in out
