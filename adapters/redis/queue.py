@@ -24,7 +24,13 @@ from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.queue_partitions import PartitionedReads, waiting_carriers
 from plaita.adapters.redis.queue_priorities import PriorityBuffer, PriorityStreams
 from plaita.adapters.redis.stream_trim import StreamTrimmer
-from plaita.adapters.redis.streams import RedisGroupStream, text, text_fields, undecoded
+from plaita.adapters.redis.streams import (
+    RedisGroupStream,
+    lengths_and_pending,
+    text,
+    text_fields,
+    undecoded,
+)
 from plaita.application.codec import (
     RawFields,
     carrier_priority,
@@ -208,13 +214,14 @@ class RedisTaskQueue:
     async def stats(self) -> QueueStats:
         length = pending = 0
         oldest: int | None = None
-        for stream in self._streams:
-            stream_length, stream_pending = await stream.length_and_pending()
-            length += stream_length
-            pending += stream_pending
-            unread = await stream.oldest_unread_ms() if stream_length else None
-            if unread is not None and (oldest is None or unread < oldest):
-                oldest = unread
+        for levels in self._levels:
+            counts = await lengths_and_pending(self._client, levels.all)
+            for stream, (stream_length, stream_pending) in zip(levels.all, counts, strict=True):
+                length += stream_length
+                pending += stream_pending
+                unread = await stream.oldest_unread_ms() if stream_length else None
+                if unread is not None and (oldest is None or unread < oldest):
+                    oldest = unread
         return QueueStats(length=length, pending=pending, oldest_unread_ms=oldest)
 
     async def dead_letter(self, delivery: Delivery, reason: str) -> str:
