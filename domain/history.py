@@ -488,7 +488,8 @@ def ended(
 class HistorySummary:
     """What an execution's history adds up to, for ``executions show`` (and its ``--json``):
     how many entries, how many the cap dropped, node attempts, failures, retries scheduled,
-    events received, operator actions, and the newest entry's kind and time."""
+    events received, operator actions, the newest entry's kind and time, and the priority
+    its start asked for when not normal (its ``accepted`` entry's; None: normal)."""
 
     entries: int = 0
     dropped: int = 0
@@ -499,6 +500,7 @@ class HistorySummary:
     operator_actions: int = 0
     last_kind: str | None = None
     last_at_ms: int | None = None
+    priority: str | None = None
 
     def to_json(self) -> dict[str, JSON]:
         return attrs.asdict(self)
@@ -517,15 +519,20 @@ def summarize(entries: Sequence[HistoryEntry], *, dropped: int) -> HistorySummar
     """The summary of the kept ``entries`` (oldest first); ``dropped`` older ones are not
     counted, only reported."""
     counts = dict.fromkeys(_COUNTED.values(), 0)
+    priority: str | None = None
     for entry in entries:
         field = _COUNTED.get(entry.kind)
         if field is not None:
             counts[field] += 1
+        if entry.kind is HistoryKind.ACCEPTED:
+            asked = entry.detail.get("priority")
+            priority = asked if isinstance(asked, str) else priority
     last = entries[-1] if entries else None
     return HistorySummary(
         entries=len(entries) + dropped,
         dropped=dropped,
         last_kind=None if last is None else last.kind.value,
         last_at_ms=None if last is None else last.at_ms,
+        priority=priority,
         **counts,
     )

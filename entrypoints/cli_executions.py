@@ -565,6 +565,8 @@ def execution_rows(view: dict[str, Any], now_ms: int) -> list[tuple[str, str]]:
     summary = view.get("history")
     if summary:
         rows.append(("history", _summary_line(summary, now_ms)))
+        if summary.get("priority"):
+            rows.append(("priority", f"{summary['priority']} (asked for at its start)"))
     return rows
 
 

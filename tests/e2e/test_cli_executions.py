@@ -501,6 +501,10 @@ def test_start_with_a_priority_puts_its_carrier_on_that_level(ns: Namespace, lev
     code, out = ns.invoke("executions", "history", execution_id, "--json")
     accepted = json.loads(out.splitlines()[1])
     assert accepted["detail"]["priority"] == level
+    code, out = ns.invoke("executions", "show", execution_id, "--json")
+    assert json.loads(out)["history"]["priority"] == level
+    code, out = ns.invoke("executions", "show", execution_id)
+    assert f"priority {level} (asked for at its start)" in " ".join(out.split())
 
 
 def test_a_start_without_a_priority_is_normal_and_says_nothing_of_it(ns: Namespace) -> None:
@@ -510,8 +514,13 @@ def test_a_start_without_a_priority_is_normal_and_says_nothing_of_it(ns: Namespa
 
     [carrier] = ns.carriers()
     assert carrier.priority is Priority.NORMAL
-    code, out = ns.invoke("executions", "history", out.strip(), "--json")
+    execution_id = out.strip()
+    code, out = ns.invoke("executions", "history", execution_id, "--json")
     assert "priority" not in json.loads(out.splitlines()[1])["detail"]
+    code, out = ns.invoke("executions", "show", execution_id, "--json")
+    assert json.loads(out)["history"]["priority"] is None
+    code, out = ns.invoke("executions", "show", execution_id)
+    assert "priority" not in out
 
 
 @pytest.mark.parametrize("level", ["urgent", "HIGH", ""])
