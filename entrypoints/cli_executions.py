@@ -29,7 +29,6 @@ from plaita.domain.envelope import validate_target_instance_id
 from plaita.domain.errors import (
     ExecutionFailedError,
     InvalidOperatorRequestError,
-    InvalidPriorityError,
     InvalidTargetInstanceError,
     ResultTimeoutError,
     UnknownExecutionError,
@@ -52,10 +51,11 @@ from plaita.domain.operator_controls import (
     OperatorAction,
     PageCursor,
 )
-from plaita.domain.priorities import PRIORITIES, Priority, parse_priority
+from plaita.domain.priorities import Priority
 from plaita.entrypoints.cli_support import (
     EXECUTION_ID,
     FLOW_ID,
+    PRIORITY,
     echo_json,
     echo_rows,
     execution_view,
@@ -366,18 +366,6 @@ class _TargetInstance(click.ParamType[str]):
             self.fail(f"{type(exc).__name__}: {exc}", param, ctx)
 
 
-class _Priority(click.ParamType[str]):
-    """A start's priority, held to ``parse_priority`` before anything connects (exit 2)."""
-
-    name = "|".join(level.value for level in PRIORITIES)
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        try:
-            return parse_priority(value).value
-        except InvalidPriorityError as exc:
-            self.fail(f"{type(exc).__name__}: {exc}", param, ctx)
-
-
 @click.command("start")
 @click.argument("flow_id", type=FLOW_ID)
 @click.option("--version", default=None, help="Flow version (default: the latest registered).")
@@ -399,7 +387,7 @@ class _Priority(click.ParamType[str]):
 )
 @click.option(
     "--priority",
-    type=_Priority(),
+    type=PRIORITY,
     default=Priority.NORMAL.value,
     show_default=True,
     help="Which starts workers take first: of every 10 taken while all three levels wait, "
