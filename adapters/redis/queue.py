@@ -22,7 +22,11 @@ import redis.asyncio as redis
 
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.queue_partitions import PartitionedReads, waiting_carriers
-from plaita.adapters.redis.queue_priorities import PriorityBuffer, PriorityStreams
+from plaita.adapters.redis.queue_priorities import (
+    PartitionEntry,
+    PriorityBuffer,
+    PriorityStreams,
+)
 from plaita.adapters.redis.stream_trim import StreamTrimmer
 from plaita.adapters.redis.streams import (
     RedisGroupStream,
@@ -145,7 +149,7 @@ class RedisTaskQueue:
 
     async def _read_one_partition(
         self, consumer: str, *, count: int, block_ms: int
-    ) -> list[tuple[int, tuple[str, dict[bytes, bytes]]]]:
+    ) -> list[PartitionEntry]:
         """One XREADGROUP for the levels with fewer than ``count`` read ahead (none when each
         has enough), blocking only when nothing is read ahead; then the domain's share.
 
