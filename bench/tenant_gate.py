@@ -44,6 +44,7 @@ from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.lease import RedisLeaseManager
 from plaita.adapters.redis.leased_load import RedisLeasedLoad
 from plaita.adapters.redis.queue import RedisTaskQueue
+from plaita.adapters.redis.rate_buckets import RedisRateBuckets
 from plaita.adapters.redis.registry import RedisWorkerRegistry
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
@@ -97,6 +98,7 @@ def worker_step(client: redis.Redis, keys: RedisKeys, tenants: TenantDirectory) 
         controls=MemoryExecutionControls(clock),
         waiting=RedisWaitingNotes(client, keys),
         tenants=tenants,
+        rate_buckets=RedisRateBuckets(client, keys),
     )
 
 
