@@ -20,6 +20,7 @@ from plaita.adapters.memory.reconciler_cursor import MemoryReconcilerCursor
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.replay_markers import MemoryReplayMarkerStore
 from plaita.adapters.memory.schedules import MemoryScheduleStore
+from plaita.adapters.memory.slot_tables import MemorySlotTables
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.ports import Clock
@@ -33,6 +34,7 @@ class MemoryStores(containers.DeclarativeContainer):
     counters = providers.Singleton(MemoryCounterStore, clock)
     #: Operator flags and parked carriers, beside the checkpoint (ADR 0008).
     controls = providers.Singleton(MemoryExecutionControls, clock)
+    slot_tables = providers.Singleton(MemorySlotTables)
     executions = providers.Singleton(
         MemoryExecutionRepository,
         leases,

@@ -127,6 +127,11 @@ class Stores(containers.DeclarativeContainer):
     counters = providers.Selector(
         config.backend, memory=memory_stores.counters, redis=redis_stores.counters
     )
+    #: Slot tables (E1a concurrency keys, tenant quotas): on the queue's side, whatever the
+    #: storage.
+    slot_tables = providers.Selector(
+        config.backend, memory=memory_stores.slot_tables, redis=redis_stores.slot_tables
+    )
     sql_stores = providers.Container(
         sql_family.SqlStores,
         config=config,

@@ -21,6 +21,7 @@ from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
+from plaita.adapters.memory.slot_tables import MemorySlotTables
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.adapters.redis.delay_queue import RedisDelayQueue
@@ -105,6 +106,7 @@ class World:
             registry=MemoryWorkerRegistry(self.clock),
             dedup=MemoryDedupStore(self.clock),
             controls=MemoryExecutionControls(self.clock),
+            slots=MemorySlotTables(),
         )
 
     async def publish(self, data: dict[str, Any], *, tenant: str = "default") -> str:

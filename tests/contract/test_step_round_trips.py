@@ -20,6 +20,7 @@ import pytest
 import redis.asyncio as redis
 
 from plaita.adapters.memory.controls import MemoryExecutionControls
+from plaita.adapters.memory.slot_tables import MemorySlotTables
 from plaita.adapters.redis.controls import RedisExecutionControls
 from plaita.adapters.redis.counters import RedisCounterStore
 from plaita.adapters.redis.dedup import RedisDedupStore
@@ -95,6 +96,7 @@ def worker_step(
         controls=RedisExecutionControls(client, keys)
         if controls
         else MemoryExecutionControls(clock),
+        slots=MemorySlotTables(),
     )
     return step, catalog
 

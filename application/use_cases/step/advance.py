@@ -245,7 +245,7 @@ class Advance:
             # W25: the rest of a dispatch that asked for one worker asks for it too.
             target_instance_id=held.envelope.target_instance_id,
         )
-        return DispatchResult(Disposition.ACK, "yielded", enqueue=(hand_over,))
+        return DispatchResult(Disposition.ACK, "yielded", enqueue=(hand_over,), continues=True)
 
     async def _drop_left_behind(
         self, previous: ExecutionState, state: ExecutionState, consumed: str | None
@@ -380,7 +380,11 @@ class Advance:
                 str(_original(error)),
             )
             return DispatchResult(
-                Disposition.ACK, "retry_scheduled", str(error), schedule=((copy, due),)
+                Disposition.ACK,
+                "retry_scheduled",
+                str(error),
+                schedule=((copy, due),),
+                continues=True,
             )
         failed = state.transition(
             ExecutionStatus.ERROR, now_ms=now_ms, error=_error_of(error, decision.node_retries)

@@ -51,6 +51,9 @@ class DispatchResult:
     #: A dead letter refused for what the carrier is (W9: released once, never copied); False
     #: when the carrier is given up on, so the guard may terminalise its execution first.
     refused: bool = True
+    #: The execution runs on with the carrier scheduled or enqueued here (a retry, a
+    #: hand-over): it keeps its slots (E1a) until that carrier's dispatch ends.
+    continues: bool = False
 
 
 def ack(outcome: str, detail: str = "") -> DispatchResult:

@@ -15,6 +15,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+import attrs
+
 from plaita.application.engine.children import NO_CHILD_EXECUTIONS, ChildExecutions
 from plaita.application.engine.runner import NO_HTTP_CLIENT
 from plaita.application.handlers import HandlerRegistry
@@ -31,6 +33,7 @@ from plaita.application.ports import (
     Inbox,
     LeasedLoad,
     LeaseManager,
+    SlotTables,
     SubscriptionStore,
     TaskQueue,
     Tracer,
@@ -51,6 +54,7 @@ from plaita.application.use_cases.step.dispatch import (
 from plaita.application.use_cases.step.gates import CarrierGates
 from plaita.application.use_cases.step.lease_keeper import KeeperRun, LeaseKeeper
 from plaita.application.use_cases.step.resumes import Resumes
+from plaita.application.use_cases.step.slots import SlotGate
 from plaita.application.use_cases.step.starts import Starts
 from plaita.application.use_cases.step.tracing import StepTracing
 from plaita.application.use_cases.step.waits import WaitRegistrar
@@ -60,6 +64,7 @@ from plaita.domain.children import repeats_end_notice
 from plaita.domain.envelope import CarrierKind, TaskEnvelope
 from plaita.domain.errors import ExecutionLeaseError, LeaseLostError, UnknownFlowError
 from plaita.domain.execution import ExecutionState
+from plaita.domain.flow import Flow
 from plaita.domain.lease import Lease
 from plaita.domain.operator_controls import ControlFlags
 
@@ -86,6 +91,7 @@ class ProcessTask:
         dedup: DedupStore,
         inbox: Inbox,
         controls: ExecutionControls,
+        slots: SlotTables,
         listeners: Callable[[], list[object]] = list,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         tracer: Tracer = NO_TRACING,
@@ -111,7 +117,9 @@ class ProcessTask:
             controls=controls,
             queue=queue,
         )
+        self._slots = SlotGate(slots=slots, clock=clock, hold_ms=settings.lease_ttl_ms)
         self._keeper = LeaseKeeper(
+            slots=self._slots,
             leases=leases,
             executions=executions,
             queue=queue,
@@ -229,6 +237,7 @@ class ProcessTask:
             )
             return DispatchResult(Disposition.LEAVE_PENDING, "release_failed", repr(exc))
         await self._schedule(result)
+        await self._let_slots_go(run, result)
         return result
 
     async def _under_lease(
@@ -246,6 +255,29 @@ class ProcessTask:
                 flow = await self._flows.get(envelope.flow_id, envelope.version)
             except UnknownFlowError as exc:
                 return DispatchResult(Disposition.DEAD_LETTER, "unknown_flow", str(exc))
+        # Slots (E1a): before the attempt is counted, so waiting for one burns none (W2).
+        slots = await self._slots.take(
+            envelope,
+            held.run.lease,
+            flow or await self._flow_of(state),
+            state,
+            message_id=held.run.message_id,
+            quota=None,  # the tenant's quota, read with its status by the tenant gate
+        )
+        if slots.waited is not None:
+            return attrs.evolve(slots.waited, enqueue=(*slots.waited.enqueue, *slots.promoted))
+        held.run.holding(slots.held)
+        result = await self._run(held, state, flow, flags)
+        return attrs.evolve(result, enqueue=(*result.enqueue, *slots.promoted))
+
+    async def _run(
+        self,
+        held: Held,
+        state: ExecutionState | None,
+        flow: Flow | None,
+        flags: ControlFlags,
+    ) -> DispatchResult:
+        envelope = held.envelope
         # The node this attempt runs first: a new execution's start node, or the checkpoint's.
         first_node = flow.start_node.id if flow else state.next_node_id if state else None
         counters = await self._attempts.begin(held.run.lease, state, first_node)
@@ -261,6 +293,30 @@ class ProcessTask:
             )
         assert envelope.resume_type is not None, "a resume carrier names its resume type"
         return await self._resumes.run(held, state, envelope.resume_type, counters, flags)
+
+    async def _flow_of(self, state: ExecutionState | None) -> Flow | None:
+        """The definition a checkpoint runs (cached), for its slots; None when it has none
+        here any more (the resume then says so)."""
+        if state is None:
+            return None
+        try:
+            return await self._flows.get(state.flow_id, state.flow_version)
+        except UnknownFlowError:
+            return None
+
+    async def _let_slots_go(self, run: KeeperRun, result: DispatchResult) -> None:
+        """After the lease (W8): release or keep the slots, then enqueue whom a release
+        promoted; a failure leaves them to the slot sweep (their reservation lapses)."""
+        for promoted in await self._slots.let_go(run.slots, result):
+            try:
+                await self._queue.enqueue(promoted)
+            except Exception as exc:
+                log.warning(
+                    "event=slots.promote_failed execution_id=%s error=%r: the promoted carrier "
+                    "stays kept by its slot table; the slot sweep enqueues it again",
+                    promoted.execution_id,
+                    exc,
+                )
 
     async def _note_lease_lost(self, lease: Lease, *, fenced: bool) -> None:
         """The history's one entry with no checkpoint to ride on (the lease is gone): a

@@ -522,6 +522,7 @@ async def test_a_start_dropped_for_a_deleted_execution_releases_its_dedup_key(tw
         dedup=dedup,
         inbox=twin.inbox,
         controls=twin.controls,
+        slots=twin.slots,
     )
     start = attrs.evolve(twin.envelope_start(10), dedup_key="order-7")
     result = await process(start)

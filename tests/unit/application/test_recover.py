@@ -18,6 +18,7 @@ from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
+from plaita.adapters.memory.slot_tables import MemorySlotTables
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.leased_load import SequentialLeasedLoad
@@ -89,6 +90,7 @@ class Process:
             dedup=MemoryDedupStore(self.clock),
             inbox=MemoryInbox(self.clock),
             controls=MemoryExecutionControls(self.clock),
+            slots=MemorySlotTables(),
         )
 
     async def drain(self) -> list[str]:

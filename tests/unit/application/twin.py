@@ -18,6 +18,7 @@ from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
+from plaita.adapters.memory.slot_tables import MemorySlotTables
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.application.engine.children import NO_CHILD_EXECUTIONS, ChildExecutions
@@ -105,6 +106,8 @@ class Twin:
     controls: MemoryExecutionControls = attrs.field(
         default=attrs.Factory(lambda self: MemoryExecutionControls(self.clock), takes_self=True)
     )
+    #: The slot tables of concurrency keys and tenant quotas (E1a).
+    slots: MemorySlotTables = attrs.field(factory=MemorySlotTables)
     #: The lifecycle listeners every dispatch tells (E9).
     listeners: list[object] = attrs.field(factory=list)
     #: What records the spans of its use cases (C6): none unless a test gives a tracer.
@@ -138,6 +141,7 @@ class Twin:
             dedup=self.dedup,
             inbox=self.inbox,
             controls=self.controls,
+            slots=self.slots,
             listeners=lambda: list(self.listeners),
             sleep=self.sleep,
             tracer=self.tracer,
