@@ -65,6 +65,9 @@ class NoMetrics:
     def dlq_trimmed(self, count: int) -> None:
         pass
 
+    def flow_control_waited(self, reason: str) -> None:
+        pass
+
     def reclaim_skipped(self) -> None:
         pass
 

@@ -195,6 +195,8 @@ class SlotDecision:
     changed: bool = True
     #: The carriers promoted by this change, to enqueue once it is written.
     promoted: tuple[Waiter, ...] = ()
+    #: The execution was admitted on a reservation: it had waited its turn.
+    waited: bool = False
 
 
 def check_limit(value: object, *, where: str) -> int:
@@ -258,7 +260,9 @@ class _Work:
             promoted.append(waiter)
         return tuple(promoted)
 
-    def decide(self, verdict: Verdict, promoted: tuple[Waiter, ...]) -> SlotDecision:
+    def decide(
+        self, verdict: Verdict, promoted: tuple[Waiter, ...], *, waited: bool = False
+    ) -> SlotDecision:
         taken = {w.carrier_id for w in promoted}
         front = tuple(w for w in self.returned if w.carrier_id not in taken)
         take = tuple(w for w in self.table.head if w.carrier_id in taken)
@@ -286,7 +290,7 @@ class _Work:
             or table.limit != self.table.limit
             or bool(take or front or self.append or self.forget)
         )
-        return SlotDecision(verdict, change, changed=changed, promoted=promoted)
+        return SlotDecision(verdict, change, changed=changed, promoted=promoted, waited=waited)
 
 
 def acquire(
@@ -311,6 +315,7 @@ def acquire(
     if held is not None and generation < held.generation:
         return SlotDecision(Verdict.FENCED, SlotChange(table), changed=False)
     verdict = Verdict.ADMITTED
+    waited = False
     if held is not None:
         expires = max(held.expires_ms, now_ms + hold_ms)
         work.holders[execution_id] = Holder(generation, expires, held.since_ms)
@@ -321,6 +326,7 @@ def acquire(
             work.forget.append(carrier_id)  # this carrier holds too: nothing waits for it
             work.candidates = [w for w in work.candidates if w.carrier_id != carrier_id]
         work.holders[execution_id] = Holder(generation, now_ms + hold_ms, now_ms)
+        waited = True
     elif work.room() and not work.candidates and table.waiting == 0 and not parked:
         work.holders[execution_id] = Holder(generation, now_ms + hold_ms, now_ms)
     else:
@@ -328,7 +334,7 @@ def acquire(
         if not parked:
             work.append = Waiter(carrier_id, execution_id)
     # A parked carrier's redelivery may be promoted here: its parked copy is enqueued.
-    return work.decide(verdict, work.promote(now_ms, reserve_ms))
+    return work.decide(verdict, work.promote(now_ms, reserve_ms), waited=waited)
 
 
 def renew(table: SlotTable, *, execution_id: str, generation: int, expires_ms: int) -> SlotDecision:

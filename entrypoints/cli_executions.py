@@ -438,7 +438,8 @@ def executions_show(
     (attempt, error, next retry) and what its history adds up to.
 
     --json prints every field (execution_view: status, input, node_results, waiting_for,
-    result, error, last_failure, the *_ms times, paused, cancel_requested, parked, and
+    result, error, last_failure, the *_ms times, paused, cancel_requested, parked, held_back
+    (why a limit keeps it waiting: reason, detail, key, holders, limit, due_ms), and
     history: entries, dropped, attempts, failures, retries, events, operator_actions,
     last_kind, last_at_ms).
     """
@@ -447,8 +448,10 @@ def executions_show(
     async def body(container: Container) -> tuple[dict[str, Any], int]:
         state = await container.get_execution()(execution_id)
         flags = await container.controls().get(execution_id)  # W23: paused, cancel asked
+        held_back = await container.waiting_notes().get(execution_id)
         summary = await _history_summary(container, execution_id)
         view = {**execution_view(state), **flags.to_json(), "history": summary.to_json()}
+        view["held_back"] = None if held_back is None or state.is_terminal else held_back.as_dict()
         await _name_the_waits(container, view)
         return view, container.clock().now_ms()
 
@@ -512,6 +515,9 @@ def execution_rows(view: dict[str, Any], now_ms: int) -> list[tuple[str, str]]:
         rows.append(("waiting", _waiting_line(waiting, now_ms)))
     elif view["status"] == ExecutionStatus.PENDING.value:
         rows.append(("waiting", "for a worker to pick it up (accepted, not started yet)"))
+    held_back = view.get("held_back")
+    if held_back:
+        rows.append(("held back", _held_back_line(held_back, now_ms)))
     for branch in view.get("branch_waits") or []:
         if branch != waiting:
             rows.append(("branch waits", _waiting_line(branch, now_ms)))
@@ -587,6 +593,17 @@ def _status_line(view: dict[str, Any]) -> str:
         if on
     ]
     return str(view["status"]) + (f"  ({', '.join(marks)})" if marks else "")
+
+
+def _held_back_line(held_back: dict[str, Any], now_ms: int) -> str:
+    """Why a limit keeps the execution waiting (flow control), for a person."""
+    since = human_time(held_back["since_ms"], now_ms)
+    line = f"{held_back['reason']}: {held_back['detail']} (since {since}"
+    if held_back.get("due_ms"):
+        line += f"; runs again {human_time(held_back['due_ms'], now_ms)}"
+    if held_back.get("holders"):
+        line += f"; held by {', '.join(held_back['holders'])}"
+    return line + ")"
 
 
 def _waiting_line(waiting: dict[str, Any], now_ms: int) -> str:

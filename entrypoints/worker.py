@@ -376,6 +376,8 @@ class Worker:
                 delivery, f"{result.outcome}: {result.detail}", refused=result.refused
             )
         self._metrics.dispatched(result.outcome, result.disposition.value)
+        if result.waited is not None:
+            self._metrics.flow_control_waited(result.waited.value)
         level = logging.INFO if result.disposition is Disposition.ACK else logging.WARNING
         log.log(
             level,

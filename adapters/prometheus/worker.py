@@ -66,6 +66,13 @@ class PrometheusWorkerMetrics:
             ["reason"],
             registry=r,
         )
+        self.flow_control_waits = Counter(
+            "plaita_flow_control_waits",
+            "Carriers kept to wait for room to run (concurrency key, rate limit, tenant quota, "
+            "tenant suspended or its status stale), by reason.",
+            ["reason"],
+            registry=r,
+        )
         self.reclaims_skipped = Counter(
             "plaita_reclaim_skipped",
             "Reclaimed carriers left alone because their execution's lease is live.",
@@ -114,6 +121,9 @@ class PrometheusWorkerMetrics:
 
     def dlq_trimmed(self, count: int) -> None:
         self.dlq_trimmed_entries.inc(count)
+
+    def flow_control_waited(self, reason: str) -> None:
+        self.flow_control_waits.labels(reason).inc()
 
     def reclaim_skipped(self) -> None:
         self.reclaims_skipped.inc()

@@ -287,6 +287,10 @@ class RedisKeys:
         """Hash of the operator flags ``paused`` and ``cancel_requested`` (``"1"`` when set)."""
         return self._execution(execution_id, "control")
 
+    def execution_waiting(self, execution_id: str) -> str:
+        """JSON of why the execution waits for room to run (flow control), if it does."""
+        return self._execution(execution_id, "waiting")
+
     def execution_parked(self, execution_id: str) -> str:
         """Hash carrier id → envelope fields JSON: carriers kept while the execution is paused."""
         return self._execution(execution_id, "parked")

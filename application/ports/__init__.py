@@ -52,6 +52,7 @@ from plaita.application.ports.task_queue import (
     TaskQueue,
 )
 from plaita.application.ports.tracer import NodeRun, Tracer
+from plaita.application.ports.waiting_notes import WaitingNotes
 from plaita.application.ports.worker_registry import WorkerInstance, WorkerRegistry
 
 __all__ = [
@@ -105,6 +106,7 @@ __all__ = [
     "SubscriptionStore",
     "TaskQueue",
     "Tracer",
+    "WaitingNotes",
     "WorkerInstance",
     "WorkerMetrics",
     "WorkerRegistry",

@@ -38,6 +38,10 @@ class WorkerMetrics(Protocol):
         """The DLQ length cap dropped ``count`` more of the oldest dead letters (W10)."""
         ...
 
+    def flow_control_waited(self, reason: str) -> None:
+        """A carrier was kept to wait for room to run; ``reason`` is a ``WaitReason`` value."""
+        ...
+
     def reclaim_skipped(self) -> None:
         """A reclaimed carrier was left alone because its execution's lease is live."""
         ...

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from plaita.application.ports import Clock, SlotTables, TaskQueue
+from plaita.application.ports import Clock, SlotTables, TaskQueue, WaitingNotes
 from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.step.slots import SlotGate
 
@@ -26,6 +26,7 @@ class SweepSlots:
         self,
         *,
         slots: SlotTables,
+        waiting: WaitingNotes,
         queue: TaskQueue,
         clock: Clock,
         lease_ttl_ms: int,
@@ -33,7 +34,7 @@ class SweepSlots:
     ) -> None:
         self._slots = slots
         self._queue = queue
-        self._gate = SlotGate(slots=slots, clock=clock, hold_ms=lease_ttl_ms)
+        self._gate = SlotGate(slots=slots, waiting=waiting, clock=clock, hold_ms=lease_ttl_ms)
         self._batch = batch
         self._offset = 0
 

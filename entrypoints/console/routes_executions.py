@@ -179,7 +179,8 @@ async def show_execution(
     with tenant_scope(access.tenant):
         state = await console.container.get_execution()(execution_id)
         flags = await console.container.controls().get(execution_id)
-    return views.detail(state, flags)
+        held_back = await console.container.waiting_notes().get(execution_id)
+    return views.detail(state, flags, held_back)
 
 
 Act = Callable[[Console], Callable[[str], Awaitable[ControlResult]]]

@@ -160,6 +160,25 @@ class WaitingFor(_Response):
     )
 
 
+class HeldBackView(_Response):
+    """Why an execution waits for room to run: a limit kept its carrier (flow control)."""
+
+    reason: Literal[
+        "concurrency", "rate_limit", "tenant_quota", "tenant_suspended", "tenant_status_stale"
+    ] = Field(
+        description="concurrency: its flow's concurrency key is full; rate_limit: a node's rate "
+        "limit has no token yet; tenant_quota: its tenant runs as many executions as allowed; "
+        "tenant_suspended: its tenant is suspended; tenant_status_stale: its tenant's status "
+        "was written under another deployment epoch."
+    )
+    detail: str = Field(description="What it waits for and what frees it, in one sentence.")
+    since_ms: int = Field(description="When the limit kept it, in ms since the epoch.")
+    key: str | None = Field(description="The concurrency key, rate-limit key or tenant.")
+    holders: list[str] = Field(description="The executions holding the slots it waits for.")
+    limit: int | None = Field(description="How many may run at once (or the burst).")
+    due_ms: int | None = Field(description="When it runs again at the latest, if known.")
+
+
 class ParentView(_Response):
     """The execution whose ``subflow`` or ``map`` node started this one (E13, E14)."""
 
@@ -231,6 +250,11 @@ class ExecutionDetail(ExecutionSummary):
     node_results: dict[str, JSON]
     steps: int
     waiting_for: WaitingFor | None
+    held_back: HeldBackView | None = Field(
+        default=None,
+        description="Why it waits for room to run (a concurrency key, a rate limit, its "
+        "tenant's quota or status); null when no limit holds it back.",
+    )
     parent: ParentView | None = Field(
         description="The execution and node that started it as a child; null for any other."
     )

@@ -20,6 +20,7 @@ from plaita.domain.flow import (
     SwitchNode,
     TaskNode,
 )
+from plaita.domain.flow_control import Waiting
 from plaita.domain.flow_owners import FlowOwner
 from plaita.domain.operator_actions import available_actions
 from plaita.domain.operator_controls import ControlFlags
@@ -41,7 +42,9 @@ def page(listing: ExecutionListing) -> schemas.ExecutionPage:
     )
 
 
-def detail(state: ExecutionState, flags: ControlFlags) -> schemas.ExecutionDetail:
+def detail(
+    state: ExecutionState, flags: ControlFlags, held_back: Waiting | None = None
+) -> schemas.ExecutionDetail:
     suspension = state.suspension
     return schemas.ExecutionDetail(
         **_summary_fields(state, flags),
@@ -66,6 +69,9 @@ def detail(state: ExecutionState, flags: ControlFlags) -> schemas.ExecutionDetai
                 failed=suspension.map.failed,
             ),
         ),
+        held_back=None
+        if held_back is None or state.is_terminal
+        else schemas.HeldBackView(**held_back.as_dict()),
         parent=None
         if state.parent is None
         else schemas.ParentView(

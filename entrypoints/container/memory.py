@@ -23,6 +23,7 @@ from plaita.adapters.memory.schedules import MemoryScheduleStore
 from plaita.adapters.memory.slot_tables import MemorySlotTables
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.memory.waiting_notes import MemoryWaitingNotes
 from plaita.application.ports import Clock
 
 
@@ -35,6 +36,8 @@ class MemoryStores(containers.DeclarativeContainer):
     #: Operator flags and parked carriers, beside the checkpoint (ADR 0008).
     controls = providers.Singleton(MemoryExecutionControls, clock)
     slot_tables = providers.Singleton(MemorySlotTables)
+    #: Why an execution waits for room to run (flow control), beside the checkpoint.
+    waiting_notes = providers.Singleton(MemoryWaitingNotes, clock)
     executions = providers.Singleton(
         MemoryExecutionRepository,
         leases,

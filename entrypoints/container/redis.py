@@ -33,6 +33,7 @@ from plaita.adapters.redis.schedules import RedisScheduleStore
 from plaita.adapters.redis.slot_tables import RedisSlotTables
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
+from plaita.adapters.redis.waiting_notes import RedisWaitingNotes
 from plaita.domain.startup import ConfigProblem
 from plaita.entrypoints.settings import Settings
 
@@ -129,6 +130,8 @@ class RedisStores(containers.DeclarativeContainer):
     #: Operator flags and parked carriers, beside the checkpoint (ADR 0008).
     controls = providers.Singleton(RedisExecutionControls, client, keys)
     slot_tables = providers.Singleton(RedisSlotTables, client, keys)
+    #: Why an execution waits for room to run (flow control), beside the checkpoint.
+    waiting_notes = providers.Singleton(RedisWaitingNotes, client, keys)
     executions = providers.Singleton(
         RedisExecutionRepository, client, keys, retention_ms=config.retention_ms
     )

@@ -132,6 +132,9 @@ class Stores(containers.DeclarativeContainer):
     slot_tables = providers.Selector(
         config.backend, memory=memory_stores.slot_tables, redis=redis_stores.slot_tables
     )
+    waiting_notes = providers.Selector(
+        config.backend, memory=memory_stores.waiting_notes, redis=redis_stores.waiting_notes
+    )
     sql_stores = providers.Container(
         sql_family.SqlStores,
         config=config,

@@ -270,6 +270,7 @@ class UseCases(Stores):
         inbox=Stores.inbox,
         controls=Stores.controls,
         slots=Stores.slot_tables,
+        waiting=Stores.waiting_notes,
         listeners=listeners,
         tracer=Stores.tracer,
         http=Stores.http_client,
@@ -280,6 +281,7 @@ class UseCases(Stores):
     sweep_slots = providers.Singleton(
         SweepSlots,
         slots=Stores.slot_tables,
+        waiting=Stores.waiting_notes,
         queue=Stores.queue,
         clock=Stores.clock,
         lease_ttl_ms=Stores.config.lease_ttl_ms,

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from plaita.application.tenancy import tenant_scope
+from plaita.domain.flow_control import Waiting, WaitReason
 from plaita.entrypoints.container import Container
 
 from .conftest import TERMINAL, auth, register_approval, start, wait_for
@@ -395,3 +396,36 @@ async def test_deleting_an_unknown_execution_is_404(client: httpx.AsyncClient) -
     answer = await client.delete("/api/v1/executions/never-was", headers=auth("admin"))
     assert answer.status_code == 404
     assert answer.json()["error"] == "UnknownExecutionError"
+
+
+async def test_the_detail_says_why_a_limit_holds_an_execution_back(
+    client: httpx.AsyncClient, container: Container
+) -> None:
+    """What the worker noted when a limit kept the carrier is the detail's ``held_back``; an
+    execution with no note, or one that ended, has none."""
+    await register_approval(client)
+    execution_id = await start(client, 5000)
+    waiting = await wait_for(client, execution_id, {"suspended"})
+    assert waiting["held_back"] is None
+    note = Waiting(
+        reason=WaitReason.CONCURRENCY,
+        since_ms=1_760_000_000_000,
+        detail="2 of 2 slots of key 'acme' are held.",
+        key="approval:acme",
+        holders=("x:1", "x:2"),
+        limit=2,
+    )
+    with tenant_scope("default"):
+        await container.waiting_notes().note(execution_id, note)
+
+    shown = (await client.get(f"/api/v1/executions/{execution_id}", headers=auth("viewer"))).json()
+
+    assert shown["held_back"] == {
+        "reason": "concurrency",
+        "detail": "2 of 2 slots of key 'acme' are held.",
+        "since_ms": 1_760_000_000_000,
+        "key": "approval:acme",
+        "holders": ["x:1", "x:2"],
+        "limit": 2,
+        "due_ms": None,
+    }

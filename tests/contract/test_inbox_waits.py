@@ -24,6 +24,7 @@ from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.slot_tables import MemorySlotTables
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.memory.waiting_notes import MemoryWaitingNotes
 from plaita.adapters.redis.delay_queue import RedisDelayQueue
 from plaita.adapters.redis.events import RedisEventLog
 from plaita.adapters.redis.flows import RedisFlowRepository
@@ -107,6 +108,7 @@ class World:
             dedup=MemoryDedupStore(self.clock),
             controls=MemoryExecutionControls(self.clock),
             slots=MemorySlotTables(),
+            waiting=MemoryWaitingNotes(self.clock),
         )
 
     async def publish(self, data: dict[str, Any], *, tenant: str = "default") -> str:

@@ -63,6 +63,7 @@ def record_everything(metrics: WorkerMetrics) -> None:
     metrics.guard_kept("holder_alive")
     metrics.dlq_trimmed(2)
     metrics.reclaim_skipped()
+    metrics.flow_control_waited("concurrency")
     metrics.resumed(0.004)
     metrics.queue_sizes(length=5, pending=2, dead_letters=1)
     metrics.worker_up(True)

@@ -34,6 +34,7 @@ from plaita.adapters.redis.queue import RedisTaskQueue
 from plaita.adapters.redis.registry import RedisWorkerRegistry
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
+from plaita.adapters.redis.waiting_notes import RedisWaitingNotes
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.tenancy import tenant_scope
@@ -97,6 +98,7 @@ def worker_step(
         if controls
         else MemoryExecutionControls(clock),
         slots=MemorySlotTables(),
+        waiting=RedisWaitingNotes(client, keys),
     )
     return step, catalog
 

@@ -10,6 +10,7 @@ import attrs
 from plaita.domain.affinity import DEFAULT_MAX_HANDOVERS, check_max_handovers
 from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.envelope import CarrierGenerations, TaskEnvelope
+from plaita.domain.flow_control import WaitReason
 from plaita.domain.http_calls import DEFAULT_HTTP_POLICY, HttpPolicy
 from plaita.domain.tombstone import DEFAULT_CARRIER_MAX_AGE_MS
 
@@ -54,6 +55,8 @@ class DispatchResult:
     #: The execution runs on with the carrier scheduled or enqueued here (a retry, a
     #: hand-over): it keeps its slots (E1a) until that carrier's dispatch ends.
     continues: bool = False
+    #: Why the carrier was kept to wait for room to run (flow control), counted by reason.
+    waited: WaitReason | None = None
 
 
 def ack(outcome: str, detail: str = "") -> DispatchResult:

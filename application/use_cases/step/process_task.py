@@ -37,6 +37,7 @@ from plaita.application.ports import (
     SubscriptionStore,
     TaskQueue,
     Tracer,
+    WaitingNotes,
     WorkerRegistry,
 )
 from plaita.application.tenancy import tenant_scope
@@ -92,6 +93,7 @@ class ProcessTask:
         inbox: Inbox,
         controls: ExecutionControls,
         slots: SlotTables,
+        waiting: WaitingNotes,
         listeners: Callable[[], list[object]] = list,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         tracer: Tracer = NO_TRACING,
@@ -107,6 +109,8 @@ class ProcessTask:
         self._queue, self._delay, self._subscriptions = queue, delay, subscriptions
         self._clock, self._settings, self._listeners = clock, settings, listeners
         self._children = children
+        #: Why an execution waits for room to run: written by the flow-control stages.
+        self._waiting = waiting
         self._gates = CarrierGates(
             clock=clock,
             settings=settings,
@@ -117,7 +121,9 @@ class ProcessTask:
             controls=controls,
             queue=queue,
         )
-        self._slots = SlotGate(slots=slots, clock=clock, hold_ms=settings.lease_ttl_ms)
+        self._slots = SlotGate(
+            slots=slots, waiting=waiting, clock=clock, hold_ms=settings.lease_ttl_ms
+        )
         self._keeper = LeaseKeeper(
             slots=self._slots,
             leases=leases,

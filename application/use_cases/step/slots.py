@@ -19,13 +19,14 @@ import attrs
 
 from plaita.application.codec import encode_envelope
 from plaita.application.engine.expressions import ExpressionEvaluationError, concurrency_key
-from plaita.application.ports import Clock, SlotTables
-from plaita.application.use_cases.step.dispatch import DispatchResult, Disposition, ack
+from plaita.application.ports import Clock, SlotTables, WaitingNotes
+from plaita.application.use_cases.step.dispatch import DispatchResult, Disposition
 from plaita.domain import slots as rules
 from plaita.domain.envelope import TaskEnvelope, copy_envelope
 from plaita.domain.errors import ConcurrencyKeyError
 from plaita.domain.execution import ExecutionState
 from plaita.domain.flow import Flow
+from plaita.domain.flow_control import Waiting, WaitReason
 from plaita.domain.lease import Lease
 from plaita.domain.operator_controls import carrier_parkable, parked_carrier_id
 from plaita.domain.slots import SlotDecision, SlotTable, SlotTableId, TableKind, Verdict
@@ -39,6 +40,8 @@ MAX_WRITE_ATTEMPTS = 5
 CONCURRENCY_WAIT = "concurrency_wait"
 QUOTA_WAIT = "quota_wait"
 SLOT_CONTENDED = "slot_contended"
+#: How many holders a waiting note names.
+MAX_NOTED_HOLDERS = 10
 
 
 @attrs.frozen
@@ -74,8 +77,11 @@ class _Written:
 
 
 class SlotGate:
-    def __init__(self, *, slots: SlotTables, clock: Clock, hold_ms: int) -> None:
+    def __init__(
+        self, *, slots: SlotTables, waiting: WaitingNotes, clock: Clock, hold_ms: int
+    ) -> None:
         self._slots = slots
+        self._waiting = waiting
         self._clock = clock
         #: How long a slot outlives its last renewal: the lease's TTL.
         self._hold_ms = hold_ms
@@ -126,16 +132,18 @@ class SlotGate:
         carrier_id = parked_carrier_id(encode_envelope(kept))
         held: list[SlotTableId] = []
         promoted: list[TaskEnvelope] = []
+        waited = False
         try:
             for table, limit in wanted:
                 written = await self._acquire(table, limit, lease, kept, carrier_id)
                 promoted.extend(written.promoted)
+                waited = waited or written.decision.waited
                 if written.decision.verdict is Verdict.ADMITTED:
                     held.append(table)
                     continue
                 given_back = await self._give_back(lease, held)
                 return SlotAdmission(
-                    waited=self._waited(table, written.decision, envelope, limit),
+                    waited=await self._waited(table, written.decision, envelope, limit),
                     promoted=(*promoted, *given_back),
                 )
         except _LostRaces:
@@ -147,6 +155,8 @@ class SlotGate:
                 enqueue=given_back,
             )
             return SlotAdmission(waited=result)
+        if waited:
+            await self._forget_note(lease.execution_id)
         return SlotAdmission(
             HeldSlots(lease.execution_id, lease.generation, tuple(held)), promoted=tuple(promoted)
         )
@@ -290,12 +300,32 @@ class SlotGate:
         envelopes = await self._slots.parked(table, ids)
         return tuple(envelopes[carrier_id] for carrier_id in ids if carrier_id in envelopes)
 
-    def _waited(
+    async def _waited(
         self, table: SlotTableId, decision: SlotDecision, envelope: TaskEnvelope, limit: int
     ) -> DispatchResult:
         snapshot: SlotTable = decision.change.table
         holders = ", ".join(sorted(snapshot.holders)[:5]) or "none"
-        outcome = QUOTA_WAIT if table.kind is TableKind.QUOTA else CONCURRENCY_WAIT
+        quota = table.kind is TableKind.QUOTA
+        outcome = QUOTA_WAIT if quota else CONCURRENCY_WAIT
+        reason = WaitReason.TENANT_QUOTA if quota else WaitReason.CONCURRENCY
+        note = Waiting(
+            reason=reason,
+            since_ms=self._clock.now_ms(),
+            detail=f"{table.describe()} has {limit} running; it runs when one of them "
+            "suspends or ends",
+            key=envelope.tenant_id if quota else table.key,
+            holders=tuple(sorted(snapshot.holders)[:MAX_NOTED_HOLDERS]),
+            limit=limit,
+        )
+        try:
+            await self._waiting.note(envelope.execution_id, note)
+        except Exception as exc:  # the note only shows why; the carrier is kept already
+            log.warning(
+                "event=slots.note_failed execution_id=%s error=%r: the console will not say "
+                "why it waits; it runs when a slot frees all the same",
+                envelope.execution_id,
+                exc,
+            )
         log.info(
             "event=slots.waiting execution_id=%s table=%s limit=%d holders=%s waiting=%d: "
             "the carrier waits its turn and runs when a slot frees",
@@ -305,11 +335,25 @@ class SlotGate:
             holders,
             snapshot.waiting,
         )
-        return ack(
+        return DispatchResult(
+            Disposition.ACK,
             outcome,
             f"{table.describe()} has {limit} running (held by {holders}); "
             f"{snapshot.waiting} waiting",
+            waited=reason,
         )
+
+    async def _forget_note(self, execution_id: str) -> None:
+        """It waited and holds its slots now: the note would only mislead."""
+        try:
+            await self._waiting.clear(execution_id)
+        except Exception as exc:
+            log.warning(
+                "event=slots.note_clear_failed execution_id=%s error=%r: the console may still "
+                "say it waits until the note expires",
+                execution_id,
+                exc,
+            )
 
 
 def _key_failed(

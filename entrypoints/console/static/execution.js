@@ -13,6 +13,15 @@ import { jsonView } from "./json.js";
 import { publishForm } from "./publish.js";
 import { timelineChart } from "./timeline.js";
 
+/** What keeps an execution waiting for room to run, by the worker's reason. */
+const HELD_BACK = {
+  concurrency: "Waiting for a concurrency slot",
+  rate_limit: "Rate limited",
+  tenant_quota: "Waiting for its tenant's quota",
+  tenant_suspended: "Tenant suspended",
+  tenant_status_stale: "Tenant status out of date",
+};
+
 // The buttons, in this order; which ones show comes from the API's `actions` (one rule,
 // shared with the endpoints that perform them). "retry_from" is retry_from_node.
 const ACTION_ORDER = ["resume", "retry", "retry_from_node", "pause", "unpause", "cancel", "publish_event", "delete"];
@@ -47,6 +56,7 @@ export function executionView(ctx, executionId) {
   const actionBar = h("div", { class: "buttons actions" });
   const unavailable = h("div", { class: "unavailable" });
   const retryBox = h("div", { class: "retry-box", "aria-live": "polite" });
+  const heldBox = h("div", { class: "held-box", "aria-live": "polite" });
   const historyBox = h("div", { class: "history-box" });
   const inspector = h("section", { class: "card inspector", "aria-labelledby": "node-title", hidden: true });
   const history = historyLoader(ctx, executionId);
@@ -75,6 +85,7 @@ export function executionView(ctx, executionId) {
       parentBox,
       summary,
       retryBox,
+      heldBox,
       waiting,
       h("h2", { class: "visually-hidden", text: "Actions" }),
       actionBar,
@@ -261,6 +272,35 @@ export function executionView(ctx, executionId) {
               ". Next attempt ",
               h("strong", { class: "next-retry", text: formatAge(failure.retry_at_ms) }),
               ` (${formatTime(failure.retry_at_ms)})`,
+            ]
+          : null,
+        ".",
+      );
+    });
+  }
+
+  function renderHeldBack() {
+    const held = detail.held_back; // written by the worker that kept its carrier waiting
+    renderIfChanged(heldBox, [held, Math.floor(Date.now() / 1000)], () => {
+      if (!held) return null;
+      const holders = held.holders ?? [];
+      return h(
+        "p",
+        { class: "callout held-back", dataset: { reason: held.reason } },
+        h("strong", { text: `${HELD_BACK[held.reason] ?? "Held back"}. ` }),
+        held.detail,
+        " Since ",
+        h("span", { title: formatTime(held.since_ms), text: formatAge(held.since_ms) }),
+        held.due_ms
+          ? [". Runs again ", h("strong", { title: formatTime(held.due_ms), text: formatAge(held.due_ms) })]
+          : null,
+        holders.length
+          ? [
+              `. Held by `,
+              ...holders.flatMap((id, index) => [
+                index ? ", " : "",
+                h("a", { class: "mono", href: `#/executions/${encodeURIComponent(id)}`, text: id }),
+              ]),
             ]
           : null,
         ".",
@@ -508,6 +548,7 @@ export function executionView(ctx, executionId) {
     }
     renderSummary();
     renderRetry();
+    renderHeldBack();
     renderActions();
     renderTimelineHistory();
     renderTimeline();

@@ -23,6 +23,7 @@ from plaita.adapters.memory.replay_markers import MemoryReplayMarkerStore
 from plaita.adapters.memory.slot_tables import MemorySlotTables
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.memory.waiting_notes import MemoryWaitingNotes
 from plaita.application.codec import encode_envelope
 from plaita.application.leased_load import SequentialLeasedLoad
 from plaita.application.use_cases.delete_execution import DeleteExecution
@@ -134,6 +135,7 @@ class Ops:
             inbox=MemoryInbox(self.clock),
             controls=MemoryExecutionControls(self.clock),
             slots=MemorySlotTables(),
+            waiting=MemoryWaitingNotes(self.clock),
         )
 
     def start(self, execution_id: str = "x-1", tenant_id: str = "default") -> TaskEnvelope:

@@ -21,6 +21,7 @@ from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.slot_tables import MemorySlotTables
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.memory.waiting_notes import MemoryWaitingNotes
 from plaita.application.leased_load import SequentialLeasedLoad
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
 from plaita.application.use_cases.flows import FlowCatalog
@@ -91,6 +92,7 @@ class Process:
             inbox=MemoryInbox(self.clock),
             controls=MemoryExecutionControls(self.clock),
             slots=MemorySlotTables(),
+            waiting=MemoryWaitingNotes(self.clock),
         )
 
     async def drain(self) -> list[str]:

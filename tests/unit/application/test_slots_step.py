@@ -18,6 +18,7 @@ from plaita.application.use_cases.step import Disposition
 from plaita.domain.envelope import LEGACY_GENERATIONS, ResumeType, TaskEnvelope
 from plaita.domain.execution import ExecutionStatus
 from plaita.domain.flow import Flow
+from plaita.domain.flow_control import WaitReason
 from plaita.domain.flow_owners import SHARED
 from plaita.domain.slots import SlotTableId
 
@@ -86,6 +87,17 @@ async def test_a_second_execution_waits_and_runs_when_the_first_suspends(
     assert await twin.executions.load("x-2") is None  # nothing ran: no attempt was counted
     assert calls == {"x-1": 1}
 
+    assert second.waited is WaitReason.CONCURRENCY  # counted by reason
+    with tenant_scope("default"):
+        note = await twin.waiting.get("x-2")
+    assert note is not None
+    assert (note.reason, note.key, note.holders, note.limit) == (
+        WaitReason.CONCURRENCY,
+        "acme",
+        ("x-1",),
+        1,
+    )
+
     (retry, _due) = first.schedule[0]
     resumed = await twin.process(retry)
     assert resumed.outcome == "suspended"  # at its event: it holds no slot any more
@@ -93,6 +105,8 @@ async def test_a_second_execution_waits_and_runs_when_the_first_suspends(
     assert [o.outcome for o in outcomes] == ["retry_scheduled"]
     assert await holders(twin) == ["x-2"]
     assert calls == {"x-1": 2, "x-2": 1}  # x-2's first attempt is its first call
+    with tenant_scope("default"):
+        assert await twin.waiting.get("x-2") is None  # it runs: the note is gone
 
 
 async def test_other_keys_do_not_wait(limited: Twin) -> None:
@@ -159,6 +173,7 @@ async def test_a_dead_holders_slot_is_handed_on_by_the_sweep(limited: Twin) -> N
     # x-1's worker dies: its retry is never run, so nobody releases or renews the slot.
     sweep = SweepSlots(
         slots=twin.slots,
+        waiting=twin.waiting,
         queue=twin.queue,
         clock=twin.clock,
         lease_ttl_ms=twin.settings.lease_ttl_ms,

@@ -21,6 +21,7 @@ from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.slot_tables import MemorySlotTables
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.memory.waiting_notes import MemoryWaitingNotes
 from plaita.application.engine.children import NO_CHILD_EXECUTIONS, ChildExecutions
 from plaita.application.handlers import HandlerRegistry
 from plaita.application.leased_load import SequentialLeasedLoad
@@ -108,6 +109,10 @@ class Twin:
     )
     #: The slot tables of concurrency keys and tenant quotas (E1a).
     slots: MemorySlotTables = attrs.field(factory=MemorySlotTables)
+    #: Why an execution waits for room to run (flow control).
+    waiting: MemoryWaitingNotes = attrs.field(
+        default=attrs.Factory(lambda self: MemoryWaitingNotes(self.clock), takes_self=True)
+    )
     #: The lifecycle listeners every dispatch tells (E9).
     listeners: list[object] = attrs.field(factory=list)
     #: What records the spans of its use cases (C6): none unless a test gives a tracer.
@@ -142,6 +147,7 @@ class Twin:
             inbox=self.inbox,
             controls=self.controls,
             slots=self.slots,
+            waiting=self.waiting,
             listeners=lambda: list(self.listeners),
             sleep=self.sleep,
             tracer=self.tracer,
