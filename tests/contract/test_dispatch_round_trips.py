@@ -19,6 +19,10 @@ one round trip of its own, which is what is counted here.
 
 Both are today's figures: a change that adds a round trip fails here and must say why.
 Folding the tombstone and the pause gate into that script too would cut two more.
+
+A flow with a concurrency limit (E1a) adds ``SLOT_ROUND_TRIPS`` per dispatch: the slot
+table's read and its compare-and-set when the slot is taken, and again when it is released
+after the lease. A flow without one adds nothing (the 7 above).
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ from .test_checkpoint_costs import Wire, recording, report
 STEP_ROUND_TRIPS = 1
 #: Round trips of one dispatch beyond its steps' checkpoints.
 DISPATCH_ROUND_TRIPS = 7
+#: Round trips a concurrency limit adds to a dispatch: take (read, write), release (same).
+SLOT_ROUND_TRIPS = 4
 HANDLERS = "plaita_cost_noop"
 
 
@@ -56,13 +62,15 @@ async def noop(params: Any, ctx: Any) -> None:
     return None
 
 
-def chain(nodes: int) -> Flow:
+def chain(nodes: int, *, limited: bool = False) -> Flow:
     ids = [f"n{i}" for i in range(nodes)]
+    limit = {"concurrency": {"key": "input.get('customer', 'all')", "limit": 2}}
     return Flow.from_document(
         {
-            "flow_id": f"cost_chain_{nodes}",
+            "flow_id": f"cost_chain_{nodes}{'_limited' if limited else ''}",
             "version": "1",
             "start": ids[0],
+            **(limit if limited else {}),
             "nodes": [
                 {"id": node, "type": "task", "handler": f"{HANDLERS}:noop", "next": following}
                 for node, following in zip(ids, [*ids[1:], "done"], strict=True)
@@ -105,10 +113,12 @@ async def container(wire: Wire) -> AsyncIterator[Container]:
         await client.aclose()
 
 
-async def dispatch_round_trips(container: Container, wire: Wire, nodes: int) -> int:
+async def dispatch_round_trips(
+    container: Container, wire: Wire, nodes: int, *, limited: bool = False
+) -> int:
     """Round trips of the dispatch of a start carrier that runs ``nodes`` nodes to the end;
     the second of two such dispatches, so scripts are loaded and caches warm."""
-    flow = chain(nodes)
+    flow = chain(nodes, limited=limited)
     with tenant_scope(DEFAULT_TENANT):
         await container.flows().register(flow, owner=SHARED)
         process = container.process_task()
@@ -145,3 +155,13 @@ async def test_a_dispatch_costs_a_fixed_number_of_round_trips_and_two_per_step(
     )
     assert per_step == STEP_ROUND_TRIPS
     assert round(fixed) == DISPATCH_ROUND_TRIPS
+
+
+async def test_a_concurrency_limit_adds_four_round_trips_per_dispatch_and_none_per_step(
+    container: Container, wire: Wire, request: pytest.FixtureRequest
+) -> None:
+    plain = await dispatch_round_trips(container, wire, 6)
+    limited = await dispatch_round_trips(container, wire, 6, limited=True)
+    report(request, round_trips_6_nodes=plain, round_trips_6_nodes_limited=limited)
+    assert limited - plain == SLOT_ROUND_TRIPS
+
