@@ -180,6 +180,8 @@ class Verdict(enum.StrEnum):
     WAITING = "waiting"
     #: The caller's lease generation is older than the holder's: it was fenced off.
     FENCED = "fenced"
+    #: No room, and the carrier may not wait (a cancel): it goes on without a slot.
+    PASSED = "passed"
     RENEWED = "renewed"
     RELEASED = "released"
     #: Not held (any more) by this generation: nothing to renew or release.
@@ -303,12 +305,14 @@ def acquire(
     now_ms: int,
     hold_ms: int,
     parked: bool,
+    may_wait: bool = True,
     reserve_ms: int = RESERVATION_MS,
 ) -> SlotDecision:
     """Take a slot for ``execution_id`` under lease ``generation``, or make its carrier wait.
 
     ``parked``: the carrier is already kept by the table (a redelivery of a carrier that
-    waits), so it is not appended twice.
+    waits), so it is not appended twice. ``may_wait`` False (a cancel): without room the
+    carrier passes, holding nothing and changing nothing.
     """
     work = _Work.of(table, limit, now_ms)
     held = work.holders.get(execution_id)
@@ -329,6 +333,8 @@ def acquire(
         waited = True
     elif work.room() and not work.candidates and table.waiting == 0 and not parked:
         work.holders[execution_id] = Holder(generation, now_ms + hold_ms, now_ms)
+    elif not may_wait:
+        return SlotDecision(Verdict.PASSED, SlotChange(table), changed=False)
     else:
         verdict = Verdict.WAITING
         if not parked:

@@ -119,8 +119,8 @@ class SlotGate:
     ) -> SlotAdmission:
         """Take every slot this execution needs, or keep the carrier in the FIFO of the
         first table without room (giving back those taken)."""
-        if not carrier_parkable(envelope) or (state is not None and state.status.is_terminal):
-            return SlotAdmission()  # a cancel never waits; an ended execution runs nothing
+        if state is not None and state.status.is_terminal:
+            return SlotAdmission()  # an ended execution runs nothing
         try:
             wanted = self.tables(flow, state, envelope, quota=quota)
         except ExpressionEvaluationError as exc:
@@ -138,10 +138,15 @@ class SlotGate:
                 written = await self._acquire(table, limit, lease, kept, carrier_id)
                 promoted.extend(written.promoted)
                 waited = waited or written.decision.waited
-                if written.decision.verdict is Verdict.ADMITTED:
+                verdict = written.decision.verdict
+                if verdict is Verdict.ADMITTED:
                     held.append(table)
                     continue
+                if verdict is Verdict.PASSED:
+                    continue  # a cancel: it runs without a slot, and never waits for one
                 given_back = await self._give_back(lease, held)
+                if verdict is Verdict.FENCED:
+                    return SlotAdmission(waited=_fenced(lease, table), promoted=given_back)
                 return SlotAdmission(
                     waited=await self._waited(table, written.decision, envelope, limit),
                     promoted=(*promoted, *given_back),
@@ -220,6 +225,8 @@ class SlotGate:
                 now_ms=now_ms,
                 hold_ms=self._hold_ms,
                 parked=parked,
+                # A cancel never waits: cancelling must work whatever the limits (W23).
+                may_wait=carrier_parkable(kept),
             ),
             carrier=(carrier_id, kept),
         )
@@ -354,6 +361,16 @@ class SlotGate:
                 execution_id,
                 exc,
             )
+
+
+def _fenced(lease: Lease, table: SlotTableId) -> DispatchResult:
+    """A newer lease of the execution holds the slot: this dispatch was fenced off (W4)."""
+    return DispatchResult(
+        Disposition.LEAVE_PENDING,
+        "fenced",
+        f"{table.describe()} is held by a newer lease of execution {lease.execution_id} "
+        f"than generation {lease.generation}",
+    )
 
 
 def _key_failed(

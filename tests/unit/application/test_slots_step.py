@@ -149,6 +149,26 @@ async def test_a_cancel_never_waits_for_a_slot(limited: Twin) -> None:
     assert result.outcome != "concurrency_wait"
     state = await twin.executions.load("x-3")
     assert state is not None and state.status is ExecutionStatus.CANCELLED
+    assert await holders(twin) == ["x-1"]  # it took no slot, and left x-1's alone
+
+
+async def test_a_cancel_of_an_execution_holding_its_slot_releases_it(limited: Twin) -> None:
+    twin = limited
+    twin.handlers = handler_registry(request=failing_first({}))
+    assert (await twin.process(start(twin, "x-1"))).outcome == "retry_scheduled"
+    assert (await twin.process(start(twin, "x-2"))).outcome == "concurrency_wait"
+    cancel = TaskEnvelope.resume(
+        execution_id="x-1",
+        flow_id="limited",
+        resume_type=ResumeType.CANCEL,
+        now_ms=twin.clock.now_ms(),
+        generations=LEGACY_GENERATIONS,
+    )
+    await twin.process(cancel)
+    state = await twin.executions.load("x-1")
+    assert state is not None and state.status is ExecutionStatus.CANCELLED
+    await twin.drain_queue()  # x-2, promoted by the cancel's release
+    assert await holders(twin) == ["x-2"]
 
 
 async def test_a_key_that_fails_on_the_input_fails_the_execution_with_a_named_error(

@@ -197,3 +197,47 @@ def test_a_bad_limit_is_a_named_error(limit: object) -> None:
 )
 def test_a_key_value_becomes_a_string(value: object, name: str) -> None:
     assert slots.key_value(value) == name
+
+
+def test_a_carrier_that_may_not_wait_passes_a_full_table_without_changing_it() -> None:
+    table = SlotTable(limit=1, holders={"e1": Holder(1, HOLD, 0)})
+    decision = slots.acquire(
+        table,
+        execution_id="e2",
+        carrier_id="c-e2",
+        generation=1,
+        limit=1,
+        now_ms=0,
+        hold_ms=HOLD,
+        parked=False,
+        may_wait=False,
+    )
+    assert (decision.verdict, decision.changed) == (Verdict.PASSED, False)
+
+
+def test_a_carrier_that_may_not_wait_still_takes_room_or_keeps_its_holders_slot() -> None:
+    held = SlotTable(limit=1, holders={"e1": Holder(1, HOLD, 0)})
+    again = slots.acquire(
+        held,
+        execution_id="e1",
+        carrier_id="cancel",
+        generation=2,
+        limit=1,
+        now_ms=0,
+        hold_ms=HOLD,
+        parked=False,
+        may_wait=False,
+    )
+    assert again.verdict is Verdict.ADMITTED
+    room = slots.acquire(
+        SlotTable(),
+        execution_id="e1",
+        carrier_id="cancel",
+        generation=1,
+        limit=1,
+        now_ms=0,
+        hold_ms=HOLD,
+        parked=False,
+        may_wait=False,
+    )
+    assert room.verdict is Verdict.ADMITTED

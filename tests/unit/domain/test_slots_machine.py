@@ -60,7 +60,9 @@ class SlotMachine(RuleBasedStateMachine):
             waiting=len(self.fifo),
         )
 
-    def _acquire(self, execution_id: str, carrier_id: str, parked: bool) -> None:
+    def _acquire(
+        self, execution_id: str, carrier_id: str, parked: bool, *, may_wait: bool = True
+    ) -> None:
         decision = slots.acquire(
             self.table,
             execution_id=execution_id,
@@ -70,8 +72,11 @@ class SlotMachine(RuleBasedStateMachine):
             now_ms=self.now,
             hold_ms=HOLD,
             parked=parked,
+            may_wait=may_wait,
             reserve_ms=RESERVE,
         )
+        if not may_wait:
+            assert decision.verdict is not Verdict.WAITING
         if decision.verdict is Verdict.ADMITTED:
             self.crashed.pop(execution_id, None)
         self._write(decision)
@@ -82,6 +87,12 @@ class SlotMachine(RuleBasedStateMachine):
             self.generation[execution] += 1  # its lease was taken over: a new generation
         self.carriers += 1
         self._acquire(execution, f"c{self.carriers}", parked=False)
+
+    @rule(execution=st.sampled_from(EXECUTIONS))
+    def cancel_carrier(self, execution: str) -> None:
+        self.generation[execution] += 1
+        self.carriers += 1
+        self._acquire(execution, f"c{self.carriers}", parked=False, may_wait=False)
 
     @rule(data=st.data())
     def promoted_carrier_arrives(self, data: st.DataObject) -> None:
