@@ -275,12 +275,15 @@ class Flow:
             if document.timeout is None
             else parse_duration_ms(document.timeout, field="flow.timeout", maximum_ms=MAX_WAIT_MS)
         )
+        # A flow without a concurrency limit keeps the fingerprint it had before the field
+        # existed: a re-registration of the same version must not look like a change.
+        unset = {"concurrency"} if document.concurrency is None else None
         try:
-            dumped = document.model_dump(mode="json", by_alias=True)
+            dumped = document.model_dump(mode="json", by_alias=True, exclude=unset)
         except UnicodeEncodeError:
             # A lone surrogate in an object key: the python form holds the same values,
             # and the check below names the character.
-            dumped = document.model_dump(by_alias=True)
+            dumped = document.model_dump(by_alias=True, exclude=unset)
         self.fingerprint = _sha256(dumped, flow_id=document.flow_id)
         self._subgraphs: dict[str, str] = {}
 

@@ -88,3 +88,13 @@ def test_the_builder_sets_the_limit_and_round_trips() -> None:
 def test_the_builder_refuses_bad_values_at_once(limit: int, key: str | None) -> None:
     with pytest.raises(InvalidConcurrencyError):
         Flow("orders").concurrency(limit, key=key)
+
+
+def test_a_flow_without_a_limit_keeps_the_fingerprint_it_had_before_limits_existed() -> None:
+    """Re-registering an unchanged version after an upgrade must not look like a change."""
+    flow = Definition.from_document({"flow_id": "a", "start": "done", "nodes": END})
+    assert flow.fingerprint == "52019b2438640c539bd0819863608676eb0150eca8d3b6a3974f689707fed55f"
+    limited = Definition.from_document(
+        {"flow_id": "a", "start": "done", "nodes": END, "concurrency": {"limit": 1}}
+    )
+    assert limited.fingerprint != flow.fingerprint
