@@ -19,7 +19,7 @@ import attrs
 
 from plaita.application.codec import encode_envelope
 from plaita.application.engine.expressions import ExpressionEvaluationError, concurrency_key
-from plaita.application.ports import Clock, SlotTables, WaitingNotes
+from plaita.application.ports import Clock, SlotRead, SlotTables, WaitingNotes
 from plaita.application.use_cases.step.dispatch import DispatchResult, Disposition
 from plaita.domain import slots as rules
 from plaita.domain.envelope import TaskEnvelope, copy_envelope
@@ -172,8 +172,8 @@ class SlotGate:
         for table in held.tables:
             written = await self._change(
                 table,
-                lambda snapshot: rules.renew(
-                    snapshot,
+                lambda read, _now_ms: rules.renew(
+                    read.table,
                     execution_id=held.execution_id,
                     generation=held.generation,
                     expires_ms=expires_ms,
@@ -204,8 +204,9 @@ class SlotGate:
 
     async def sweep(self, table: SlotTableId) -> tuple[TaskEnvelope, ...]:
         """Free expired slots of ``table`` and promote waiters into the room."""
-        now_ms = self._clock.now_ms()
-        written = await self._change(table, lambda snapshot: rules.sweep(snapshot, now_ms=now_ms))
+        written = await self._change(
+            table, lambda read, now_ms: rules.sweep(read.table, now_ms=now_ms)
+        )
         return written.promoted
 
     # --- one level down ----------------------------------------------------------------
@@ -213,18 +214,17 @@ class SlotGate:
     async def _acquire(
         self, table: SlotTableId, limit: int, lease: Lease, kept: TaskEnvelope, carrier_id: str
     ) -> _Written:
-        now_ms = self._clock.now_ms()
         return await self._change(
             table,
-            lambda snapshot, parked=False: rules.acquire(
-                snapshot,
+            lambda read, now_ms: rules.acquire(
+                read.table,
                 execution_id=lease.execution_id,
                 carrier_id=carrier_id,
                 generation=lease.generation,
                 limit=limit,
                 now_ms=now_ms,
                 hold_ms=self._hold_ms,
-                parked=parked,
+                parked=read.carrier_parked,
                 # A cancel never waits: cancelling must work whatever the limits (W23).
                 may_wait=carrier_parkable(kept),
             ),
@@ -234,11 +234,10 @@ class SlotGate:
     async def _release(self, held: HeldSlots) -> tuple[TaskEnvelope, ...]:
         promoted: list[TaskEnvelope] = []
         for table in reversed(held.tables):
-            now_ms = self._clock.now_ms()
             written = await self._change(
                 table,
-                lambda snapshot, now_ms=now_ms: rules.release(
-                    snapshot,
+                lambda read, now_ms: rules.release(
+                    read.table,
                     execution_id=held.execution_id,
                     generation=held.generation,
                     now_ms=now_ms,
@@ -267,7 +266,7 @@ class SlotGate:
     async def _change(
         self,
         table: SlotTableId,
-        decide: Callable[..., SlotDecision],
+        decide: Callable[[SlotRead, int], SlotDecision],
         *,
         carrier: tuple[str, TaskEnvelope] | None = None,
     ) -> _Written:
@@ -277,11 +276,7 @@ class SlotGate:
         carrier_id = None if carrier is None else carrier[0]
         for _ in range(MAX_WRITE_ATTEMPTS):
             read = await self._slots.read(table, carrier_id=carrier_id)
-            decision = (
-                decide(read.table, parked=read.carrier_parked)
-                if carrier is not None
-                else decide(read.table)
-            )
+            decision = decide(read, self._clock.now_ms())
             if not decision.changed:
                 return _Written(decision, ())
             appended = None
