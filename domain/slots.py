@@ -233,6 +233,8 @@ class _Work:
     returned: list[Waiter]
     forget: list[str] = attrs.field(factory=list)
     append: Waiter | None = None
+    #: FIFO entries taken out without a promotion (their carrier runs already).
+    dropped: list[Waiter] = attrs.field(factory=list)
 
     @classmethod
     def of(cls, table: SlotTable, limit: int, now_ms: int) -> _Work:
@@ -243,6 +245,11 @@ class _Work:
         reserved = {e: r for e, r in table.reserved.items() if r.expires_ms > now_ms}
         returned = [Waiter(c, e) for x, c, e in lapsed if x <= now_ms]
         return cls(table, limit, holders, reserved, [*returned, *table.head], returned)
+
+    def drop(self, waiter: Waiter) -> None:
+        self.dropped.append(waiter)
+        self.forget.append(waiter.carrier_id)
+        self.candidates = [w for w in self.candidates if w != waiter]
 
     def occupies(self, execution_id: str) -> bool:
         return execution_id in self.holders or execution_id in self.reserved
@@ -267,7 +274,9 @@ class _Work:
     ) -> SlotDecision:
         taken = {w.carrier_id for w in promoted}
         front = tuple(w for w in self.returned if w.carrier_id not in taken)
-        take = tuple(w for w in self.table.head if w.carrier_id in taken)
+        # A dropped entry was never a candidate, so never promoted: it leaves on its own.
+        take = (*(w for w in self.table.head if w.carrier_id in taken), *self.dropped)
+        taken |= {w.carrier_id for w in self.dropped}
         table = attrs.evolve(
             self.table,
             limit=self.limit,
@@ -325,10 +334,14 @@ def acquire(
         work.holders[execution_id] = Holder(generation, expires, held.since_ms)
     elif execution_id in work.reserved:
         reservation = work.reserved.pop(execution_id)
-        work.forget.append(reservation.carrier_id)
-        if parked and carrier_id != reservation.carrier_id:
-            work.forget.append(carrier_id)  # this carrier holds too: nothing waits for it
-            work.candidates = [w for w in work.candidates if w.carrier_id != carrier_id]
+        if carrier_id == reservation.carrier_id:
+            work.forget.append(carrier_id)
+        else:
+            # Another of its carriers came first. The promoted one may never have reached
+            # the queue (its worker died): it waits again, at the head, so it is not lost.
+            work.returned.append(Waiter(reservation.carrier_id, execution_id))
+            if parked:  # this carrier waited in the FIFO too, and runs now
+                work.drop(Waiter(carrier_id, execution_id))
         work.holders[execution_id] = Holder(generation, now_ms + hold_ms, now_ms)
         waited = True
     elif work.room() and not work.candidates and table.waiting == 0 and not parked:

@@ -241,3 +241,49 @@ def test_a_carrier_that_may_not_wait_still_takes_room_or_keeps_its_holders_slot(
         may_wait=False,
     )
     assert room.verdict is Verdict.ADMITTED
+
+
+def test_a_table_id_round_trips_and_names_itself() -> None:
+    table = slots.SlotTableId.concurrency("orders", 'a"}{b')
+    assert slots.SlotTableId.decode(table.encode()) == table
+    assert len(table.digest) == 16 and table.digest != slots.SlotTableId.quota().digest
+    assert table.describe() == "flow 'orders' concurrency key 'a\"}{b'"
+    assert slots.SlotTableId.quota().describe() == "the tenant's quota"
+
+
+def test_a_snapshot_encodes_and_decodes_its_holders_and_reservations() -> None:
+    table = SlotTable(
+        limit=2,
+        holders={"e1": Holder(3, 10, 1)},
+        reserved={"e2": Reservation("c-e2", 20)},
+    )
+    assert SlotTable.decode_holders(table.encode_holders()) == table.holders
+    assert SlotTable.decode_reserved(table.encode_reserved()) == table.reserved
+    assert SlotTable.decode_holders(None) == {} and SlotTable.decode_reserved("") == {}
+    assert table.holds("e1") and not table.holds("e2")
+    assert not table.idle and SlotTable().idle
+    assert Waiter.decode(Waiter("c 1", "x").encode()) != Waiter("c 1", "x")  # ids hold no space
+    assert Waiter.decode(Waiter("c-1", "x y").encode()) == Waiter("c-1", "x y")
+
+
+def test_renewing_a_slot_that_is_not_held_changes_nothing() -> None:
+    decision = slots.renew(SlotTable(limit=1), execution_id="e1", generation=1, expires_ms=5)
+    assert (decision.verdict, decision.changed) == (Verdict.NOT_HELD, False)
+
+
+def test_a_waiting_carrier_of_a_reserved_execution_leaves_the_fifo_when_it_runs() -> None:
+    """Its execution was promoted on another carrier; this one arrives first and holds."""
+    table = SlotTable(
+        limit=1,
+        reserved={"e2": Reservation("c-first", RESERVATION_MS)},
+        head=(Waiter("c-second", "e2"), Waiter("c-e3", "e3")),
+        waiting=2,
+    )
+    decision = _acquire(table, "e2", carrier="c-second", parked=True)
+    assert decision.verdict is Verdict.ADMITTED
+    assert decision.change.take == (Waiter("c-second", "e2"),)
+    assert decision.change.forget == ("c-second",)
+    # The promoted carrier may never have reached the queue: it waits again (I0).
+    assert decision.change.push_front == (Waiter("c-first", "e2"),)
+    assert decision.change.table.head == (Waiter("c-first", "e2"), Waiter("c-e3", "e3"))
+    assert decision.change.table.waiting == 2
