@@ -8,6 +8,7 @@ a dead holder's slot is handed on by the sweep.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -205,3 +206,27 @@ async def test_a_dead_holders_slot_is_handed_on_by_the_sweep(limited: Twin) -> N
     outcomes = await twin.drain_queue()
     assert [o.outcome for o in outcomes] == ["retry_scheduled"]
     assert await holders(twin) == ["x-2"]
+
+
+async def test_the_watchdog_renews_the_slot_with_the_lease(limited: Twin) -> None:
+    """A long node keeps its slot: each lease renewal moves the slot's expiry too, so only a
+    worker that stopped renewing (a kill) loses it."""
+    twin = limited
+    expiries: list[int] = []
+
+    async def long_request(params: Any, ctx: Any) -> Any:
+        for _ in range(6):
+            await asyncio.sleep(0)
+            with tenant_scope("default"):
+                held = (await twin.slots.read(ACME)).table.holders.get("x-1")
+            assert held is not None
+            expiries.append(held.expires_ms)
+        raise ConnectionError("retry later")  # ends running: the slot is kept for the retry
+
+    twin.sleep = twin.tick
+    twin.handlers = handler_registry(request=long_request)
+    started_ms = twin.clock.now_ms()
+    result = await twin.process(start(twin, "x-1"))
+    assert result.outcome == "retry_scheduled"
+    assert expiries[0] == started_ms + twin.settings.lease_ttl_ms
+    assert expiries[-1] > expiries[0]  # renewed while the node ran
