@@ -164,4 +164,3 @@ async def test_a_concurrency_limit_adds_four_round_trips_per_dispatch_and_none_p
     limited = await dispatch_round_trips(container, wire, 6, limited=True)
     report(request, round_trips_6_nodes=plain, round_trips_6_nodes_limited=limited)
     assert limited - plain == SLOT_ROUND_TRIPS
-

@@ -86,9 +86,7 @@ class SlotTablesContract:
         assert read.table.limit == 3
         assert read.table.holders == {"x:1": Holder(1, NOW_MS + 1_000, NOW_MS)}
 
-    async def test_a_stale_version_is_refused_and_changes_nothing(
-        self, tables: SlotTables
-    ) -> None:
+    async def test_a_stale_version_is_refused_and_changes_nothing(self, tables: SlotTables) -> None:
         await acquire(tables, TABLE, "x:1")
         change = SlotChange(SlotTable(limit=1), append=Waiter("c-9", "x:9"))
         assert not await tables.write(TABLE, change, version=0, appended=start("x:9"), now_ms=1)
@@ -119,9 +117,7 @@ class SlotTablesContract:
         await acquire(tables, TABLE, "x:3")
         read = await tables.read(TABLE)
         released = slots.release(read.table, execution_id="x:1", generation=1, now_ms=NOW_MS)
-        assert await tables.write(
-            TABLE, released.change, version=read.table.version, now_ms=NOW_MS
-        )
+        assert await tables.write(TABLE, released.change, version=read.table.version, now_ms=NOW_MS)
         assert released.promoted == (Waiter("c-x:2", "x:2"),)
         after = await tables.read(TABLE)
         assert after.table.head == (Waiter("c-x:3", "x:3"),)

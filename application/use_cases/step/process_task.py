@@ -1,10 +1,10 @@
 """The worker step: one carrier, from the gates to the ack (W1-W15). Read it top to bottom.
 
-gates → lease and load → decide (start or resume) → advance loop (engine step → apply →
-checkpoint) → release → schedule → settle. Every rule is the domain's: the stages gather the
-facts, ask the pure decision functions and perform the answer through ports; what passes
-between them is a value (a ``Carrier``, the ``Held`` lease, ``Counters``, a
-``DispatchResult``). The caller acks only on ``Disposition.ACK``; every path that could leave
+gates → lease and load → slots (E1a) → decide (start or resume) → advance loop (engine step
+→ apply → checkpoint) → release → schedule → let the slots go → settle. Every rule is the
+domain's: the stages gather the facts, ask the pure decision functions and perform the
+answer through ports; what passes between them is a value (a ``Carrier``, the ``Held``
+lease, ``Counters``, a ``DispatchResult``). The caller acks only on ``Disposition.ACK``; every path that could leave
 an execution without a carrier answers ``LEAVE_PENDING`` instead (invariant I0, W5).
 """
 
@@ -283,6 +283,7 @@ class ProcessTask:
         flow: Flow | None,
         flags: ControlFlags,
     ) -> DispatchResult:
+        """Count the attempt, then start or resume; the slots are held by now."""
         envelope = held.envelope
         # The node this attempt runs first: a new execution's start node, or the checkpoint's.
         first_node = flow.start_node.id if flow else state.next_node_id if state else None
