@@ -4,8 +4,9 @@ gates → lease and load → slots (E1a) → decide (start or resume) → advanc
 → apply → checkpoint) → release → schedule → let the slots go → settle. Every rule is the
 domain's: the stages gather the facts, ask the pure decision functions and perform the
 answer through ports; what passes between them is a value (a ``Carrier``, the ``Held``
-lease, ``Counters``, a ``DispatchResult``). The caller acks only on ``Disposition.ACK``; every path that could leave
-an execution without a carrier answers ``LEAVE_PENDING`` instead (invariant I0, W5).
+lease, ``Counters``, a ``DispatchResult``). The caller acks only on ``Disposition.ACK``;
+every path that could leave an execution without a carrier answers ``LEAVE_PENDING``
+instead (invariant I0, W5).
 """
 
 from __future__ import annotations
