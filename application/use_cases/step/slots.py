@@ -19,7 +19,9 @@ import attrs
 
 from plaita.application.codec import encode_envelope
 from plaita.application.engine.expressions import ExpressionEvaluationError, concurrency_key
+from plaita.application.keyed_locks import KeyedLocks
 from plaita.application.ports import Clock, SlotRead, SlotTables, WaitingNotes
+from plaita.application.tenancy import current_tenant
 from plaita.application.use_cases.step.dispatch import DispatchResult, Disposition
 from plaita.domain import slots as rules
 from plaita.domain.envelope import TaskEnvelope, copy_envelope
@@ -83,6 +85,9 @@ class SlotGate:
         self._slots = slots
         self._waiting = waiting
         self._clock = clock
+        # The dispatches of this process change a table one at a time: all reading it in the
+        # same tick would all but one lose the compare-and-set, again and again (a hot key).
+        self._locks = KeyedLocks()
         #: How long a slot outlives its last renewal: the lease's TTL.
         self._hold_ms = hold_ms
 
@@ -274,6 +279,16 @@ class SlotGate:
         ``MAX_WRITE_ATTEMPTS`` times. The promoted carriers' envelopes are read after the
         write (they stay parked until their execution holds)."""
         carrier_id = None if carrier is None else carrier[0]
+        async with self._locks.hold(f"{current_tenant()} {table.encode()}"):
+            return await self._change_held(table, decide, carrier_id, carrier)
+
+    async def _change_held(
+        self,
+        table: SlotTableId,
+        decide: Callable[[SlotRead, int], SlotDecision],
+        carrier_id: str | None,
+        carrier: tuple[str, TaskEnvelope] | None,
+    ) -> _Written:
         for _ in range(MAX_WRITE_ATTEMPTS):
             read = await self._slots.read(table, carrier_id=carrier_id)
             decision = decide(read, self._clock.now_ms())
