@@ -64,11 +64,17 @@ from plaita.application.use_cases.step.writes import Writes
 from plaita.domain import history
 from plaita.domain.children import repeats_end_notice
 from plaita.domain.envelope import CarrierKind, TaskEnvelope
-from plaita.domain.errors import ExecutionLeaseError, LeaseLostError, UnknownFlowError
-from plaita.domain.execution import ExecutionState
+from plaita.domain.errors import (
+    ConcurrencyKeyError,
+    ExecutionLeaseError,
+    LeaseLostError,
+    UnknownFlowError,
+)
+from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.flow import Flow
 from plaita.domain.lease import Lease
 from plaita.domain.operator_controls import ControlFlags
+from plaita.domain.step import first_state
 
 log = logging.getLogger("plaita.worker.step")
 
@@ -271,6 +277,8 @@ class ProcessTask:
             message_id=held.run.message_id,
             quota=None,  # the tenant's quota, read with its status by the tenant gate
         )
+        if slots.failed is not None:
+            return await self._key_failed(held, state, flow, slots.failed)
         if slots.waited is not None:
             return attrs.evolve(slots.waited, enqueue=(*slots.waited.enqueue, *slots.promoted))
         held.run.holding(slots.held)
@@ -301,6 +309,22 @@ class ProcessTask:
             )
         assert envelope.resume_type is not None, "a resume carrier names its resume type"
         return await self._resumes.run(held, state, envelope.resume_type, counters, flags)
+
+    async def _key_failed(
+        self,
+        held: Held,
+        state: ExecutionState | None,
+        flow: Flow | None,
+        error: ConcurrencyKeyError,
+    ) -> DispatchResult:
+        """E1a: the concurrency key failed on the input, so no slot can be taken: the
+        execution ends in error under the lease, naming the key (never runs unlimited)."""
+        if state is not None:
+            return await held.writes.fail(state, error, previous=state)
+        assert flow is not None, "a start without a row has its flow looked up"
+        now_ms = self._clock.now_ms()
+        fresh = first_state(held.envelope, flow, now_ms=now_ms, status=ExecutionStatus.RUNNING)
+        return await held.writes.fail(fresh, error, previous=None)
 
     async def _flow_of(self, state: ExecutionState | None) -> Flow | None:
         """The definition a checkpoint runs (cached), for its slots; None when it has none

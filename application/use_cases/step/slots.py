@@ -66,6 +66,8 @@ class SlotAdmission:
     waited: DispatchResult | None = None
     #: Carriers promoted meanwhile (a sweep inside the take): enqueued after the lease.
     promoted: tuple[TaskEnvelope, ...] = ()
+    #: The flow's concurrency key failed on the input: the execution ends in this error.
+    failed: ConcurrencyKeyError | None = None
 
 
 class _LostRaces(Exception):
@@ -130,7 +132,7 @@ class SlotGate:
             wanted = self.tables(flow, state, envelope, quota=quota)
         except ExpressionEvaluationError as exc:
             assert flow is not None
-            return SlotAdmission(waited=_key_failed(flow, envelope, exc))
+            return SlotAdmission(failed=_key_failed(flow, envelope, exc))
         if not wanted:
             return SlotAdmission()
         kept = _kept(envelope, message_id, self._clock.now_ms())
@@ -208,10 +210,14 @@ class SlotGate:
             return ()
 
     async def sweep(self, table: SlotTableId) -> tuple[TaskEnvelope, ...]:
-        """Free expired slots of ``table`` and promote waiters into the room."""
-        written = await self._change(
-            table, lambda read, now_ms: rules.sweep(read.table, now_ms=now_ms)
-        )
+        """Free expired slots of ``table`` and promote waiters into the room; nothing when
+        the dispatches kept changing it meanwhile (they free and promote as they go)."""
+        try:
+            written = await self._change(
+                table, lambda read, now_ms: rules.sweep(read.table, now_ms=now_ms)
+            )
+        except _LostRaces:
+            return ()
         return written.promoted
 
     # --- one level down ----------------------------------------------------------------
@@ -385,14 +391,17 @@ def _fenced(lease: Lease, table: SlotTableId) -> DispatchResult:
 
 def _key_failed(
     flow: Flow, envelope: TaskEnvelope, exc: ExpressionEvaluationError
-) -> DispatchResult:
+) -> ConcurrencyKeyError:
     error = ConcurrencyKeyError(
         f"flow {flow.flow_id!r} concurrency key failed on execution "
         f"{envelope.execution_id}'s input: {exc}; fix the key or the input and start it again"
     )
-    detail = f"{type(error).__name__}: {error}"
-    log.warning("event=slots.key_failed execution_id=%s: %s", envelope.execution_id, detail)
-    return DispatchResult(Disposition.DEAD_LETTER, "concurrency_key_failed", detail, refused=False)
+    log.warning(
+        "event=slots.key_failed execution_id=%s error=%s: the execution ends in error",
+        envelope.execution_id,
+        error,
+    )
+    return error
 
 
 def _kept(envelope: TaskEnvelope, message_id: str | None, now_ms: int) -> TaskEnvelope:

@@ -178,12 +178,12 @@ async def test_a_key_that_fails_on_the_input_fails_the_execution_with_a_named_er
     document = {**LIMITED, "concurrency": {"key": "input['tenant']", "limit": 1}}
     await twin.catalog.register(Flow.from_document(document), owner=SHARED)
     result = await twin.process(start(twin, "x-1"))
-    assert (result.disposition, result.outcome) == (
-        Disposition.DEAD_LETTER,
-        "concurrency_key_failed",
-    )
-    assert result.detail.startswith("ConcurrencyKeyError: flow 'limited' concurrency key")
-    assert result.refused is False  # given up on: the guard ends the execution
+    assert (result.disposition, result.outcome) == (Disposition.ACK, "failed")
+    state = await twin.executions.load("x-1")
+    assert state is not None and state.status is ExecutionStatus.ERROR
+    assert state.error is not None and state.error.kind == "ConcurrencyKeyError"
+    assert "flow 'limited' concurrency key failed on execution x-1's input" in (state.error.message)
+    assert twin.calls.log == []  # nothing ran unlimited
 
 
 async def test_a_dead_holders_slot_is_handed_on_by_the_sweep(limited: Twin) -> None:
