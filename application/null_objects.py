@@ -11,10 +11,11 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 
 from plaita.application.ports.tracer import NodeRun
-from plaita.domain.errors import SuspensionRegistrationError
+from plaita.domain.errors import RateLimitsUnavailableError, SuspensionRegistrationError
 from plaita.domain.events import Event, EventSubscription
 from plaita.domain.failures import HttpRequestError
 from plaita.domain.http_calls import HttpRequest, HttpResponse
+from plaita.domain.rate_limits import RateRule, Take
 from plaita.domain.tracing import TraceContext
 
 
@@ -42,6 +43,17 @@ class NoHttpClient:
         raise HttpRequestError(
             f"an http node calls {request.url} but this run was given no HTTP client; run it "
             "through plaita (worker, plaita run, plaita dev) or pass http_client="
+        )
+
+
+class NoRateBuckets:
+    """RateBuckets of a run built without them (a test, an embedding that passed none): a
+    node with a ``rate_limit`` fails with a named error rather than run unlimited (W23)."""
+
+    async def take(self, key: str, rule: RateRule, *, now_ms: int) -> Take:
+        raise RateLimitsUnavailableError(
+            f"a node is limited by rate limit {key!r} but this run was given no rate buckets; "
+            "run it through plaita (worker, plaita run) or pass rate_buckets="
         )
 
 
@@ -145,3 +157,5 @@ class NoTracer:
 
 #: The one tracer of every use case built without one (tests, tools): it holds no state.
 NO_TRACING = NoTracer()
+#: The rate buckets of every run built without them.
+NO_RATE_BUCKETS = NoRateBuckets()

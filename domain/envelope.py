@@ -71,7 +71,8 @@ class TaskEnvelope:
     dedup_key: str | None = None
     schema_version: int = CURRENT_SCHEMA_VERSION
     #: For an event's resume: the path that routed the event to its wait (an ``EventPath``
-    #: value), recorded in the history; None on every other carrier and on older ones.
+    #: value), recorded in the history; ``rate_limit`` on the continue copy of a node held
+    #: back by its rate limit (W23); None on every other carrier and on older ones.
     origin: str | None = None
     #: W25: the worker instance (its ``--consumer-name``) this carrier asks to run on; None:
     #: any worker. Older carriers have none. Copies keep it; a stripped copy names none.

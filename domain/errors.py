@@ -72,6 +72,22 @@ class InvalidHttpNodeError(FlowDefinitionError):
     """An http node's method, static url, header names or ``expect`` cannot be used."""
 
 
+class InvalidRateLimitError(FlowDefinitionError):
+    """A task or http node's ``rate_limit`` cannot be used: ``per_second`` is not a number
+    above 0 and at most the maximum, ``burst`` is not a whole number of at least 1, or
+    ``key`` is not a non-empty expression (W23)."""
+
+
+class RateLimitsUnavailableError(FlowDefinitionError):
+    """A node has a ``rate_limit`` but the run was built without rate buckets (an embedding
+    that passed none): it fails rather than run unlimited (W23)."""
+
+
+class RateLimitKeyError(FlowDefinitionError):
+    """A node's ``rate_limit.key`` expression failed when rendered at run time (an unknown
+    name, a type error): the node fails, as with any bad expression (W23)."""
+
+
 class DuplicateNodeIdError(FlowDefinitionError):
     """Two nodes share one id."""
 
@@ -557,3 +573,19 @@ class UnknownScheduleError(PlaitaError):
 
 class ScheduleExistsError(PlaitaError):
     """A schedule of that id exists already for the tenant; nothing was changed."""
+
+
+# --- tenant lifecycle and quota (W24, flow control) ------------------------------------------
+
+
+class InvalidTenantQuotaError(PlaitaError):
+    """A tenant's ``max_running`` is not an integer from 1 to 1,000,000 (or none)."""
+
+
+class TenantActionRefusedError(PlaitaError):
+    """A tenant action the rules refuse (suspending the default tenant); nothing changed."""
+
+
+class TenantWriteConflictError(PlaitaError):
+    """A tenant's status record kept changing under a write's compare-and-set; nothing was
+    written: run the command again."""

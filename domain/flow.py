@@ -44,6 +44,7 @@ from plaita.domain.http_calls import (
 )
 from plaita.domain.ids import id_problem, validate_flow_id
 from plaita.domain.limits import check_unicode
+from plaita.domain.rate_limits import RateLimitSpec, rule_of
 from plaita.domain.slots import check_limit
 from plaita.domain.tokens import WaitFor
 
@@ -78,7 +79,15 @@ class BaseNode(_Document):
         return ()
 
 
-class TaskNode(BaseNode):
+class _RateLimitedNode(BaseNode):
+    """A node that may carry a ``rate_limit`` (W23): at most ``burst`` runs at once and
+    ``per_second`` after, per key (``rate_limits.py``)."""
+
+    # Left out of dumps when absent: a flow written before rate limits keeps its fingerprint.
+    rate_limit: RateLimitSpec | None = Field(default=None, exclude_if=lambda value: value is None)
+
+
+class TaskNode(_RateLimitedNode):
     type: Literal["task"]
     handler: str
     params: dict[str, JSON] = Field(default_factory=dict)
@@ -138,7 +147,7 @@ class SleepNode(BaseNode):
         return (self.next,)
 
 
-class HttpNode(BaseNode):
+class HttpNode(_RateLimitedNode):
     """Call an HTTP endpoint; the result is ``{status, headers, body}`` (E11). ``url``,
     ``headers`` and ``body`` are templates like a task's params; ``expect`` lists the
     statuses that count as success (codes and classes such as ``"2xx"``; default every 2xx);
@@ -421,6 +430,8 @@ def check_node(flow_id: str, node: BaseNode) -> None:
         _check_http(where, node)
     if isinstance(node, SubflowNode | MapNode):
         _check_children(where, node)
+    if isinstance(node, TaskNode | HttpNode) and node.rate_limit is not None:
+        rule_of(node.rate_limit, where=where)
     if isinstance(node, TaskNode):
         module, sep, function = node.handler.partition(":")
         if not (sep and module and function):

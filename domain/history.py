@@ -60,6 +60,8 @@ class HistoryKind(enum.StrEnum):
     HANDED_OVER = "handed_over"
     #: W25: a worker dropped a carrier's target (not running, or passed on too often).
     TARGET_STRIPPED = "target_stripped"
+    #: W23: a node over its rate limit was not run; it runs at ``due_ms``.
+    RATE_LIMITED = "rate_limited"
     ENDED = "ended"
 
 
@@ -343,6 +345,21 @@ def retry_scheduled(
         attempt,
         _name(worker),
         {"due_ms": due_ms, "next_attempt": attempt + 1},
+    )
+
+
+def rate_limited(
+    at_ms: int, *, node_id: str, worker: str | None, key: str, due_ms: int
+) -> HistoryEntry:
+    """The node was over its rate limit (bucket ``key``): not run, not an attempt; it is
+    tried again at ``due_ms``."""
+    return HistoryEntry(
+        HistoryKind.RATE_LIMITED,
+        at_ms,
+        _name(node_id),
+        None,
+        _name(worker),
+        {"key": bounded(key, MAX_NAME_CHARS), "due_ms": due_ms},
     )
 
 

@@ -4,7 +4,7 @@ This module is the ``plaita`` group and where every subcommand is attached; the 
 live in modules named by their group: ``cli_run`` (run, demo), ``cli_worker``,
 ``cli_event_filter``, ``cli_catalog`` (flows, workers), ``cli_executions``, ``cli_events``,
 ``cli_ops`` (dlq, reap, executions delete), ``cli_schedules`` (schedules, scheduler),
-``cli_hooks``, ``cli_console``, ``cli_db`` and ``cli_dev``.
+``cli_hooks``, ``cli_tenants``, ``cli_console``, ``cli_db`` and ``cli_dev``.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from plaita.entrypoints.cli_ops import delete_execution, dlq, reap, recover
 from plaita.entrypoints.cli_run import demo, run_command
 from plaita.entrypoints.cli_schedules import SCHEDULE_COMMANDS, scheduler
 from plaita.entrypoints.cli_support import dev_option, dev_socket_option
+from plaita.entrypoints.cli_tenants import tenants
 from plaita.entrypoints.cli_worker import worker
 
 
@@ -96,6 +97,7 @@ for _command in (demo, run_command, worker, event_filter, scheduler, dlq, reap, 
 main.add_command(dev)  # `plaita dev`
 main.add_command(db)  # `plaita db upgrade|current`
 main.add_command(console)  # `plaita console`
+main.add_command(tenants)  # `plaita tenants list|show|suspend|resume|quota`
 
 for _command in (flows_register, flows_list, flows_show):
     flows.add_command(_command)

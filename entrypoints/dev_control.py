@@ -101,6 +101,7 @@ CLI_PROVIDERS = frozenset(
         "list_dead_letters",
         "list_executions",
         "list_schedules",
+        "list_tenants",
         "pause_execution",
         "pause_schedule",
         "publish_event",
@@ -108,12 +109,17 @@ CLI_PROVIDERS = frozenset(
         "recover_after_restart",
         "registry",
         "replay_dead_letter",
+        "resume_tenant",
         "retry_execution",
+        "set_tenant_quota",
         "show_dead_letter",
         "show_schedule",
+        "show_tenant",
         "start_execution",
+        "suspend_tenant",
         "trigger_schedule",
         "unpause_execution",
+        "waiting_notes",
     }
 )
 #: Builtins a value may be made of (containers and scalars; never a callable that acts).

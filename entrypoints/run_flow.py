@@ -72,6 +72,7 @@ def run_flow(
         event_waiter=bus,
         http_client=container.http_client(),
         child_flows=child_resolver(children),
+        rate_buckets=container.in_process_rate_buckets(),
     )
     if not stream:
         return execution.run()

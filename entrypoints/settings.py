@@ -130,6 +130,11 @@ class Settings(BaseSettings):
     hooks_file: str | None = Field(default=None, min_length=1)
     #: The largest request body the console accepts (413 above it).
     max_body_bytes: int = Field(default=1_048_576, ge=1, le=1_073_741_824)
+    #: The deployment epoch (``PLAITA_DEPLOYMENT_EPOCH``): the same positive integer for every
+    #: process of a deployment, raised with each new one. Tenant status writes are stamped
+    #: with it, and a worker acts only on a tenant status of its own epoch (W24,
+    #: ``plaita.domain.tenant_status``); None: no epoch rule.
+    deployment_epoch: int | None = Field(default=None, ge=1)
 
     @field_validator("handler_modules", mode="before")
     @classmethod

@@ -14,6 +14,8 @@ events and subscriptions carry their tenant in the record.
 
 from __future__ import annotations
 
+import hashlib
+
 from plaita.application.tenancy import current_tenant
 from plaita.domain.flow_owners import FlowOwner
 from plaita.domain.slots import SlotTableId
@@ -310,3 +312,30 @@ class RedisKeys:
         """Set of every tenant's schedules as ``<tenant>:<schedule id>`` (a tenant id has no
         ':'), added to before a schedule is stored and removed from after it is deleted."""
         return f"{self.namespace}:schedules"
+
+    # --- tenants' status records (W24; the deployment's root namespace, the tenant as tag) --
+
+    def tenant_record(self, tenant_id: str) -> str:
+        """Hash of a tenant's status: status, max_running, epoch, updated_at_ms, version."""
+        return f"{self.namespace}:tenant:{{{tenant_id}}}"
+
+    def tenant_parked(self, tenant_id: str) -> str:
+        """Sorted set of the carrier ids parked while the tenant is suspended, scored by the
+        carrier's timestamp; same hash tag as the record (the park checks its version)."""
+        return f"{self.tenant_record(tenant_id)}:parked"
+
+    def tenant_parked_carriers(self, tenant_id: str) -> str:
+        """Hash carrier id → envelope fields JSON of the tenant's parked carriers."""
+        return f"{self.tenant_record(tenant_id)}:parked:carriers"
+
+    def tenants(self) -> str:
+        """Set of the tenant ids with a record, added to after the record is written."""
+        return f"{self.namespace}:tenants"
+
+    # --- rate limits (W23; the current tenant's namespace, a hash of the key as hash tag) --
+
+    def rate_bucket(self, key: str) -> str:
+        """One rate limit bucket: its TAT (µs) as a string, expiring once the TAT has passed.
+        The hash tag is a digest of the key, so any key (long, with braces) is one slot."""
+        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return f"{self.tenant_namespace(current_tenant())}:rate:{{{digest}}}"

@@ -46,8 +46,8 @@ from plaita.application.engine.strategies import (
     StepOutput,
 )
 from plaita.application.handlers import HandlerRegistry
-from plaita.application.null_objects import NO_TRACING, NoEventSource
-from plaita.application.ports import Clock, EventWaiter, HttpClient, Tracer
+from plaita.application.null_objects import NO_RATE_BUCKETS, NO_TRACING, NoEventSource
+from plaita.application.ports import Clock, EventWaiter, HttpClient, RateBuckets, Tracer
 from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.failures import (
     FlowErrorException,
@@ -110,10 +110,13 @@ class FlowExecution:
         tracer: Tracer = NO_TRACING,
         child_executions: ChildExecutions = NO_CHILD_EXECUTIONS,
         child_flows: FlowResolver | None = None,
+        rate_buckets: RateBuckets = NO_RATE_BUCKETS,
     ) -> None:
         """``child_executions``: how a worker's subflow and map nodes start children
         (Distributed); ``child_flows``: where Normal and Generator runs find the flows their
-        children run, in this process, with this run's handlers and options (E13, E14)."""
+        children run, in this process, with this run's handlers and options (E13, E14).
+        ``rate_buckets``: where Normal and Generator runs take their nodes' rate limit tokens
+        (W23; a worker's step takes them before the engine runs a node)."""
         self._flow = flow
         self._context = context
         self._clock = clock
@@ -146,6 +149,7 @@ class FlowExecution:
                     http_client=http_client,
                     tracer=tracer,
                     child_flows=child_flows,
+                    rate_buckets=rate_buckets,
                 )
                 return await nested.arun()
 
@@ -156,6 +160,7 @@ class FlowExecution:
             "now_ms": clock.now_ms,
             "sleep": sleep,
             "child_runs": child_runs,
+            "rate_buckets": rate_buckets,
         }
         self._normal = NormalStrategy(self._runner, self._callbacks, **walk)
         self._generator = GeneratorStrategy(self._runner, self._callbacks, **walk)

@@ -178,6 +178,8 @@ def compile_flow_expressions(flow: Flow) -> None:
                 _compile_template(node.params)
             elif isinstance(node, HttpNode):
                 _compile_template([node.url, node.headers, node.body])
+            if isinstance(node, TaskNode | HttpNode) and node.rate_limit is not None:
+                _compile_template(node.rate_limit.key)
         except InvalidExpressionError as exc:
             raise InvalidExpressionError(f"{where}: {exc}") from None
 

@@ -18,10 +18,14 @@ import attrs
 from plaita.application.engine.callbacks import CallbackManager
 from plaita.application.engine.children import NO_CHILD_RUNS, ChildRuns, InProcessChildSteps
 from plaita.application.engine.context import ExecutionContext
+from plaita.application.engine.rate_limits import key_failure, rate_key, rate_limit_of
 from plaita.application.engine.runner import Budget, NodeRunner
-from plaita.application.ports import EventWaiter
+from plaita.application.null_objects import NO_RATE_BUCKETS
+from plaita.application.ports import EventWaiter, RateBuckets
+from plaita.application.tenancy import tenant_scope
 from plaita.domain.durations import MAX_WAIT_MS, parse_duration_ms
 from plaita.domain.envelope import ResumeType
+from plaita.domain.errors import RateLimitKeyError
 from plaita.domain.events import EventSubscription
 from plaita.domain.execution import Suspension
 from plaita.domain.failures import (
@@ -32,10 +36,12 @@ from plaita.domain.flow import (
     BaseNode,
     EventNode,
     Flow,
+    HttpNode,
     MapNode,
     ParallelNode,
     SleepNode,
     SubflowNode,
+    TaskNode,
 )
 from plaita.domain.step import CANCELLED_MARKER
 from plaita.domain.tokens import WaitFor
@@ -143,8 +149,10 @@ class NormalStrategy:
         now_ms: Callable[[], int],
         sleep: Sleep = asyncio.sleep,
         child_runs: ChildRuns = NO_CHILD_RUNS,
+        rate_buckets: RateBuckets = NO_RATE_BUCKETS,
     ) -> None:
         self._runner = runner
+        self._rate_buckets = rate_buckets
         self._callbacks = callbacks
         self._children = InProcessChildSteps(child_runs, callbacks)
         self._event_waiter = event_waiter
@@ -178,6 +186,7 @@ class NormalStrategy:
         elif isinstance(node, SubflowNode | MapNode):
             result, next_id, branch = await self._children.run(node, context), node.next, None
         else:
+            await self._rate_wait(node, context, budget)
             outcome = await self._runner.run_node(node, context, budget)
             result, next_id, branch = outcome.result, outcome.next_node_id, outcome.branch
         return StepOutput(
@@ -251,6 +260,27 @@ class NormalStrategy:
         context.record_node(node.id, None, None)
         self._callbacks.on_node_end(context.execution_id, node.id, None, None)
         return None
+
+    async def _rate_wait(self, node: BaseNode, context: ExecutionContext, budget: Budget) -> None:
+        """W23: a node with a ``rate_limit`` runs once its bucket gives a token; until then
+        this run sleeps (the wait counts against the execution's budget, as a sleep's)."""
+        rule = rate_limit_of(context.flow_id, node)
+        if rule is None:
+            return
+        assert isinstance(node, TaskNode | HttpNode)
+        try:
+            key = rate_key(context.flow_id, node, context)
+        except RateLimitKeyError as exc:
+            raise key_failure(node.id, exc) from exc
+        while True:
+            with tenant_scope(context.tenant_id):
+                take = await self._rate_buckets.take(key, rule, now_ms=self._now_ms())
+            if take.allowed:
+                return
+            limit = budget.attempt_limit(max(1, take.due_ms - self._now_ms()))
+            await self._sleep((limit.limit_ms or 0) / 1000)
+            if limit.deadline_bound:
+                raise deadline_reached(node.id, budget)
 
 
 class GeneratorStrategy(NormalStrategy):

@@ -37,6 +37,7 @@ from plaita.application.ports.lease_manager import LeaseManager
 from plaita.application.ports.leased_load import LeasedLoad
 from plaita.application.ports.metrics import WorkerMetrics
 from plaita.application.ports.metrics_exporter import MetricsExporter
+from plaita.application.ports.rate_buckets import RateBuckets
 from plaita.application.ports.reconciler_cursor import ReconcilerCursor
 from plaita.application.ports.replay_markers import ReplayMarkerStore
 from plaita.application.ports.schedule_store import DueClaim, ScheduleStore, StoredSchedule
@@ -51,6 +52,7 @@ from plaita.application.ports.task_queue import (
     RawBase64,
     TaskQueue,
 )
+from plaita.application.ports.tenant_directory import TenantAdmission, TenantDirectory
 from plaita.application.ports.tracer import NodeRun, Tracer
 from plaita.application.ports.waiting_notes import WaitingNotes
 from plaita.application.ports.worker_registry import WorkerInstance, WorkerRegistry
@@ -94,6 +96,7 @@ __all__ = [
     "NodeRun",
     "ParkedCarrier",
     "QueueStats",
+    "RateBuckets",
     "RawBase64",
     "ReconcilerCursor",
     "ReplayMarkerStore",
@@ -105,6 +108,8 @@ __all__ = [
     "StoredSchedule",
     "SubscriptionStore",
     "TaskQueue",
+    "TenantAdmission",
+    "TenantDirectory",
     "Tracer",
     "WaitingNotes",
     "WorkerInstance",

@@ -42,7 +42,9 @@ from plaita.application.ports import (
     ExecutionRepository,
     LeaseManager,
     TaskQueue,
+    TenantDirectory,
 )
+from plaita.application.tenancy import current_tenant
 from plaita.application.use_cases.borrowed_lease import BorrowedLease, BorrowOutcome
 from plaita.application.use_cases.flows import FlowCatalog
 from plaita.domain.envelope import CarrierGenerations, ResumeType, TaskEnvelope
@@ -50,6 +52,7 @@ from plaita.domain.errors import ExecutionLeaseError, UnknownFlowError
 from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus
 from plaita.domain.failures import CODE_FLOW_ERROR
 from plaita.domain.lease import Lease
+from plaita.domain.tenant_status import decide_tenant_gate
 
 JSON = Any
 log = logging.getLogger("plaita.reaper")
@@ -75,6 +78,9 @@ class ReapAction(enum.StrEnum):
     SKIP_NODE_ALIVE = "skip_node_alive"
     #: An operator paused it (W23): it is meant to stand still.
     SKIP_PAUSED = "skip_paused"
+    #: Its tenant's carriers are parked (suspended) or held (a status of another deployment
+    #: epoch) by the workers (W24): a new carrier would only wait beside the others.
+    SKIP_TENANT_WAITS = "skip_tenant_waits"
     SKIP_RECENT = "skip_recent"
     #: It moved on (or another holder took it) while the reaper looked.
     SKIP_CHANGED = "skip_changed"
@@ -135,10 +141,14 @@ class ReapZombies:
         generations: CarrierGenerations,
         heartbeat_interval_ms: int | None = None,
         controls: ExecutionControls,
+        tenants: TenantDirectory,
+        deployment_epoch: int | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._generations = generations
         self._controls = controls
+        self._tenants = tenants
+        self._epoch = deployment_epoch
         self._executions = executions
         self._leases = leases
         self._queue = queue
@@ -163,6 +173,7 @@ class ReapZombies:
         ]
         suspended = await self._executions.list(status=ExecutionStatus.SUSPENDED, limit=limit)
         flows_present: dict[tuple[str, str], bool] = {}
+        tenant_waits = await self._tenant_waits() if running else None
         items: list[ReapItem] = []
         suspects: list[tuple[ExecutionState, Lease]] = []
         for state in suspended:
@@ -196,6 +207,11 @@ class ReapZombies:
                 detail = "paused by an operator; `plaita executions unpause` resumes it"
                 items.append(attrs.evolve(item, action=ReapAction.SKIP_PAUSED, detail=detail))
                 continue
+            if tenant_waits is not None:
+                items.append(
+                    attrs.evolve(item, action=ReapAction.SKIP_TENANT_WAITS, detail=tenant_waits)
+                )
+                continue
             key = (state.flow_id, state.flow_version)
             if key not in flows_present:
                 flows_present[key] = await self._flow_present(*key)
@@ -206,6 +222,13 @@ class ReapZombies:
             items.append(item)
         items.extend(await self._leaked(suspects, dry_run=dry_run))
         return ReapReport(tuple(items), dry_run, self._stale_after_ms)
+
+    async def _tenant_waits(self) -> str | None:
+        """Why the workers do not run this tenant's carriers now, or None when they do."""
+        tenant_id = current_tenant()
+        record = await self._tenants.get(tenant_id)
+        gate = decide_tenant_gate(record, tenant_id, self._epoch, parkable=True)
+        return None if gate.runs else gate.detail
 
     async def _flow_present(self, flow_id: str, version: str) -> bool:
         try:

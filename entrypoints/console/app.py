@@ -26,6 +26,7 @@ from plaita.entrypoints.console import (
     routes_hooks,
     routes_ops,
     routes_schedules,
+    routes_tenants,
 )
 from plaita.entrypoints.console.auth import (
     ConsoleToken,
@@ -111,6 +112,7 @@ def create_app(
     app.include_router(routes_events.router)
     app.include_router(routes_ops.flows)
     app.include_router(routes_schedules.router)
+    app.include_router(routes_tenants.router)
     # The hooks file is read and checked now: a console never serves with one it cannot use.
     container.hook_catalog()
     app.include_router(routes_hooks.receiver)

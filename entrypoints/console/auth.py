@@ -310,6 +310,21 @@ def authorize_shared(token: ConsoleToken) -> None:
         )
 
 
+class DeploymentActionNotAllowedError(TenantNotAllowedError):
+    """A tenant's status and quota are the deployment's: only a token of every tenant
+    (``*``) may change them (403)."""
+
+
+def authorize_deployment(token: ConsoleToken, what: str) -> None:
+    """Nothing if ``token`` acts for every tenant, else DeploymentActionNotAllowedError."""
+    if ALL_TENANTS not in token.tenants:
+        raise DeploymentActionNotAllowedError(
+            f"token {token.name!r} may act for tenants {token.scope} only, and {what} is the "
+            "deployment's to decide, not a tenant's: it needs an admin token of every tenant "
+            "('*')"
+        )
+
+
 @attrs.frozen
 class Access:
     """The token of a request and the tenant it acts for, once both were checked."""

@@ -75,6 +75,10 @@ STATUS_BY_ERROR: Sequence[tuple[type[BaseException], int]] = (
     (named.UnknownHookError, 404),
     (named.HookConflictError, 409),
     (named.HookDefinitionError, 422),
+    # Tenants (W24).
+    (named.TenantActionRefusedError, 409),
+    (named.TenantWriteConflictError, 409),
+    (named.InvalidTenantQuotaError, 422),
 )
 
 #: Statuses the generic HTTP errors of the router (unknown path, wrong method) are named by.

@@ -276,7 +276,8 @@ class HistoryEntryView(_Response):
     at_ms: int = Field(description="When it happened, in ms since the epoch.")
     kind: str = Field(
         description="started, node_started, node_finished, node_failed, retry_scheduled, "
-        "suspended, event_received, timer_fired, lease_lost, fenced, operator_action, ended."
+        "rate_limited, suspended, event_received, timer_fired, lease_lost, fenced, "
+        "operator_action, ended."
     )
     node_id: str | None
     attempt: int | None

@@ -16,6 +16,7 @@ from plaita.adapters.memory.hooks import MemoryHookStore, MemorySeenSignatures
 from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.memory.rate_buckets import MemoryRateBuckets
 from plaita.adapters.memory.reconciler_cursor import MemoryReconcilerCursor
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.replay_markers import MemoryReplayMarkerStore
@@ -23,6 +24,7 @@ from plaita.adapters.memory.schedules import MemoryScheduleStore
 from plaita.adapters.memory.slot_tables import MemorySlotTables
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.memory.tenants import MemoryTenantDirectory
 from plaita.adapters.memory.waiting_notes import MemoryWaitingNotes
 from plaita.application.ports import Clock
 
@@ -61,6 +63,10 @@ class MemoryStores(containers.DeclarativeContainer):
     schedules = providers.Singleton(MemoryScheduleStore, clock)
     hooks = providers.Singleton(MemoryHookStore)
     seen_signatures = providers.Singleton(MemorySeenSignatures, clock)
+    #: Tenants' status records and parked carriers (W24).
+    tenants = providers.Singleton(MemoryTenantDirectory)
+    #: Rate limit buckets of task and http nodes (W23), this process's alone.
+    rate_buckets = providers.Singleton(MemoryRateBuckets)
     #: ``plaita run``: a flow run in this process reads the events given on its command line
     #: and never waits for more (E6).
     closed_event_bus = providers.Factory(MemoryEventBus, closed=True)

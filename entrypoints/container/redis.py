@@ -26,6 +26,7 @@ from plaita.adapters.redis.lease import RedisLeaseManager
 from plaita.adapters.redis.leased_load import RedisLeasedLoad
 from plaita.adapters.redis.packing import use_hiredis_packing
 from plaita.adapters.redis.queue import RedisTaskQueue
+from plaita.adapters.redis.rate_buckets import RedisRateBuckets
 from plaita.adapters.redis.reconciler_cursor import RedisReconcilerCursor
 from plaita.adapters.redis.registry import RedisWorkerRegistry
 from plaita.adapters.redis.replay_markers import RedisReplayMarkerStore
@@ -33,6 +34,7 @@ from plaita.adapters.redis.schedules import RedisScheduleStore
 from plaita.adapters.redis.slot_tables import RedisSlotTables
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
+from plaita.adapters.redis.tenants import RedisTenantDirectory
 from plaita.adapters.redis.waiting_notes import RedisWaitingNotes
 from plaita.domain.startup import ConfigProblem
 from plaita.entrypoints.settings import Settings
@@ -163,7 +165,11 @@ class RedisStores(containers.DeclarativeContainer):
     registry = providers.Singleton(RedisWorkerRegistry, client, keys)
     reconciler_cursor = providers.Singleton(RedisReconcilerCursor, client, keys)
     replay_markers = providers.Singleton(RedisReplayMarkerStore, client, keys)
+    #: Rate limit buckets of task and http nodes (W23), shared by every worker.
+    rate_buckets = providers.Singleton(RedisRateBuckets, client, keys)
     #: Cron schedules (W22).
     schedules = providers.Singleton(RedisScheduleStore, client, keys)
     hooks = providers.Singleton(RedisHookStore, client, keys)
     seen_signatures = providers.Singleton(RedisSeenSignatures, client, keys)
+    #: Tenants' status records and parked carriers (W24), in the root namespace.
+    tenants = providers.Singleton(RedisTenantDirectory, client, keys)

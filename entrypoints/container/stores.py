@@ -217,6 +217,17 @@ class Stores(containers.DeclarativeContainer):
         config.backend, memory=memory_stores.seen_signatures, redis=redis_stores.seen_signatures
     )
     hook_secrets = providers.Singleton(EnvironmentSecrets)
+    #: Tenants' status records and the carriers parked while a tenant is suspended (W24):
+    #: on the queue's side, whatever the storage.
+    tenants = providers.Selector(
+        config.backend, memory=memory_stores.tenants, redis=redis_stores.tenants
+    )
+    #: Rate limits of task and http nodes (W23): on the backend, like the queue.
+    rate_buckets = providers.Selector(
+        config.backend, memory=memory_stores.rate_buckets, redis=redis_stores.rate_buckets
+    )
+    #: ``plaita run``: a run in this process takes its tokens from buckets of its own.
+    in_process_rate_buckets = memory_stores.rate_buckets
     #: ``plaita run`` (Normal mode): the events of its command line, in this process.
     closed_event_bus = memory_stores.closed_event_bus
 

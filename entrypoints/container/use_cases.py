@@ -45,6 +45,13 @@ from plaita.application.use_cases.schedules import (
 from plaita.application.use_cases.slot_sweep import SweepSlots
 from plaita.application.use_cases.start_execution import StartExecution
 from plaita.application.use_cases.step import ProcessTask, StepSettings
+from plaita.application.use_cases.tenants import (
+    ListTenants,
+    ResumeTenant,
+    SetTenantQuota,
+    ShowTenant,
+    SuspendTenant,
+)
 from plaita.domain.janitor import plan_janitor
 from plaita.domain.schedule_ticks import misfire_grace_ms
 from plaita.entrypoints.container.stores import Stores
@@ -68,6 +75,7 @@ class UseCases(Stores):
         registry_enabled=Stores.config.registry_enabled,
         max_handovers=Stores.config.affinity_max_handovers,
         generations=Stores.generations,
+        deployment_epoch=Stores.config.deployment_epoch,
     )
     dead_letter_guard = providers.Factory(
         GuardDeadLetter,
@@ -270,7 +278,9 @@ class UseCases(Stores):
         inbox=Stores.inbox,
         controls=Stores.controls,
         slots=Stores.slot_tables,
+        tenants=Stores.tenants,
         waiting=Stores.waiting_notes,
+        rate_buckets=Stores.rate_buckets,
         listeners=listeners,
         tracer=Stores.tracer,
         http=Stores.http_client,
@@ -338,6 +348,9 @@ class UseCases(Stores):
         lease_ttl_ms=Stores.config.lease_ttl_ms,
         generations=Stores.generations,
         controls=Stores.controls,  # a paused execution is skipped (W23)
+        # ... and every execution of a tenant whose carriers the workers park or hold (W24)
+        tenants=Stores.tenants,
+        deployment_epoch=Stores.config.deployment_epoch,
     )
 
     # --- cron schedules (W22): the operator's use cases and the scheduler's tick ----------
@@ -370,4 +383,38 @@ class UseCases(Stores):
             claim_ttl_ms=Stores.config.scheduler_claim_ttl_ms,
             grace_ms=scheduler_grace_ms,
         ),
+    )
+
+    # --- tenants (W24): status, quota, and the carriers parked while suspended ------------
+    list_tenants = providers.Factory(
+        ListTenants,
+        directory=Stores.tenants,
+        clock=Stores.clock,
+        deployment_epoch=Stores.config.deployment_epoch,
+    )
+    show_tenant = providers.Factory(
+        ShowTenant,
+        directory=Stores.tenants,
+        clock=Stores.clock,
+        deployment_epoch=Stores.config.deployment_epoch,
+    )
+    suspend_tenant = providers.Factory(
+        SuspendTenant,
+        directory=Stores.tenants,
+        clock=Stores.clock,
+        deployment_epoch=Stores.config.deployment_epoch,
+    )
+    resume_tenant = providers.Factory(
+        ResumeTenant,
+        directory=Stores.tenants,
+        queue=Stores.queue,
+        waiting=Stores.waiting_notes,
+        clock=Stores.clock,
+        deployment_epoch=Stores.config.deployment_epoch,
+    )
+    set_tenant_quota = providers.Factory(
+        SetTenantQuota,
+        directory=Stores.tenants,
+        clock=Stores.clock,
+        deployment_epoch=Stores.config.deployment_epoch,
     )

@@ -79,6 +79,7 @@ __all__ = [
     "Handler",
     "JSONValue",
     "OnFailure",
+    "RateLimit",
     "Strategy",
     "SwitchCases",
     "handler_reference",
@@ -115,6 +116,15 @@ class ContinueWith:
     on. Written ``Flow.continue_with(default)``."""
 
     default: JSONValue
+
+
+class RateLimit(TypedDict):
+    """A task or http node's ``rate_limit``: at most ``burst`` runs at once and ``per_second``
+    after, per value of the ``key`` template (without one: one bucket for the node)."""
+
+    per_second: float
+    key: NotRequired[str]
+    burst: NotRequired[int]
 
 
 #: ``error_handler`` / ``timeout_handler``: ``"abort"`` (the default), ``"continue"``,
@@ -197,15 +207,18 @@ class Flow:
         retry_times: int | None = None,
         error_handler: OnFailure | None = None,
         timeout_handler: OnFailure | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> Self:
         """Call ``handler(params, ctx)``; ``timeout`` is per attempt (at most 24 h),
-        ``retry_times`` the retries after the first attempt (0-100; None: the deployment's)."""
+        ``retry_times`` the retries after the first attempt (0-100; None: the deployment's);
+        ``rate_limit`` e.g. ``{"key": "${customer}", "per_second": 10}`` (docs/flows.md)."""
         where = self._where(id)
         fields: dict[str, Any] = {
             "handler": handler if isinstance(handler, str) else _reference(handler, where),
             "params": _plain(params or {}, f"{where} params"),
             "timeout": _duration(timeout),
             "retry_times": retry_times,
+            "rate_limit": _rate_limit(rate_limit, where),
         }
         fields |= _handlers(where, error_handler=error_handler, timeout_handler=timeout_handler)
         return self._add(TaskNode, id, fields, next=next)
@@ -277,6 +290,7 @@ class Flow:
         retry_times: int | None = None,
         error_handler: OnFailure | None = None,
         timeout_handler: OnFailure | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> Self:
         """Call ``method url``; the result is ``{"status", "headers", "body"}`` (a JSON body
         parsed). ``url``, ``headers`` and ``body`` are templates like a task's params;
@@ -293,6 +307,7 @@ class Flow:
             "block_private_networks": block_private_networks,
             "timeout": _duration(timeout),
             "retry_times": retry_times,
+            "rate_limit": _rate_limit(rate_limit, where),
         }
         fields |= _handlers(where, error_handler=error_handler, timeout_handler=timeout_handler)
         return self._add(HttpNode, id, fields, next=next)
@@ -534,6 +549,10 @@ def _validate(model: type[_N], where: str, fields: dict[str, Any]) -> _N:
             for error in exc.errors()
         )
         raise InvalidFlowDocumentError(f"{where} ({_type(model)}): {problems}") from None
+
+
+def _rate_limit(value: RateLimit | None, where: str) -> Any:
+    return None if value is None else _plain(value, f"{where} rate_limit")
 
 
 def _handlers(where: str, **given: OnFailure | None) -> dict[str, Any]:

@@ -118,3 +118,10 @@ def test_recovery_runs() -> None:
         "60",
     )
     assert "executions recovered" in out
+
+
+def test_tenant_gate_runs() -> None:
+    out = run_bench(
+        "tenant_gate.py", "--redis-url", REDIS_URL, "--dispatches", "3", "--warm-up", "1"
+    )
+    assert "default, no record" in out and "tenant with a quota" in out

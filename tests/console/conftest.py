@@ -202,7 +202,8 @@ async def flow_catalogues(container: Container) -> dict[str, list[tuple[str, str
 
 
 async def snapshot(container: Container) -> dict[str, Any]:
-    """What a refused request must not change: queue, flows, events, executions, flags."""
+    """What a refused request must not change: queue, flows, events, executions, flags,
+    tenants' status records."""
     executions: dict[str, Any] = {}
     for tenant in ("default", "acme"):
         with tenant_scope(tenant):
@@ -219,4 +220,5 @@ async def snapshot(container: Container) -> dict[str, Any]:
         "events": len(await container.events().list(EventQuery(limit=10_000))),
         "dead_letters": await container.queue().dead_letter_length(),
         "executions": executions,
+        "tenants": [r.to_json() for r in await container.tenants().list()],
     }

@@ -87,6 +87,11 @@ ENDPOINTS = [
     Endpoint("POST", "/api/v1/schedules/nightly/resume", "admin", {}),
     Endpoint("POST", "/api/v1/schedules/nightly/trigger", "operator", {}),
     Endpoint("DELETE", "/api/v1/schedules/nightly", "admin"),
+    Endpoint("GET", "/api/v1/tenants", "operator"),
+    Endpoint("GET", "/api/v1/tenants/acme", "operator"),
+    Endpoint("POST", "/api/v1/tenants/acme/suspend", "admin"),
+    Endpoint("POST", "/api/v1/tenants/acme/resume", "admin"),
+    Endpoint("PUT", "/api/v1/tenants/acme/quota", "admin", {"max_running": 3}),
     Endpoint("GET", "/api/v1/hooks", "admin"),
     Endpoint("GET", "/api/v1/hooks/some-hook", "admin"),
     Endpoint("DELETE", "/api/v1/hooks/some-hook", "admin"),
@@ -128,6 +133,7 @@ def test_the_matrix_covers_every_operation_of_the_api(app: FastAPI) -> None:
         .replace("/flows/approval", "/flows/{flow_id}")
         .replace("/schedules/nightly", "/schedules/{schedule_id}")
         .replace("/hooks/some-hook", "/hooks/{name}")
+        .replace("/tenants/acme", "/tenants/{tenant_id}")
         for e in ENDPOINTS
     }
     assert operations == covered

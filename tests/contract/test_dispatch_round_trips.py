@@ -17,6 +17,10 @@ A lone dispatch pays each of them; concurrent dispatches share them, since the c
 in one event-loop tick leave as one pipeline (``TickPipeline``), but each still waits for
 one round trip of its own, which is what is counted here.
 
+A node with a ``rate_limit`` (W23) adds ``RATE_LIMIT_ROUND_TRIPS`` to its step when its
+bucket admits it: the bucket's GET and the compare-and-set script that moves it on. (A take
+that is denied writes nothing: its GET is all it costs.)
+
 Both are today's figures: a change that adds a round trip fails here and must say why.
 Folding the tombstone and the pause gate into that script too would cut two more.
 
@@ -55,6 +59,10 @@ STEP_ROUND_TRIPS = 1
 DISPATCH_ROUND_TRIPS = 7
 #: Round trips a concurrency limit adds to a dispatch: take (read, write), release (same).
 SLOT_ROUND_TRIPS = 4
+#: Round trips a rate limit adds to a step whose bucket admits it (W23).
+RATE_LIMIT_ROUND_TRIPS = 2
+#: A limit no test chain reaches: every take is admitted.
+GENEROUS_LIMIT = {"key": "cost", "per_second": 10_000, "burst": 100_000}
 HANDLERS = "plaita_cost_noop"
 
 
@@ -62,17 +70,27 @@ async def noop(params: Any, ctx: Any) -> None:
     return None
 
 
-def chain(nodes: int, *, limited: bool = False) -> Flow:
+def chain(
+    nodes: int, *, rate_limit: dict[str, Any] | None = None, concurrency: bool = False
+) -> Flow:
     ids = [f"n{i}" for i in range(nodes)]
-    limit = {"concurrency": {"key": "input.get('customer', 'all')", "limit": 2}}
+    limit = {} if rate_limit is None else {"rate_limit": rate_limit}
+    slots = {"concurrency": {"key": "input.get('customer', 'all')", "limit": 2}}
+    suffix = ("" if rate_limit is None else "_limited") + ("_slots" if concurrency else "")
     return Flow.from_document(
         {
-            "flow_id": f"cost_chain_{nodes}{'_limited' if limited else ''}",
+            "flow_id": f"cost_chain_{nodes}{suffix}",
             "version": "1",
             "start": ids[0],
-            **(limit if limited else {}),
+            **(slots if concurrency else {}),
             "nodes": [
-                {"id": node, "type": "task", "handler": f"{HANDLERS}:noop", "next": following}
+                {
+                    "id": node,
+                    "type": "task",
+                    "handler": f"{HANDLERS}:noop",
+                    "next": following,
+                    **limit,
+                }
                 for node, following in zip(ids, [*ids[1:], "done"], strict=True)
             ]
             + [{"id": "done", "type": "end"}],
@@ -114,11 +132,16 @@ async def container(wire: Wire) -> AsyncIterator[Container]:
 
 
 async def dispatch_round_trips(
-    container: Container, wire: Wire, nodes: int, *, limited: bool = False
+    container: Container,
+    wire: Wire,
+    nodes: int,
+    *,
+    rate_limit: dict[str, Any] | None = None,
+    concurrency: bool = False,
 ) -> int:
     """Round trips of the dispatch of a start carrier that runs ``nodes`` nodes to the end;
     the second of two such dispatches, so scripts are loaded and caches warm."""
-    flow = chain(nodes, limited=limited)
+    flow = chain(nodes, rate_limit=rate_limit, concurrency=concurrency)
     with tenant_scope(DEFAULT_TENANT):
         await container.flows().register(flow, owner=SHARED)
         process = container.process_task()
@@ -161,6 +184,17 @@ async def test_a_concurrency_limit_adds_four_round_trips_per_dispatch_and_none_p
     container: Container, wire: Wire, request: pytest.FixtureRequest
 ) -> None:
     plain = await dispatch_round_trips(container, wire, 6)
-    limited = await dispatch_round_trips(container, wire, 6, limited=True)
+    limited = await dispatch_round_trips(container, wire, 6, concurrency=True)
     report(request, round_trips_6_nodes=plain, round_trips_6_nodes_limited=limited)
     assert limited - plain == SLOT_ROUND_TRIPS
+
+
+async def test_a_rate_limit_adds_two_round_trips_to_a_step_it_admits(
+    container: Container, wire: Wire, request: pytest.FixtureRequest
+) -> None:
+    """W23: the bucket's GET and its compare-and-set, per rate-limited node that runs."""
+    plain = await dispatch_round_trips(container, wire, 6)
+    limited = await dispatch_round_trips(container, wire, 6, rate_limit=GENEROUS_LIMIT)
+    per_step = (limited - plain) / 6
+    report(request, round_trips_6_nodes=plain, round_trips_6_limited_nodes=limited)
+    assert per_step == RATE_LIMIT_ROUND_TRIPS

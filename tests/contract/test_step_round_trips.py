@@ -21,6 +21,7 @@ import redis.asyncio as redis
 
 from plaita.adapters.memory.controls import MemoryExecutionControls
 from plaita.adapters.memory.slot_tables import MemorySlotTables
+from plaita.adapters.memory.tenants import MemoryTenantDirectory
 from plaita.adapters.redis.controls import RedisExecutionControls
 from plaita.adapters.redis.counters import RedisCounterStore
 from plaita.adapters.redis.dedup import RedisDedupStore
@@ -31,9 +32,11 @@ from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.lease import RedisLeaseManager
 from plaita.adapters.redis.leased_load import RedisLeasedLoad
 from plaita.adapters.redis.queue import RedisTaskQueue
+from plaita.adapters.redis.rate_buckets import RedisRateBuckets
 from plaita.adapters.redis.registry import RedisWorkerRegistry
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
+from plaita.adapters.redis.tenants import RedisTenantDirectory
 from plaita.adapters.redis.waiting_notes import RedisWaitingNotes
 from plaita.adapters.system import SystemClock, UuidGenerator
 from plaita.application.handlers import HandlerRegistry
@@ -54,6 +57,11 @@ MAX_ROUND_TRIPS_PER_STEP = 2
 #: W23: what the pause gate (one EVALSHA reading the flags, parking when paused) adds to a
 #: dispatch; a step adds nothing.
 PAUSE_GATE_ROUND_TRIPS_PER_DISPATCH = 1
+#: W24: what the tenant gate (its record and parked count) adds to a dispatch of a tenant
+#: without a record: nothing on one Redis, where it is read in the pipeline of the tombstone
+#: read; on a cluster at most one request, to another node, sent at the same time (no longer
+#: wait); a step adds nothing.
+TENANT_GATE_ROUND_TRIPS_PER_DISPATCH = 0
 
 
 def chain(length: int) -> Flow:
@@ -72,7 +80,7 @@ async def noop(params: Any, ctx: Any) -> None:
 
 
 def worker_step(
-    client: redis.Redis, keys: RedisKeys, *, controls: bool = False
+    client: redis.Redis, keys: RedisKeys, *, controls: bool = False, tenants: bool = False
 ) -> tuple[ProcessTask, FlowCatalog]:
     handlers = HandlerRegistry(["bench"], importer=lambda _: types.SimpleNamespace(noop=noop))
     clock = SystemClock()
@@ -99,6 +107,8 @@ def worker_step(
         else MemoryExecutionControls(clock),
         slots=MemorySlotTables(),
         waiting=RedisWaitingNotes(client, keys),
+        tenants=RedisTenantDirectory(client, keys) if tenants else MemoryTenantDirectory(),
+        rate_buckets=RedisRateBuckets(client, keys),
     )
     return step, catalog
 
@@ -106,6 +116,9 @@ def worker_step(
 class StepRoundTrips:
     #: Writes one checkpoint save sends: its script and the index update, pipelined.
     SAVE_WRITES = 1
+    #: Requests a pipeline of two hash tags may need beyond one: a cluster sends each node
+    #: its own, at the same time.
+    OTHER_NODE = 0
 
     @pytest.fixture
     def wire(self) -> Wire:
@@ -178,6 +191,22 @@ class StepRoundTrips:
         assert gated_10 - plain_10 == PAUSE_GATE_ROUND_TRIPS_PER_DISPATCH
         assert per_step <= MAX_ROUND_TRIPS_PER_STEP
 
+    async def test_the_tenant_gate_costs_one_round_trip_per_dispatch_and_none_per_step(
+        self, client: redis.Redis, keys: RedisKeys, wire: Wire, request: pytest.FixtureRequest
+    ) -> None:
+        """W24: the tenant's record is read once per dispatch, beside the tombstone read,
+        never per step."""
+        plain, catalog = worker_step(client, keys)
+        gated, _ = worker_step(client, keys, tenants=True)
+        plain_10 = await self.dispatch_round_trips(plain, catalog, wire, 10, "plain-")
+        gated_10 = await self.dispatch_round_trips(gated, catalog, wire, 10, "tenant-")
+        gated_20 = await self.dispatch_round_trips(gated, catalog, wire, 20, "tenant-")
+        per_step = (gated_20 - gated_10) / 10
+        request.node.user_properties.append(("tenant_gated_dispatch_10", gated_10))
+        print(f"dispatch_10={plain_10} tenant_gated_10={gated_10} tenant_per_step={per_step}")
+        assert gated_10 - plain_10 <= TENANT_GATE_ROUND_TRIPS_PER_DISPATCH + self.OTHER_NODE
+        assert per_step <= MAX_ROUND_TRIPS_PER_STEP
+
     async def test_an_accepted_start_costs_two_round_trips_and_its_pickup_one_save(
         self, client: redis.Redis, keys: RedisKeys, wire: Wire, request: pytest.FixtureRequest
     ) -> None:
@@ -245,6 +274,7 @@ class TestRedisClusterStepRoundTrips(StepRoundTrips):
     update may be two writes to two nodes, sent concurrently)."""
 
     SAVE_WRITES = 2
+    OTHER_NODE = 1
 
     @pytest.fixture
     async def client(self, wire: Wire, keys: RedisKeys) -> AsyncIterator[redis.Redis]:

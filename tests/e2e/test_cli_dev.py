@@ -321,6 +321,11 @@ def test_every_family_of_commands_works_against_the_dev_process(dev: DevThread) 
         (("events", "list"), "no stored event matches"),
         (("workers", "list"), "running"),
         (("hooks", "list"), "no hook of tenant 'default'"),
+        (("tenants", "suspend", "acme"), "suspended: tenant acme"),
+        (("tenants", "quota", "acme", "--max-running", "2"), "quota_set"),
+        (("tenants", "show", "acme"), "max running  2"),
+        (("tenants", "list"), "acme"),
+        (("tenants", "resume", "acme"), "resumed: tenant acme"),
     ]:
         code, out, err = plaita(*args)
         assert code == 0 and says in out, (args, out, err)

@@ -43,6 +43,7 @@ from plaita.application.use_cases.step.dispatch import (
     ack,
 )
 from plaita.application.use_cases.step.lease_keeper import KeeperRun
+from plaita.application.use_cases.step.rate_gate import RateGate, RateHold, RateLimits
 from plaita.application.use_cases.step.tracing import StepTracing, suspended_by
 from plaita.application.use_cases.step.waits import WaitRegistrar
 from plaita.application.use_cases.step.writes import Writes
@@ -95,11 +96,13 @@ class Advance:
         settings: StepSettings,
         listeners: Callable[[], list[object]],
         tracing: StepTracing,
+        rates: RateLimits,
         http: HttpClient = NO_HTTP_CLIENT,
         children: ChildExecutions = NO_CHILD_EXECUTIONS,
     ) -> None:
         self._children = children
         self._tracing = tracing
+        self._rates = rates
         self._flows = flows
         self._http = http
         self._handlers = handlers
@@ -157,9 +160,15 @@ class Advance:
         context.attempts = counters.attempts()  # E15: ctx.attempt across deliveries
         execution = self._execution(flow, context)
         previous = stored
+        rates = self._rates.gate(held.envelope, held.writes)
         for _ in range(self._settings.max_steps_per_dispatch):
             node_id, at = at or state.next_node_id, None
             assert node_id is not None, "a non-terminal execution always has a next node"
+            gated = await self._rate_gated(
+                rates, held, state, flow, node_id, context, counters, previous, pending
+            )
+            if gated is not None:
+                return gated
             started_ms = self._clock.now_ms()
             attempt = counters.attempt(node_id)
             with trace.node(state, flow, node_id, attempt) as span:
@@ -246,6 +255,30 @@ class Advance:
             target_instance_id=held.envelope.target_instance_id,
         )
         return DispatchResult(Disposition.ACK, "yielded", enqueue=(hand_over,), continues=True)
+
+    async def _rate_gated(
+        self,
+        rates: RateGate,
+        held: Held,
+        state: ExecutionState,
+        flow: Flow,
+        node_id: str,
+        context: ExecutionContext,
+        counters: Counters,
+        previous: ExecutionState | None,
+        pending: list[HistoryEntry],
+    ) -> DispatchResult | None:
+        """W23: None when ``node_id`` may run; else the dispatch's answer — held back by its
+        rate limit (not an attempt, W2), or failed by a key that does not render."""
+        verdict = await rates.check(flow, node_id, context)
+        if isinstance(verdict, RateHold):
+            return await rates.hold(state, verdict, previous=previous, pending=pending)
+        if verdict is None:
+            return None
+        now_ms = self._clock.now_ms()
+        return await self._node_failed(
+            held, state, flow, verdict, counters, previous, pending, now_ms
+        )
 
     async def _drop_left_behind(
         self, previous: ExecutionState, state: ExecutionState, consumed: str | None

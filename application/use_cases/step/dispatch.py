@@ -89,3 +89,6 @@ class StepSettings:
     max_handovers: int = attrs.field(
         default=DEFAULT_MAX_HANDOVERS, validator=lambda _s, _a, value: check_max_handovers(value)
     )
+    #: W24: the deployment epoch (``PLAITA_DEPLOYMENT_EPOCH``) the tenant gate judges a
+    #: tenant's status by; None: no epoch rule.
+    deployment_epoch: int | None = None

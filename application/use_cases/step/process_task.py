@@ -34,9 +34,11 @@ from plaita.application.ports import (
     Inbox,
     LeasedLoad,
     LeaseManager,
+    RateBuckets,
     SlotTables,
     SubscriptionStore,
     TaskQueue,
+    TenantDirectory,
     Tracer,
     WaitingNotes,
     WorkerRegistry,
@@ -55,9 +57,11 @@ from plaita.application.use_cases.step.dispatch import (
 )
 from plaita.application.use_cases.step.gates import CarrierGates
 from plaita.application.use_cases.step.lease_keeper import KeeperRun, LeaseKeeper
+from plaita.application.use_cases.step.rate_gate import RateLimits
 from plaita.application.use_cases.step.resumes import Resumes
 from plaita.application.use_cases.step.slots import SlotGate
 from plaita.application.use_cases.step.starts import Starts
+from plaita.application.use_cases.step.tenant_gate import TenantGate
 from plaita.application.use_cases.step.tracing import StepTracing
 from plaita.application.use_cases.step.waits import WaitRegistrar
 from plaita.application.use_cases.step.writes import Writes
@@ -101,6 +105,8 @@ class ProcessTask:
         controls: ExecutionControls,
         slots: SlotTables,
         waiting: WaitingNotes,
+        tenants: TenantDirectory,
+        rate_buckets: RateBuckets,
         listeners: Callable[[], list[object]] = list,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         tracer: Tracer = NO_TRACING,
@@ -118,6 +124,13 @@ class ProcessTask:
         self._children = children
         #: Why an execution waits for room to run: written by the flow-control stages.
         self._waiting = waiting
+        self._tenant_gate = TenantGate(
+            directory=tenants,
+            queue=queue,
+            waiting=waiting,
+            clock=clock,
+            deployment_epoch=settings.deployment_epoch,
+        )
         self._gates = CarrierGates(
             clock=clock,
             settings=settings,
@@ -166,6 +179,7 @@ class ProcessTask:
             settings=settings,
             listeners=listeners,
             tracing=StepTracing(tracer, worker=settings.holder_id),
+            rates=RateLimits(buckets=rate_buckets, notes=waiting, clock=clock),
             http=http,
             children=children,
         )
@@ -195,9 +209,21 @@ class ProcessTask:
     async def _step(self, carrier: Carrier) -> DispatchResult:
         # Gates: another pool's carrier, a reclaimed one beside a live lease, too old, deleted,
         # for another worker, paused (W12, W2, W14, W13, W25, W23).
-        refused = await self._gates.before_lease(carrier)
+        # Tenant (W24): its record is read while these gates read theirs (one pipeline).
+        ahead = self._tenant_gate.read_ahead(carrier)
+        try:
+            refused = await self._gates.before_lease(carrier)
+        except BaseException:
+            ahead.discard()
+            raise
         if refused is not None:
+            ahead.discard()
             return refused
+        # A suspended tenant's carrier is parked, a status this worker may not judge holds
+        # it; ``tenant.max_running`` is the tenant's quota.
+        tenant = await self._tenant_gate.admit(carrier, ahead)
+        if tenant.stopped is not None:
+            return tenant.stopped
         admission = await self._gates.admit(carrier)
         if admission.parked is not None:
             return admission.parked
@@ -213,7 +239,9 @@ class ProcessTask:
         run = self._keeper.start(lease, carrier.message_id)
         held = Held(carrier.envelope, run, self._writes_of(run))
         try:
-            result = await self._under_lease(held, state, admission.flags, carrier.reclaimed)
+            result = await self._under_lease(
+                held, state, admission.flags, carrier.reclaimed, quota=tenant.max_running
+            )
         except ExecutionLeaseError as exc:
             # W4: a fenced-off writer must not ack; the new holder owns the carrier's fate.
             outcome = "lease_lost" if isinstance(exc, LeaseLostError) else "fenced"
@@ -254,10 +282,17 @@ class ProcessTask:
         return result
 
     async def _under_lease(
-        self, held: Held, state: ExecutionState | None, flags: ControlFlags, reclaimed: bool
+        self,
+        held: Held,
+        state: ExecutionState | None,
+        flags: ControlFlags,
+        reclaimed: bool,
+        *,
+        quota: int | None,
     ) -> DispatchResult:
-        """Count the attempt, and start or resume the execution from ``state``, its
-        checkpoint read under the lease (W2, W6, W7)."""
+        """Take the slots (the tenant's ``quota``, the flow's concurrency key), count the
+        attempt, and start or resume the execution from ``state``, its checkpoint read under
+        the lease (W2, W6, W7)."""
         envelope = held.envelope
         if repeats_end_notice(state, reclaimed=reclaimed):
             assert state is not None
@@ -275,7 +310,7 @@ class ProcessTask:
             flow or await self._flow_of(state),
             state,
             message_id=held.run.message_id,
-            quota=None,  # the tenant's quota, read with its status by the tenant gate
+            quota=quota,
         )
         if slots.failed is not None:
             return await self._key_failed(held, state, flow, slots.failed)

@@ -125,6 +125,16 @@ function describe(entry, onNode, nowMs) {
         " at ",
         d.due_ms ? when(d.due_ms, nowMs) : "—",
       ];
+    case "rate_limited":
+      return [
+        "Node ",
+        node,
+        " held back by its rate limit ",
+        h("code", { text: d.key ?? "?" }),
+        "; runs at ",
+        d.due_ms ? when(d.due_ms, nowMs) : "—",
+        h("span", { class: "muted", text: " (not an attempt)" }),
+      ];
     case "suspended":
       return [
         "Waiting at node ",

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from plaita.adapters.memory.tenants import MemoryTenantDirectory
 from plaita.application.actor import Actor, actor_scope
 from plaita.application.use_cases.executions import GetExecution
 from plaita.application.use_cases.reap import ReapZombies
@@ -115,6 +116,7 @@ async def test_a_pending_execution_whose_start_carrier_was_lost_is_reaped_and_ru
         holder_id="reaper",
         lease_ttl_ms=1000,
         controls=twin.controls,
+        tenants=MemoryTenantDirectory(),
         generations=LEGACY_GENERATIONS,
     )
 

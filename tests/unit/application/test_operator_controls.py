@@ -13,6 +13,7 @@ import attrs
 import pytest
 from dependency_injector import providers
 
+from plaita.adapters.memory.tenants import MemoryTenantDirectory
 from plaita.application.tenancy import tenant_scope
 from plaita.application.use_cases.operator_controls import BulkProgress, ControlResult
 from plaita.application.use_cases.reap import ReapAction, ReapZombies
@@ -672,6 +673,7 @@ async def test_the_reaper_skips_a_paused_execution(world: World) -> None:
         holder_id="reaper",
         lease_ttl_ms=1000,
         controls=world.container.controls(),
+        tenants=MemoryTenantDirectory(),
         generations=LEGACY_GENERATIONS,
     )
 

@@ -18,11 +18,13 @@ from plaita.adapters.memory.flows import MemoryFlowRepository
 from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.memory.rate_buckets import MemoryRateBuckets
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.replay_markers import MemoryReplayMarkerStore
 from plaita.adapters.memory.slot_tables import MemorySlotTables
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.memory.tenants import MemoryTenantDirectory
 from plaita.adapters.memory.waiting_notes import MemoryWaitingNotes
 from plaita.application.codec import encode_envelope
 from plaita.application.leased_load import SequentialLeasedLoad
@@ -109,6 +111,7 @@ class Ops:
             sleep=sleep or self.clock.sleep,
             generations=LEGACY_GENERATIONS,
             controls=MemoryExecutionControls(self.clock),
+            tenants=MemoryTenantDirectory(),
         )
 
     def process(self) -> ProcessTask:
@@ -136,6 +139,8 @@ class Ops:
             controls=MemoryExecutionControls(self.clock),
             slots=MemorySlotTables(),
             waiting=MemoryWaitingNotes(self.clock),
+            tenants=MemoryTenantDirectory(),
+            rate_buckets=MemoryRateBuckets(),
         )
 
     def start(self, execution_id: str = "x-1", tenant_id: str = "default") -> TaskEnvelope:

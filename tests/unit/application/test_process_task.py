@@ -524,6 +524,8 @@ async def test_a_start_dropped_for_a_deleted_execution_releases_its_dedup_key(tw
         controls=twin.controls,
         slots=twin.slots,
         waiting=twin.waiting,
+        tenants=twin.tenants,
+        rate_buckets=twin.rate_buckets,
     )
     start = attrs.evolve(twin.envelope_start(10), dedup_key="order-7")
     result = await process(start)

@@ -17,10 +17,12 @@ from plaita.adapters.memory.flows import MemoryFlowRepository
 from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.memory.rate_buckets import MemoryRateBuckets
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.slot_tables import MemorySlotTables
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.memory.tenants import MemoryTenantDirectory
 from plaita.adapters.memory.waiting_notes import MemoryWaitingNotes
 from plaita.application.leased_load import SequentialLeasedLoad
 from plaita.application.use_cases.events import FilterEvent, PublishEvent
@@ -93,6 +95,8 @@ class Process:
             controls=MemoryExecutionControls(self.clock),
             slots=MemorySlotTables(),
             waiting=MemoryWaitingNotes(self.clock),
+            tenants=MemoryTenantDirectory(),
+            rate_buckets=MemoryRateBuckets(),
         )
 
     async def drain(self) -> list[str]:

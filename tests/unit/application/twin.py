@@ -17,10 +17,12 @@ from plaita.adapters.memory.flows import MemoryFlowRepository
 from plaita.adapters.memory.inbox import MemoryInbox
 from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
+from plaita.adapters.memory.rate_buckets import MemoryRateBuckets
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.slot_tables import MemorySlotTables
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
+from plaita.adapters.memory.tenants import MemoryTenantDirectory
 from plaita.adapters.memory.waiting_notes import MemoryWaitingNotes
 from plaita.application.engine.children import NO_CHILD_EXECUTIONS, ChildExecutions
 from plaita.application.handlers import HandlerRegistry
@@ -113,6 +115,10 @@ class Twin:
     waiting: MemoryWaitingNotes = attrs.field(
         default=attrs.Factory(lambda self: MemoryWaitingNotes(self.clock), takes_self=True)
     )
+    #: Tenants' status records and parked carriers (W24).
+    tenants: MemoryTenantDirectory = attrs.field(factory=MemoryTenantDirectory)
+    #: Rate limit buckets of task and http nodes (W23).
+    rate_buckets: MemoryRateBuckets = attrs.field(factory=MemoryRateBuckets)
     #: The lifecycle listeners every dispatch tells (E9).
     listeners: list[object] = attrs.field(factory=list)
     #: What records the spans of its use cases (C6): none unless a test gives a tracer.
@@ -148,6 +154,8 @@ class Twin:
             controls=self.controls,
             slots=self.slots,
             waiting=self.waiting,
+            tenants=self.tenants,
+            rate_buckets=self.rate_buckets,
             listeners=lambda: list(self.listeners),
             sleep=self.sleep,
             tracer=self.tracer,

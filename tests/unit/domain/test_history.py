@@ -67,6 +67,11 @@ from plaita.domain.history import (
         ),
         (history.timer_fired(9, node_id="w", worker="w1"), HistoryKind.TIMER_FIRED, {}),
         (
+            history.rate_limited(9, node_id="call", worker="w1", key="api", due_ms=1_209),
+            HistoryKind.RATE_LIMITED,
+            {"key": "api", "due_ms": 1_209},
+        ),
+        (
             history.lease_lost(9, fenced=False, node_id="a", worker="w1", generation=3),
             HistoryKind.LEASE_LOST,
             {"generation": 3},

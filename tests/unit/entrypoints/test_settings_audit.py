@@ -90,6 +90,14 @@ def sync(read: Callable[[Container], object]) -> Observe:
     return observe
 
 
+async def tenant_epochs(settings: Settings) -> object:
+    """The epoch a tenant's status is written under, and the one the worker's gate judges by
+    (W24)."""
+    container = container_of(settings)
+    written = await container.suspend_tenant()("acme")
+    return written.record.epoch, container.step_settings().deployment_epoch
+
+
 async def redis_keys_written(settings: Settings) -> object:
     """The keys a carrier and its dead letter land on (a fake Redis)."""
     container = container_of(settings)
@@ -431,6 +439,7 @@ PROBES: dict[str, Probe] = {
         tokens_named("auditor"), token_names, ["auditor"], contrast=tokens_named("other")
     ),
     "max_body_bytes": Probe(100, body_refused, True),
+    "deployment_epoch": Probe(4, tenant_epochs, (4, 4)),
     "dlq_max_len": Probe(2, dead_letters_kept, 2),
     "hooks_file": Probe(
         str(SCRATCH / f"plaita-audit-hooks-{uuid.uuid4().hex}.json"), hooks_known, ["audited"]

@@ -24,6 +24,7 @@ from plaita.domain.errors import (
     InvalidFlowIdError,
     InvalidHandlerReferenceError,
     InvalidHttpNodeError,
+    InvalidRateLimitError,
     InvalidTimeoutError,
     MissingStartNodeError,
     UnknownNodeTargetError,
@@ -854,3 +855,28 @@ def test_a_bad_child_or_fork_field_is_refused_when_added(build: Any, message: st
 
     with pytest.raises(FlowDefinitionError, match=message):
         build(Flow("f"))
+
+
+def test_task_and_http_nodes_take_a_rate_limit() -> None:
+    """W23: the builder writes ``rate_limit`` as given, leaves its defaults out, and the JSON
+    form comes back the same."""
+    flow = (
+        Flow("f")
+        .task("charge", "m:f", rate_limit={"key": "${customer}", "per_second": 0.5, "burst": 3})
+        .http("notify", "https://api.example/n", rate_limit={"per_second": 10})
+        .end("done")
+    )
+    charge, notify, _ = nodes(flow)
+    assert charge["rate_limit"] == {"key": "${customer}", "per_second": 0.5, "burst": 3}
+    assert notify["rate_limit"] == {"per_second": 10}
+    assert Flow.from_dict(flow.to_dict()).to_dict() == flow.to_dict()
+    assert flow.build().node("charge").rate_limit is not None
+
+
+def test_a_bad_rate_limit_is_a_named_error() -> None:
+    with pytest.raises(InvalidRateLimitError, match="node 'charge' rate_limit: per_second must"):
+        Flow("f").task("charge", "m:f", rate_limit={"per_second": 0})
+    with pytest.raises(InvalidExpressionError, match="node 'charge'"):
+        Flow("f").task("charge", "m:f", rate_limit={"key": "${customer +}", "per_second": 1}).end(
+            "done"
+        ).build()
