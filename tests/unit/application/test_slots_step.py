@@ -22,6 +22,7 @@ from plaita.domain.flow import Flow
 from plaita.domain.flow_control import WaitReason
 from plaita.domain.flow_owners import SHARED
 from plaita.domain.slots import SlotTableId
+from plaita.domain.tenant_status import TenantRecord, TenantStatus
 
 from .conftest import handler_registry
 from .twin import Twin
@@ -230,3 +231,26 @@ async def test_the_watchdog_renews_the_slot_with_the_lease(limited: Twin) -> Non
     assert result.outcome == "retry_scheduled"
     assert expiries[0] == started_ms + twin.settings.lease_ttl_ms
     assert expiries[-1] > expiries[0]  # renewed while the node ran
+
+
+async def test_a_tenant_quota_makes_the_next_execution_wait_whatever_its_flow(
+    limited: Twin,
+) -> None:
+    """The tenant's ``max_running`` is a slot table of its own, taken before the flow's."""
+    twin = limited
+    record = TenantRecord("default", TenantStatus.ACTIVE, 1, None, updated_at_ms=1, version=1)
+    assert await twin.tenants.write(record, expected_version=0)
+    twin.handlers = handler_registry(request=failing_first({}))
+    first = await twin.process(start(twin, "x-1"))
+    assert first.outcome == "retry_scheduled"
+    other_key = await twin.process(start(twin, "x-2", customer="globex"))
+    assert (other_key.outcome, other_key.waited) == ("quota_wait", WaitReason.TENANT_QUOTA)
+    with tenant_scope("default"):
+        quota = (await twin.slots.read(SlotTableId.quota())).table
+        note = await twin.waiting.get("x-2")
+    assert (list(quota.holders), quota.waiting) == (["x-1"], 1)
+    assert note is not None and note.reason is WaitReason.TENANT_QUOTA
+    await twin.process(first.schedule[0][0])  # x-1 suspends: its quota slot frees
+    assert [o.outcome for o in await twin.drain_queue()] == ["retry_scheduled"]
+    with tenant_scope("default"):
+        assert list((await twin.slots.read(SlotTableId.quota())).table.holders) == ["x-2"]
