@@ -67,7 +67,10 @@ class MemorySlotTables:
                 stored.parked[change.append.carrier_id] = encode_envelope(appended)
         for carrier_id in change.forget:
             stored.parked.pop(carrier_id, None)
-        if stored.table.holders or stored.table.reserved or stored.fifo:
+        if new.idle:
+            # Like Redis: an idle table keeps only its version (expiry left to Redis).
+            self._tables[key] = _Stored(SlotTable(version=version + 1))
+        else:
             self._listed[key] = now_ms
         return True
 

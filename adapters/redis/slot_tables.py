@@ -9,10 +9,13 @@ digest, so the compare-and-set script touches one hash slot:
 
 A read is one round trip (the version first, so any later write makes the compare-and-set
 fail); a write is one ``slot_write.lua`` that applies the domain's change only at the version
-read. The deployment-wide listing ``{ns}:slot-tables`` (member: tenant and table, score: the
-last write) is written in the same round trip as an active table's write, before it on the
-wire; the sweeper tolerates idle and dangling members and unlists them with a conditional
-script.
+read. A write that leaves the table idle deletes its FIFO and parked keys and keeps only the
+table's version, for ``IDLE_TABLE_TTL_MS``: tables of key values no longer used go, and the
+version never goes back while a reader could still hold an older one.
+
+The deployment-wide listing ``{ns}:slot-tables`` (member: tenant and table, score: the last
+write) is written in the same round trip as an active table's write, before it on the wire;
+the sweeper tolerates idle and dangling members and unlists them with a conditional script.
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ from plaita.application.ports import ActiveTable, SlotRead
 from plaita.application.tenancy import current_tenant
 from plaita.domain.envelope import TaskEnvelope
 from plaita.domain.slots import FIFO_HEAD, SlotChange, SlotTable, SlotTableId, Waiter
+
+#: How long an idle table keeps its version before its key expires.
+IDLE_TABLE_TTL_MS = 24 * 3600 * 1000
 
 
 class RedisSlotTables:
@@ -101,6 +107,7 @@ class RedisSlotTables:
             document,
             len(change.forget),
             *change.forget,
+            IDLE_TABLE_TTL_MS if new.idle else 0,
         ]
         keys = self._table_keys(table)
         listing = self._keys.slot_tables()

@@ -13,7 +13,7 @@ import redis.asyncio as redis
 
 from plaita.adapters.memory.slot_tables import MemorySlotTables
 from plaita.adapters.redis.keys import RedisKeys
-from plaita.adapters.redis.slot_tables import RedisSlotTables
+from plaita.adapters.redis.slot_tables import IDLE_TABLE_TTL_MS, RedisSlotTables
 from plaita.application.ports import SlotTables
 from plaita.application.tenancy import tenant_scope
 from plaita.domain import slots
@@ -188,6 +188,27 @@ class SlotTablesContract:
         assert not await tables.forget_idle(listed)
         assert len(await tables.active(offset=0, limit=10)) == 1
 
+    async def test_an_idle_table_is_empty_and_keeps_its_version(self, tables: SlotTables) -> None:
+        stale = await tables.read(TABLE)  # read while it did not exist
+        await acquire(tables, TABLE, "x:1")
+        read = await tables.read(TABLE)
+        released = slots.release(read.table, execution_id="x:1", generation=1, now_ms=NOW_MS)
+        assert await tables.write(TABLE, released.change, version=read.table.version, now_ms=1)
+        assert (await tables.read(TABLE, carrier_id="c-x:1")).table == SlotTable(version=2)
+        # A reader from before can never write over it: the version never goes back.
+        decision = slots.acquire(
+            stale.table,
+            execution_id="x:2",
+            carrier_id="c-x:2",
+            generation=1,
+            limit=1,
+            now_ms=NOW_MS,
+            hold_ms=1_000,
+            parked=False,
+        )
+        assert not await tables.write(TABLE, decision.change, version=0, now_ms=NOW_MS)
+        assert await acquire(tables, TABLE, "x:3") == (Verdict.ADMITTED, True)
+
 
 class TestMemorySlotTables(SlotTablesContract):
     @pytest.fixture
@@ -203,6 +224,20 @@ class RedisSlotTablesContract(SlotTablesContract):
     @pytest.fixture
     def tables(self, client: redis.Redis, keys: RedisKeys) -> SlotTables:
         return RedisSlotTables(client, keys)
+
+    async def test_an_idle_table_leaves_only_its_version_with_a_ttl(
+        self, tables: SlotTables, client: redis.Redis, keys: RedisKeys
+    ) -> None:
+        await acquire(tables, TABLE, "x:1")
+        read = await tables.read(TABLE)
+        released = slots.release(read.table, execution_id="x:1", generation=1, now_ms=NOW_MS)
+        await tables.write(TABLE, released.change, version=read.table.version, now_ms=1)
+        assert await client.exists(keys.slot_fifo(TABLE), keys.slot_parked(TABLE)) == 0
+        record = keys.slot_table(TABLE)
+        assert list((await client.hgetall(record)).keys()) in (["version"], [b"version"])
+        assert 0 < await client.pttl(record) <= IDLE_TABLE_TTL_MS
+        await acquire(tables, TABLE, "x:2")  # in use again: kept for as long as it is
+        assert await client.pttl(record) == -1
 
     async def test_a_tables_keys_share_one_hash_slot(self, keys: RedisKeys) -> None:
         from redis.crc import key_slot
