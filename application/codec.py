@@ -32,12 +32,14 @@ from plaita.domain.errors import (
     InvalidEnvelopeError,
     InvalidHandoverCountError,
     InvalidIdError,
+    InvalidPriorityError,
     InvalidTenantIdError,
     PayloadLimitError,
     SchemaVersionError,
 )
 from plaita.domain.ids import validate_event_id, validate_execution_id, validate_flow_id
 from plaita.domain.limits import ENVELOPE_LIMIT, JsonLimit, check_json_text
+from plaita.domain.priorities import Priority, parse_priority
 from plaita.domain.tracing import parse_traceparent
 
 log = logging.getLogger("plaita.codec")
@@ -75,6 +77,9 @@ class EnvelopeDocument(BaseModel):
     # rules judge them (a malformed one makes the carrier malformed, by name).
     target_instance_id: Any = None
     handovers: Any = 0
+    # Absent on normal carriers and on older ones; a malformed one makes the carrier
+    # malformed, by name (a guess could run it ahead of its turn).
+    priority: Any = None
 
 
 def encode_envelope(envelope: TaskEnvelope) -> dict[str, str]:
@@ -103,6 +108,9 @@ def encode_envelope(envelope: TaskEnvelope) -> dict[str, str]:
         document["target_instance_id"] = envelope.target_instance_id
     if envelope.handovers:
         document["handovers"] = envelope.handovers
+    # Only when not normal: a normal carrier is byte for byte what it was before priorities.
+    if envelope.priority is not Priority.NORMAL:
+        document["priority"] = envelope.priority.value
     return {
         ENVELOPE_FIELD: json.dumps(document, separators=(",", ":")),
         SCHEMA_FIELD: str(envelope.schema_version),
@@ -167,8 +175,17 @@ def decode_envelope(fields: Mapping[str, str]) -> TaskEnvelope:
             traceparent=parse_traceparent(document.traceparent),
             target_instance_id=document.target_instance_id,
             handovers=document.handovers,
+            priority=(
+                Priority.NORMAL if document.priority is None else parse_priority(document.priority)
+            ),
         )
-    except (ValueError, InvalidTenantIdError, InvalidIdError, InvalidHandoverCountError) as exc:
+    except (
+        ValueError,
+        InvalidTenantIdError,
+        InvalidIdError,
+        InvalidHandoverCountError,
+        InvalidPriorityError,
+    ) as exc:
         raise InvalidEnvelopeError(f"malformed task envelope: {exc}") from None
 
 
@@ -219,6 +236,19 @@ def envelope_document(raw: Mapping[str, str]) -> dict[str, Any] | None:
     except (PayloadLimitError, ValueError):
         return None
     return document if isinstance(document, dict) else None
+
+
+def carrier_priority(document: Mapping[str, Any]) -> Priority:
+    """The stream a raw carrier (its ``envelope_document``) is written to: the priority it
+    names, normal when it names none or no valid one (it is then read where any carrier is,
+    and dead-lettered by name)."""
+    raw = document.get("priority")
+    if raw is None:
+        return Priority.NORMAL
+    try:
+        return parse_priority(raw)
+    except InvalidPriorityError:
+        return Priority.NORMAL
 
 
 def _text_fields(fields: RawFields) -> tuple[dict[str, str], str | None]:

@@ -37,6 +37,7 @@ from plaita.domain.errors import (
 )
 from plaita.domain.ids import validate_execution_id, validate_flow_id, validate_schedule_id
 from plaita.domain.limits import INPUT_LIMIT, check_json_text, check_json_value
+from plaita.domain.priorities import Priority, parse_priority
 from plaita.domain.tenancy import validate_tenant_id
 
 JSON = Any
@@ -92,6 +93,8 @@ class Schedule:
     input: Mapping[str, JSON] = attrs.field(factory=dict)
     overlap: OverlapPolicy = DEFAULT_OVERLAP
     catch_up: CatchUpPolicy = DEFAULT_CATCH_UP
+    #: The priority of every start it makes (``plaita.domain.priorities``).
+    priority: Priority = Priority.NORMAL
 
     @property
     def ref(self) -> ScheduleRef:
@@ -111,8 +114,10 @@ class Schedule:
         input: object = None,
         overlap: object = DEFAULT_OVERLAP,
         catch_up: object = DEFAULT_CATCH_UP,
+        priority: object = Priority.NORMAL,
     ) -> Schedule:
-        """A new schedule from what an operator gave, every value checked (named errors)."""
+        """A new schedule from what an operator gave, every value checked (named errors;
+        a bad ``priority`` is ``InvalidPriorityError``)."""
         validate_schedule_id(schedule_id)
         validate_tenant_id(tenant_id)
         validate_flow_id(flow_id)
@@ -133,10 +138,13 @@ class Schedule:
             input=schedule_input(input),
             overlap=_policy(OverlapPolicy, "overlap", overlap),
             catch_up=_policy(CatchUpPolicy, "catch_up", catch_up),
+            priority=parse_priority(priority),
         )
 
     def to_json(self) -> dict[str, JSON]:
-        return {
+        """Its stored shape; ``priority`` only when not normal (a normal schedule is stored
+        as it was before priorities)."""
+        document = {
             "schedule_id": self.schedule_id,
             "tenant_id": self.tenant_id,
             "flow_id": self.flow_id,
@@ -148,6 +156,9 @@ class Schedule:
             "catch_up": self.catch_up.value,
             "created_at_ms": self.created_at_ms,
         }
+        if self.priority is not Priority.NORMAL:
+            document["priority"] = self.priority.value
+        return document
 
     @classmethod
     def from_json(cls, raw: Mapping[str, JSON]) -> Schedule:
@@ -163,6 +174,7 @@ class Schedule:
             input=dict(raw.get("input") or {}),
             overlap=OverlapPolicy(raw.get("overlap", DEFAULT_OVERLAP)),
             catch_up=CatchUpPolicy(raw.get("catch_up", DEFAULT_CATCH_UP)),
+            priority=parse_priority(raw.get("priority", Priority.NORMAL.value)),
         )
 
 

@@ -14,6 +14,7 @@ from plaita.domain.errors import (
     SchemaVersionError,
 )
 from plaita.domain.ids import id_problem
+from plaita.domain.priorities import Priority
 from plaita.domain.tenancy import validate_tenant_id
 
 JSON = Any
@@ -88,6 +89,9 @@ class TaskEnvelope:
     #: than its execution's (an event's resume: the event filter's span), which the resumed
     #: step links to (C6); None on every other carrier and on older ones.
     traceparent: str | None = None
+    #: Which of its queue's streams the carrier travels on (``plaita.domain.priorities``); a
+    #: start's is the one asked for, a copy keeps its source's, older carriers are normal.
+    priority: Priority = Priority.NORMAL
 
     def __attrs_post_init__(self) -> None:
         validate_tenant_id(self.tenant_id)  # W24: a carrier always names a valid tenant
@@ -110,9 +114,10 @@ class TaskEnvelope:
         tenant_id: str = "default",
         dedup_key: str | None = None,
         target_instance_id: str | None = None,
+        priority: Priority = Priority.NORMAL,
     ) -> TaskEnvelope:
         """A new start carrier, stamped with its producer's current ``generations`` (W12);
-        ``target_instance_id`` asks for one worker instance (W25)."""
+        ``target_instance_id`` asks for one worker instance (W25), ``priority`` its stream."""
         return cls(
             kind=CarrierKind.START,
             execution_id=execution_id,
@@ -124,6 +129,7 @@ class TaskEnvelope:
             dedup_key=dedup_key,
             generations=generations,
             target_instance_id=target_instance_id,
+            priority=priority,
         )
 
     @classmethod
@@ -141,9 +147,11 @@ class TaskEnvelope:
         origin: str | None = None,
         traceparent: str | None = None,
         target_instance_id: str | None = None,
+        priority: Priority = Priority.NORMAL,
     ) -> TaskEnvelope:
         """A new resume carrier, stamped with its producer's current ``generations`` (W12);
-        ``target_instance_id`` only for the continuation of a dispatch that had one (W25)."""
+        ``target_instance_id`` only for the continuation of a dispatch that had one (W25),
+        ``priority`` likewise (any other resume is normal)."""
         return cls(
             kind=CarrierKind.RESUME,
             execution_id=execution_id,
@@ -157,6 +165,7 @@ class TaskEnvelope:
             origin=origin,
             traceparent=traceparent,
             target_instance_id=target_instance_id,
+            priority=priority,
         )
 
 
@@ -293,7 +302,8 @@ def copy_envelope(source: TaskEnvelope, /, **changes: Any) -> TaskEnvelope:
     pool must stay readable by the older ones, and a too-new source must not be laundered into
     a current one), its ``timestamp_ms`` (W14: a copy is as old as its source, or re-enqueueing
     would reset the carrier-age gate), its tenant and its generations (W12: a copy is never
-    re-stamped with this worker's rules). ``changes`` override fields explicitly — e.g.
+    re-stamped with this worker's rules) and its priority (a retry of an urgent start stays
+    urgent). ``changes`` override fields explicitly — e.g.
     ``timestamp_ms=tombstone.copy_timestamp_ms(...)`` when the source's stream-id time is older
     than its payload stamp. Never build a copy with ``TaskEnvelope.start``/``resume``: they
     stamp this build's version and the current time.

@@ -250,6 +250,11 @@ class InvalidTargetInstanceError(InvalidIdError):
     rule; nothing was started."""
 
 
+class InvalidPriorityError(PlaitaError):
+    """A start's ``priority`` is not one of ``high``, ``normal``, ``low``; nothing was
+    started."""
+
+
 class InvalidHandoverCountError(PlaitaError):
     """A carrier's hand-over count (how often workers passed it on towards its target, W25)
     is not a whole number of at least 0."""

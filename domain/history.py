@@ -238,10 +238,11 @@ def accepted(
     by: str,
     dedup_key: str | None,
     target: str | None = None,
+    priority: str | None = None,
 ) -> HistoryEntry:
     """A start was accepted (the ``pending`` state, ADR 0022): through which entry point
-    (``via``: api, cli, sdk …), by whom (a token's name, an OS user), the input's size, and
-    the worker instance it asks for (``target``, W25)."""
+    (``via``: api, cli, sdk …), by whom (a token's name, an OS user), the input's size, the
+    worker instance it asks for (``target``, W25) and its priority when not normal."""
     facts: dict[str, JSON] = {
         "input_bytes": input_size,
         "via": bounded(via, MAX_NAME_CHARS),
@@ -251,6 +252,8 @@ def accepted(
         facts["dedup_key"] = bounded(dedup_key, MAX_NAME_CHARS)
     if target is not None:
         facts["target"] = bounded(target, MAX_NAME_CHARS)
+    if priority is not None:
+        facts["priority"] = bounded(priority, MAX_NAME_CHARS)
     return HistoryEntry(HistoryKind.ACCEPTED, at_ms, detail=facts)
 
 
@@ -502,7 +505,8 @@ def ended(
 class HistorySummary:
     """What an execution's history adds up to, for ``executions show`` (and its ``--json``):
     how many entries, how many the cap dropped, node attempts, failures, retries scheduled,
-    events received, operator actions, and the newest entry's kind and time."""
+    events received, operator actions, the newest entry's kind and time, and the priority
+    its start asked for when not normal (its ``accepted`` entry's; None: normal)."""
 
     entries: int = 0
     dropped: int = 0
@@ -513,6 +517,7 @@ class HistorySummary:
     operator_actions: int = 0
     last_kind: str | None = None
     last_at_ms: int | None = None
+    priority: str | None = None
 
     def to_json(self) -> dict[str, JSON]:
         return attrs.asdict(self)
@@ -531,15 +536,20 @@ def summarize(entries: Sequence[HistoryEntry], *, dropped: int) -> HistorySummar
     """The summary of the kept ``entries`` (oldest first); ``dropped`` older ones are not
     counted, only reported."""
     counts = dict.fromkeys(_COUNTED.values(), 0)
+    priority: str | None = None
     for entry in entries:
         field = _COUNTED.get(entry.kind)
         if field is not None:
             counts[field] += 1
+        if entry.kind is HistoryKind.ACCEPTED:
+            asked = entry.detail.get("priority")
+            priority = asked if isinstance(asked, str) else priority
     last = entries[-1] if entries else None
     return HistorySummary(
         entries=len(entries) + dropped,
         dropped=dropped,
         last_kind=None if last is None else last.kind.value,
         last_at_ms=None if last is None else last.at_ms,
+        priority=priority,
         **counts,
     )

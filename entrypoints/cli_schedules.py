@@ -39,6 +39,7 @@ from plaita.domain.errors import InvalidScheduleError, PayloadLimitError
 from plaita.domain.ids import IdKind
 from plaita.entrypoints.cli_support import (
     FLOW_ID,
+    PRIORITY,
     IdParam,
     echo_json,
     echo_rows,
@@ -136,6 +137,13 @@ def _flag_errors() -> Iterator[None]:
     "(latest), or start each of them, at most 100 (all).",
 )
 @click.option("--paused", is_flag=True, help="Create it paused (resume it to start).")
+@click.option(
+    "--priority",
+    type=PRIORITY,
+    default="normal",
+    show_default=True,
+    help="The priority of every start it makes (see `plaita executions start --priority`).",
+)
 @tenant_option
 @redis_url_option
 @json_option
@@ -149,6 +157,7 @@ def schedules_create(
     overlap: str,
     catch_up: str,
     paused: bool,
+    priority: str,
     tenant_id: str,
     redis_url: str | None,
     as_json: bool,
@@ -173,6 +182,7 @@ def schedules_create(
             overlap=overlap,
             catch_up=catch_up,
             paused=paused,
+            priority=priority,
         )
         return view, container.clock().now_ms()
 
@@ -256,6 +266,7 @@ def _rows(view: ScheduleView, now_ms: int) -> Iterator[tuple[str, str]]:
     yield "cron", f"{schedule.cron.expression}  in {schedule.cron.timezone}"
     yield "overlap", schedule.overlap.value
     yield "catch-up", schedule.catch_up.value
+    yield "priority", schedule.priority.value
     yield "input", _json(dict(schedule.input))
     yield "created", human_time(schedule.created_at_ms, now_ms)
     if state.last_due_ms is not None:

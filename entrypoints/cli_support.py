@@ -26,6 +26,7 @@ from plaita.domain.budgets import DEFAULT_RETRIES
 from plaita.domain.envelope import CarrierGenerations
 from plaita.domain.errors import (
     InvalidIdError,
+    InvalidPriorityError,
     InvalidRedisUrlError,
     PayloadLimitError,
     PlaitaError,
@@ -35,6 +36,7 @@ from plaita.domain.execution import ExecutionState
 from plaita.domain.flow import Flow
 from plaita.domain.ids import IdKind, validate_id
 from plaita.domain.limits import JsonLimit, check_json_text
+from plaita.domain.priorities import PRIORITIES, parse_priority
 from plaita.domain.startup import ConfigWarning
 from plaita.domain.store_urls import check_redis_url
 from plaita.domain.tenancy import DEFAULT_TENANT
@@ -128,6 +130,21 @@ class IdParam(click.ParamType[str]):
 EXECUTION_ID = IdParam(IdKind.EXECUTION)
 EVENT_ID = IdParam(IdKind.EVENT)
 FLOW_ID = IdParam(IdKind.FLOW)
+
+
+class PriorityParam(click.ParamType[str]):
+    """A start's priority, held to ``parse_priority`` before anything connects (exit 2)."""
+
+    name = "|".join(level.value for level in PRIORITIES)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return parse_priority(value).value
+        except InvalidPriorityError as exc:
+            self.fail(f"{type(exc).__name__}: {exc}", param, ctx)
+
+
+PRIORITY = PriorityParam()
 
 
 def parse_json_object(option: str, text: str | None, limit: JsonLimit) -> dict[str, JSON]:

@@ -32,14 +32,15 @@ class _Pending:
 class MemoryGroupStream(Generic[Field]):
     """Add, read new or own pending entries, ack, claim idle entries; ages from the Clock."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, *, arrived: asyncio.Condition | None = None) -> None:
+        """``arrived`` is notified on every add; streams read together share one."""
         self._clock = clock
         self._entries: dict[str, dict[Field, Field]] = {}
         self._order: list[str] = []
         self._next = 0
         self._pending: dict[str, _Pending] = {}
         self._last_id = (0, 0)
-        self._arrived = asyncio.Condition()
+        self._arrived = arrived or asyncio.Condition()
 
     async def add(self, fields: Mapping[Field, Field]) -> str:
         now_ms = self._clock.now_ms()
@@ -148,6 +149,10 @@ class MemoryGroupStream(Generic[Field]):
         self._next = max(0, self._next - dropped)
         return dropped
 
+    def deliver_new(self, consumer: str, count: int) -> list[Delivered[Field]]:
+        """Like XREADGROUP … > without BLOCK: up to ``count`` new entries, now pending."""
+        return self._deliver_new(consumer, count)
+
     def _deliver_new(self, consumer: str, count: int) -> list[Delivered[Field]]:
         batch = self._order[self._next : self._next + count]
         self._next += len(batch)
@@ -164,6 +169,10 @@ class MemoryGroupStream(Generic[Field]):
         if not self._has_new():
             return None
         return int(self._order[self._next].split("-", 1)[0])
+
+    def has_new(self) -> bool:
+        """Whether the group has an entry it has not delivered yet."""
+        return self._has_new()
 
     def _has_new(self) -> bool:
         return self._next < len(self._order)

@@ -18,6 +18,7 @@ import hashlib
 
 from plaita.application.tenancy import current_tenant
 from plaita.domain.flow_owners import FlowOwner
+from plaita.domain.priorities import Priority
 from plaita.domain.slots import SlotTableId
 from plaita.domain.tenancy import tenant_namespace
 
@@ -130,8 +131,14 @@ class RedisKeys:
             return f"{{{queue_name}}}"
         return f"{{{queue_name}:p{partition}}}"
 
-    def queue_stream(self, queue_name: str, partition: int | None = None) -> str:
-        return f"{self.namespace}:q:{self.queue_tag(queue_name, partition)}:stream"
+    def queue_stream(
+        self, queue_name: str, partition: int | None = None, priority: Priority = Priority.NORMAL
+    ) -> str:
+        """The partition's stream of ``priority``: the normal one is ``…:stream``, as it always
+        was; high and low have their own, under the same hash tag, so one XREADGROUP reads
+        all three and the delay move writes to any of them."""
+        stream = f"{self.namespace}:q:{self.queue_tag(queue_name, partition)}:stream"
+        return stream if priority is Priority.NORMAL else f"{stream}:{priority.value}"
 
     def queue_dead_letters(self, queue_name: str, partition: int | None = None) -> str:
         return f"{self.namespace}:q:{self.queue_tag(queue_name, partition)}:dlq"

@@ -6,6 +6,11 @@ the hash tag ``{<queue>:p<k>}`` (``RedisKeys.queue_tag``), and every carrier of 
 goes to the partition ``partition_of(execution_id, P)``. Message and DLQ ids name their
 partition (``plaita.domain.partitions.qualified_id``), so ack, touch and dead-letter find
 the stream again from the id alone; the TaskQueue port does not know partitions exist.
+
+Each partition has three streams, one per priority (``RedisKeys.queue_stream``: the normal
+one is ``…:stream`` as it always was, ``…:stream:high`` and ``…:stream:low`` beside it under
+the same hash tag), read together by one XREADGROUP and taken in priority order
+(``queue_priorities``); a message id names its level as it names its partition.
 """
 
 from __future__ import annotations
@@ -17,10 +22,22 @@ import redis.asyncio as redis
 
 from plaita.adapters.redis.keys import RedisKeys
 from plaita.adapters.redis.queue_partitions import PartitionedReads, waiting_carriers
+from plaita.adapters.redis.queue_priorities import (
+    PartitionEntry,
+    PriorityBuffer,
+    PriorityStreams,
+)
 from plaita.adapters.redis.stream_trim import StreamTrimmer
-from plaita.adapters.redis.streams import RedisGroupStream, text, text_fields, undecoded
+from plaita.adapters.redis.streams import (
+    RedisGroupStream,
+    lengths_and_pending,
+    text,
+    text_fields,
+    undecoded,
+)
 from plaita.application.codec import (
     RawFields,
+    carrier_priority,
     decode_dead_letter,
     decode_delivery,
     encode_dead_letter,
@@ -37,6 +54,12 @@ from plaita.domain.partitions import (
     partition_of,
     qualified_id,
     split_id,
+)
+from plaita.domain.priorities import (
+    PRIORITIES,
+    Priority,
+    priority_id,
+    split_priority_id,
 )
 
 DEFAULT_QUEUE = "default"
@@ -72,13 +95,18 @@ class RedisTaskQueue:
         self._dead_letter_max_len = check_dlq_max_len(dead_letter_max_len)
         self._dropped = 0
         layout = _layout(self._partitions)
-        self._streams = [
-            RedisGroupStream(client, keys.queue_stream(queue_name, k), group) for k in layout
-        ]
+        #: Each partition's priority streams; ``_streams`` every stream of every partition.
+        self._levels = [_priority_streams(client, keys, queue_name, k, group) for k in layout]
+        self._streams = [stream for levels in self._levels for stream in levels.all]
         dead_letters = dead_letter_key or keys.queue_dead_letters(queue_name)
         self._dead_letters = [keys.partition_key(dead_letters, queue_name, k) for k in layout]
-        self._trimmers = [StreamTrimmer(client, stream.stream) for stream in self._streams]
-        self._reads = PartitionedReads(self._streams)
+        self._trimmers = [
+            StreamTrimmer(client, *(stream.stream for stream in levels.all))
+            for levels in self._levels
+        ]
+        self._reads = PartitionedReads(self._levels, in_priority_order=True)
+        #: With one partition: each consumer's read-ahead (see ``read``).
+        self._buffers: dict[str, PriorityBuffer] = {}
 
     @property
     def partitions(self) -> int:
@@ -96,90 +124,117 @@ class RedisTaskQueue:
 
     async def enqueue(self, envelope: TaskEnvelope) -> str:
         partition = partition_of(envelope.execution_id, self._partitions)
-        return await self._add(partition, encode_envelope(envelope))
+        return await self._add(partition, envelope.priority, encode_envelope(envelope))
 
     async def enqueue_raw(self, fields: RawFields) -> str:
         """Append fields as they are, bypassing the codec (to test malformed entries); on the
-        partition of the execution they name, if any, else partition 0."""
-        document = envelope_document(text_fields(fields))
-        execution_id = None if document is None else document.get("execution_id")
+        partition of the execution they name, if any, else partition 0, and the stream of
+        the priority they name, if it is one, else the normal one."""
+        document = envelope_document(text_fields(fields)) or {}
+        execution_id = document.get("execution_id")
         partition = (
             partition_of(execution_id, self._partitions) if isinstance(execution_id, str) else 0
         )
-        return await self._add(partition, fields)
+        return await self._add(partition, carrier_priority(document), fields)
 
     async def read(self, consumer: str, *, count: int, block_ms: int) -> list[Delivery]:
         if self._partitions == 1:
-            entries = await self._streams[0].read(
-                consumer, start=">", count=count, block_ms=block_ms
-            )
-            return [decode_delivery(message_id, fields, 1) for message_id, fields in entries]
-        read = await self._reads.read(consumer, count=count, block_ms=block_ms)
+            taken = await self._read_one_partition(consumer, count=count, block_ms=block_ms)
+        else:
+            taken = await self._reads.read(consumer, count=count, block_ms=block_ms)
         return [
             decode_delivery(self._id(partition, message_id), fields, 1)
-            for partition, (message_id, fields) in read
+            for partition, (message_id, fields) in taken
         ]
 
+    async def _read_one_partition(
+        self, consumer: str, *, count: int, block_ms: int
+    ) -> list[PartitionEntry]:
+        """One XREADGROUP for the levels with fewer than ``count`` read ahead (none when each
+        has enough), blocking only when nothing is read ahead; then the domain's share.
+
+        Asking for every short level keeps the share true across small reads (a read of 1
+        still sees whether high has work); a level's read-ahead stays below twice ``count``. A
+        normal-only workload reads nothing ahead: one round trip per call, as before.
+        """
+        buffer = self._buffers.setdefault(consumer, PriorityBuffer())
+        levels = buffer.short_levels(count)
+        if levels:
+            entries = await self._levels[0].read(
+                consumer, count=count, block_ms=0 if buffer else block_ms, levels=levels
+            )
+            buffer.extend(0, entries)
+        return buffer.take(count)
+
     async def ack(self, message_id: str) -> None:
-        where = split_id(message_id, self._partitions)
+        where = self._where(message_id)
         if where is not None:  # not one of this queue's ids: nothing of it is pending
-            await self._streams[where[0]].ack(where[1])
+            stream, stream_id = where
+            await stream.ack(stream_id)
 
     async def reclaim(self, consumer: str, *, min_idle_ms: int, count: int) -> list[Delivery]:
         deliveries: list[Delivery] = []
         taken: list[tuple[int, str]] = []
-        for partition, stream in enumerate(self._streams):
-            if len(deliveries) >= count:
-                break
-            entries = await stream.claim_idle(
-                consumer, min_idle_ms=min_idle_ms, count=count - len(deliveries)
-            )
-            if not entries:
-                continue
-            counts = await stream.delivery_counts([message_id for message_id, _ in entries])
-            for message_id, fields in entries:
-                taken.append((partition, message_id))
-                deliveries.append(
-                    decode_delivery(
-                        self._id(partition, message_id),
-                        fields,
-                        counts.get(message_id, 1),
-                        reclaimed=True,
-                    )
+        for partition, levels in enumerate(self._levels):
+            for level, stream in levels.by_level.items():
+                if len(deliveries) >= count:
+                    break
+                entries = await stream.claim_idle(
+                    consumer, min_idle_ms=min_idle_ms, count=count - len(deliveries)
                 )
-        if taken and self._partitions > 1:
-            self._reads.forget(taken)
+                if not entries:
+                    continue
+                counts = await stream.delivery_counts([message_id for message_id, _ in entries])
+                for message_id, fields in entries:
+                    read_id = priority_id(message_id, level)
+                    taken.append((partition, read_id))
+                    deliveries.append(
+                        decode_delivery(
+                            self._id(partition, read_id),
+                            fields,
+                            counts.get(message_id, 1),
+                            reclaimed=True,
+                        )
+                    )
+        if taken:
+            if self._partitions > 1:
+                self._reads.forget(taken)
+            for buffer in self._buffers.values():
+                buffer.forget(taken)
         return deliveries
 
     async def touch(self, consumer: str, message_ids: Sequence[str]) -> int:
-        by_partition: dict[int, list[str]] = {}
+        by_stream: dict[str, tuple[RedisGroupStream, list[str]]] = {}
         for message_id in message_ids:
-            where = split_id(message_id, self._partitions)
-            if where is not None:  # an id of no partition is not pending: ignored
-                by_partition.setdefault(where[0], []).append(where[1])
+            where = self._where(message_id)
+            if where is not None:  # an id of no stream is not pending: ignored
+                stream, stream_id = where
+                by_stream.setdefault(stream.stream, (stream, []))[1].append(stream_id)
         touched = 0
-        for partition, ids in by_partition.items():
-            touched += await self._streams[partition].touch(consumer, ids)
+        for stream, ids in by_stream.values():
+            touched += await stream.touch(consumer, ids)
         return touched
 
     async def stats(self) -> QueueStats:
         length = pending = 0
         oldest: int | None = None
-        for stream in self._streams:
-            stream_length, stream_pending = await stream.length_and_pending()
-            length += stream_length
-            pending += stream_pending
-            unread = await stream.oldest_unread_ms() if stream_length else None
-            if unread is not None and (oldest is None or unread < oldest):
-                oldest = unread
+        for levels in self._levels:
+            counts = await lengths_and_pending(self._client, levels.all)
+            for stream, (stream_length, stream_pending) in zip(levels.all, counts, strict=True):
+                length += stream_length
+                pending += stream_pending
+                unread = await stream.oldest_unread_ms() if stream_length else None
+                if unread is not None and (oldest is None or unread < oldest):
+                    oldest = unread
         return QueueStats(length=length, pending=pending, oldest_unread_ms=oldest)
 
     async def dead_letter(self, delivery: Delivery, reason: str) -> str:
-        where = split_id(delivery.message_id, self._partitions)
+        where = self._where(delivery.message_id)
         if where is None:
             raise ValueError(f"{delivery.message_id!r} is not a message id of this queue")
-        partition, message_id = where
-        stream, dead_letters = self._streams[partition], self._dead_letters[partition]
+        stream, message_id = where
+        partition = self._partition_of_id(delivery.message_id)
+        dead_letters = self._dead_letters[partition]
         # Both keys share the partition's hash tag, so one MULTI/EXEC copies, caps and acks
         # together. XTRIM rather than XADD MAXLEN: it answers how many it dropped. Exact
         # (no ~): the cap is a promise to the operator, not a hint.
@@ -226,17 +281,42 @@ class RedisTaskQueue:
         return trimmed
 
     async def close(self) -> None:
-        """Cancel the blocking reads still open on the partitions (P > 1); what they had
-        read stays pending on the consumer, for reclaim."""
+        """Cancel the blocking reads still open on the partitions (P > 1) and drop what was
+        read ahead; what they had read stays pending on the consumer, for reclaim."""
+        self._buffers.clear()
         await self._reads.close()
 
     # --- partitions -------------------------------------------------------------------
 
-    async def _add(self, partition: int, fields: RawFields) -> str:
-        return self._id(partition, await self._streams[partition].add(fields))
+    async def _add(self, partition: int, priority: Priority, fields: RawFields) -> str:
+        stream_id = await self._levels[partition].by_level[priority].add(fields)
+        return self._id(partition, priority_id(stream_id, priority))
 
-    def _id(self, partition: int, stream_id: str) -> str:
-        return qualified_id(stream_id, partition, self._partitions)
+    def _id(self, partition: int, read_id: str) -> str:
+        """The message id of an entry of ``partition`` whose id, as read, names its level:
+        the partition inside (``<ms>-<seq * P + k>``), the level's band on top."""
+        where = split_priority_id(read_id)
+        if where is None:
+            return qualified_id(read_id, partition, self._partitions)
+        level, stream_id = where
+        return priority_id(qualified_id(stream_id, partition, self._partitions), level)
+
+    def _where(self, message_id: str) -> tuple[RedisGroupStream, str] | None:
+        """The stream and stream id a message id of ``_id`` names; None when it names none."""
+        level_and_id = split_priority_id(message_id)
+        if level_and_id is None:
+            return None
+        level, qualified = level_and_id
+        where = split_id(qualified, self._partitions)
+        if where is None:
+            return None
+        partition, stream_id = where
+        return self._levels[partition].by_level[level], stream_id
+
+    def _partition_of_id(self, message_id: str) -> int:
+        level_and_id = split_priority_id(message_id)
+        where = None if level_and_id is None else split_id(level_and_id[1], self._partitions)
+        return 0 if where is None else where[0]
 
     async def _check_layout(self) -> None:
         """A change of ``--partitions`` is refused while the recorded layout holds carriers;
@@ -250,14 +330,24 @@ class RedisTaskQueue:
         old = _layout(recorded)
         group = self._streams[0].group
         streams = [
-            RedisGroupStream(self._client, self._keys.queue_stream(self._queue_name, k), group)
+            stream
             for k in old
+            for stream in _priority_streams(
+                self._client, self._keys, self._queue_name, k, group
+            ).all
         ]
         delayed = [self._keys.queue_delayed(self._queue_name, k) for k in old]
         waiting = await waiting_carriers(self._client, streams, delayed)
         if waiting:
             raise partition_change_refusal(self._queue_name, recorded, self._partitions, waiting)
         await self._client.set(key, str(self._partitions))
+
+
+def _priority_streams(
+    client: redis.Redis, keys: RedisKeys, queue_name: str, partition: int | None, group: str
+) -> PriorityStreams:
+    streams = {level: keys.queue_stream(queue_name, partition, level) for level in PRIORITIES}
+    return PriorityStreams(client, streams, group)
 
 
 def _layout(partitions: int) -> list[int | None]:

@@ -5,24 +5,33 @@ Reading P partitions keeps one blocking XREADGROUP per partition open, across ca
 carrier on any partition is taken at once, and an idle worker sends one read per partition
 per block time, never a polling loop. What such a read returns while the worker is busy
 waits in a buffer for the next call (pending on this consumer, as any carrier being
-dispatched), so a call never returns more than it asked for.
+dispatched), so a call never returns more than it asked for. A task queue's partitions
+are its priority streams (``PriorityStreams``): its reads take from that buffer in priority
+order (``in_priority_order``); the event log's take first in, first out.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 from collections.abc import Sequence
+from typing import Protocol
 
 import attrs
 import redis.asyncio as redis
 from redis.exceptions import ResponseError
 
+from plaita.adapters.redis.queue_priorities import PartitionEntry, PriorityBuffer
 from plaita.adapters.redis.streams import RawStreamEntry, RedisGroupStream, text, undecoded
 
-#: One entry read from partition ``k``: (k, entry).
-PartitionEntry = tuple[int, RawStreamEntry]
+
+class PartitionStream(Protocol):
+    """What is read of one partition: its stream, or its priority streams."""
+
+    async def read(
+        self, consumer: str, *, start: str, count: int, block_ms: int
+    ) -> list[RawStreamEntry]: ...
+
 
 #: How long past its BLOCK a read's reply may take before a call gives up waiting for it
 #: (the read stays open and is collected by the next call).
@@ -35,18 +44,24 @@ _UNREAD_SCAN = 1000
 @attrs.define
 class _ConsumerReads:
     reads: dict[int, asyncio.Task[list[RawStreamEntry]]] = attrs.field(factory=dict)
-    buffer: collections.deque[PartitionEntry] = attrs.field(factory=collections.deque)
+    buffer: PriorityBuffer = attrs.field(factory=PriorityBuffer)
     next_sweep: int = 0
 
-    def take(self, count: int) -> list[PartitionEntry]:
-        return [self.buffer.popleft() for _ in range(min(count, len(self.buffer)))]
+    def take(self, count: int, *, in_priority_order: bool) -> list[PartitionEntry]:
+        if in_priority_order:
+            return self.buffer.take(count)
+        entries = self.buffer.entries
+        return [entries.popleft() for _ in range(min(count, len(entries)))]
 
 
 class PartitionedReads:
     """New entries of every partition for a consumer; see the module docstring."""
 
-    def __init__(self, streams: Sequence[RedisGroupStream]) -> None:
+    def __init__(
+        self, streams: Sequence[PartitionStream], *, in_priority_order: bool = False
+    ) -> None:
         self._streams = list(streams)
+        self._in_priority_order = in_priority_order
         self._consumers: dict[str, _ConsumerReads] = {}
 
     async def read(self, consumer: str, *, count: int, block_ms: int) -> list[PartitionEntry]:
@@ -62,7 +77,7 @@ class PartitionedReads:
                             stream.read(consumer, start=">", count=count, block_ms=block_ms)
                         )
                 await self._wait(state, block_ms)
-        return state.take(count)
+        return state.take(count, in_priority_order=self._in_priority_order)
 
     async def _wait(self, state: _ConsumerReads, block_ms: int) -> None:
         """Until an open read brings entries, or every one ended empty, or the block time is
@@ -90,12 +105,7 @@ class PartitionedReads:
         for state in self._consumers.values():
             # A read that has ended holds entries as good as buffered: take them in first.
             self._collect(state, raise_errors=False)
-            if state.buffer:
-                state.buffer = collections.deque(
-                    (partition, entry)
-                    for partition, entry in state.buffer
-                    if (partition, entry[0]) not in taken
-                )
+            state.buffer.forget(taken)
 
     async def close(self) -> None:
         """Cancel the open reads (what they had read stays pending, for reclaim)."""
@@ -113,7 +123,7 @@ class PartitionedReads:
         start = state.next_sweep
         state.next_sweep = (start + 1) % len(self._streams)
         for offset in range(len(self._streams)):
-            wanted = count - len(state.buffer)
+            wanted = count - len(state.buffer.entries)
             if wanted <= 0:
                 break
             partition = (start + offset) % len(self._streams)
@@ -122,7 +132,7 @@ class PartitionedReads:
             entries = await self._streams[partition].read(
                 consumer, start=">", count=wanted, block_ms=0
             )
-            state.buffer.extend((partition, entry) for entry in entries)
+            state.buffer.extend(partition, entries)
 
     @staticmethod
     def _collect(state: _ConsumerReads, *, raise_errors: bool = True) -> None:
@@ -141,7 +151,7 @@ class PartitionedReads:
             if error is not None:
                 failure = failure or error
                 continue
-            state.buffer.extend((partition, entry) for entry in task.result())
+            state.buffer.extend(partition, task.result())
         if failure is not None:
             raise failure
 

@@ -15,12 +15,14 @@ from plaita.domain.retention import check_trim_age_ms
 
 
 class StreamTrimmer:
-    def __init__(self, client: redis.Redis, stream: str) -> None:
-        self._stream = stream
+    def __init__(self, client: redis.Redis, stream: str, *more: str) -> None:
+        """``more``: streams trimmed with ``stream`` by the same script (one hash tag: a queue
+        partition's priority streams), each on its own."""
+        self._streams = [stream, *more]
         self._script = client.register_script(read_script("stream_trim"))
 
     async def trim(self, *, min_age_ms: int) -> int:
         """Remove the entries every group has acked and that are at least ``min_age_ms``
         old (0: any age); how many were removed."""
         args = [check_trim_age_ms(min_age_ms)]
-        return int(await self._script(keys=[self._stream], args=args))
+        return int(await self._script(keys=self._streams, args=args))

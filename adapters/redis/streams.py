@@ -138,17 +138,8 @@ class RedisGroupStream:
         }
 
     async def length_and_pending(self) -> tuple[int, int]:
-        async with self._client.pipeline(transaction=False) as pipe:
-            pipe.xlen(self.stream)
-            pipe.xpending(self.stream, self.group)
-            length, summary = await pipe.execute(raise_on_error=False)
-        if isinstance(length, Exception):
-            raise length
-        if isinstance(summary, ResponseError) and "NOGROUP" in str(summary):
-            return int(length), 0
-        if isinstance(summary, Exception):
-            raise summary
-        return int(length), int(summary["pending"])
+        [counts] = await lengths_and_pending(self._client, [self])
+        return counts
 
     async def oldest_unread_ms(self) -> int | None:
         """The id time of the first entry after the group's last-delivered id (None: none).
@@ -188,3 +179,26 @@ def entries_of_read(reply: Any) -> list[RawStreamEntry]:
         for message_id, fields in entries or []
         if message_id is not None
     ]
+
+
+async def lengths_and_pending(
+    client: redis.Redis, streams: Sequence[RedisGroupStream]
+) -> list[tuple[int, int]]:
+    """(length, pending) of each stream, in one pipeline (one round trip on one node; the
+    streams of one queue partition share a hash tag, so one on a cluster too)."""
+    async with client.pipeline(transaction=False) as pipe:
+        for stream in streams:
+            pipe.xlen(stream.stream)
+            pipe.xpending(stream.stream, stream.group)
+        replies = await pipe.execute(raise_on_error=False)
+    counts = []
+    for length, summary in zip(replies[::2], replies[1::2], strict=True):
+        if isinstance(length, Exception):
+            raise length
+        if isinstance(summary, ResponseError) and "NOGROUP" in str(summary):
+            counts.append((int(length), 0))
+            continue
+        if isinstance(summary, Exception):
+            raise summary
+        counts.append((int(length), int(summary["pending"])))
+    return counts

@@ -123,6 +123,7 @@ async def _start(start: StartExecution, schedule: Schedule, dedup_key: str) -> S
         params=schedule.input,
         dedup_key=dedup_key,
         tenant_id=schedule.tenant_id,
+        priority=schedule.priority,
     )
 
 
@@ -149,6 +150,7 @@ class CreateSchedule:
         overlap: str = DEFAULT_OVERLAP,
         catch_up: str = DEFAULT_CATCH_UP,
         paused: bool = False,
+        priority: str = "normal",
     ) -> ScheduleView:
         now_ms = self._clock.now_ms()
         schedule = Schedule.create(
@@ -161,6 +163,7 @@ class CreateSchedule:
             input=input,
             overlap=overlap,
             catch_up=catch_up,
+            priority=priority,
             now_ms=now_ms,
         )
         # The flow must exist now; it may still be deleted later (its dues then fail).

@@ -1,6 +1,6 @@
 """Start an execution: check the ids, the input's limits and that the flow exists, claim the
 dedup key, store the ``pending`` state (ADR 0022), enqueue the start carrier (addressed to
-one worker instance when the start names a target, W25)."""
+one worker instance when the start names a target, W25; on its priority's stream)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from plaita.domain.envelope import (
 from plaita.domain.execution import ExecutionState, ExecutionStatus, ParentLink
 from plaita.domain.ids import validate_execution_id, validate_flow_id
 from plaita.domain.limits import ENVELOPE_LIMIT, INPUT_LIMIT, check_json_text, check_json_value
+from plaita.domain.priorities import Priority, parse_priority
 from plaita.domain.step import first_state
 from plaita.domain.tenancy import check_same_tenant
 from plaita.domain.tracing import ExecutionTrace, TraceContext
@@ -76,11 +77,15 @@ class StartExecution:
         trace_link: TraceContext | None = None,
         target_instance_id: str | None = None,
         parent: ParentLink | None = None,
+        priority: Priority | str = Priority.NORMAL,
     ) -> StartedExecution:
         """Accept a start of ``flow_id``; ``trace_link`` is the caller's trace context (an
         incoming request's), which the execution's new trace links to (C6); ``parent`` the
-        execution whose subflow or map node starts it as a child (E13, E14)."""
+        execution whose subflow or map node starts it as a child (E13, E14); ``priority``
+        (``high``, ``normal``, ``low``; ``InvalidPriorityError`` otherwise) which of the
+        queue's streams its start carrier waits on."""
         validate_flow_id(flow_id)
+        priority = parse_priority(priority)
         if execution_id is not None:
             validate_execution_id(execution_id)
         if target_instance_id is not None:
@@ -100,6 +105,7 @@ class StartExecution:
             dedup_key=dedup_key,
             generations=self._generations,
             target_instance_id=target_instance_id,
+            priority=priority,
         )
         # What the worker will check, checked here: an accepted start is never dead-lettered
         # for its size (a long dedup key or version on top of a large input).
@@ -165,4 +171,5 @@ def _accepted(envelope: TaskEnvelope, params: Mapping[str, JSON]) -> history.His
         by=actor.name,
         dedup_key=envelope.dedup_key,
         target=envelope.target_instance_id,
+        priority=None if envelope.priority is Priority.NORMAL else envelope.priority.value,
     )

@@ -64,6 +64,7 @@ STATUS_BY_ERROR: Sequence[tuple[type[BaseException], int]] = (
     (named.InvalidScheduleError, 422),
     (named.InvalidTenantIdError, 422),
     (named.InvalidIdError, 422),
+    (named.InvalidPriorityError, 422),
     (named.PayloadLimitError, 422),
     (named.InvalidEnvelopeError, 422),
     (named.SchemaVersionError, 422),

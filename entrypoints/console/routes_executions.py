@@ -61,6 +61,7 @@ async def start_execution(
             dedup_key=body.dedup_key,
             tenant_id=tenant,
             target_instance_id=body.target_instance_id,
+            priority=body.priority,
         )
     return schemas.StartedExecutionView(
         execution_id=started.execution_id,

@@ -28,6 +28,7 @@ from plaita.domain.cron_schedules import (
     OverlapPolicy,
 )
 from plaita.domain.execution import ExecutionStatus
+from plaita.domain.priorities import Priority
 from plaita.domain.tenancy import DEFAULT_TENANT
 from plaita.entrypoints.console import schemas
 from plaita.entrypoints.console.auth import (
@@ -76,6 +77,9 @@ class CreateScheduleRequest(BaseModel):
         "most recent), all (start each, at most 100).",
     )
     paused: StrictBool = Field(default=False, description="Create it paused.")
+    priority: Priority = Field(
+        default=Priority.NORMAL, description="The priority of every start it makes."
+    )
     tenant: schemas.TenantId = DEFAULT_TENANT
 
 
@@ -93,6 +97,7 @@ class ScheduleModel(BaseModel):
     input: dict[str, JSON]
     overlap: OverlapPolicy
     catch_up: CatchUpPolicy
+    priority: Priority = Priority.NORMAL
     created_at_ms: int
     paused: bool
     cursor_ms: int = Field(description="Every due at or before this time was handled.")
@@ -161,6 +166,7 @@ async def create_schedule(
             overlap=body.overlap,
             catch_up=body.catch_up,
             paused=body.paused,
+            priority=body.priority,
         )
     return _model(view)
 

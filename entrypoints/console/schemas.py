@@ -17,6 +17,7 @@ from plaita.domain.flow import FlowDocument
 from plaita.domain.flow_versions import LatestReason
 from plaita.domain.ids import ID_PATTERN, MAX_ID_LENGTH
 from plaita.domain.operator_controls import MAX_BULK_LIMIT, OperatorAction
+from plaita.domain.priorities import Priority
 from plaita.domain.tenancy import DEFAULT_TENANT
 from plaita.entrypoints.console.auth import TENANT_PATTERN
 
@@ -119,6 +120,11 @@ class StartExecutionRequest(_Request):
         default=None,
         description="Run it on this worker instance (its consumer name); other workers pass "
         "it on, and run it themselves when that one is not running (W25).",
+    )
+    priority: Priority = Field(
+        default=Priority.NORMAL,
+        description="Which carriers workers take first: high, normal or low; of every 10 "
+        "taken while all three wait, 7 are high, 2 normal and 1 low.",
     )
     tenant: TenantId = DEFAULT_TENANT
 

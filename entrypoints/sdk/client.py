@@ -241,12 +241,15 @@ class Client:
         execution_id: str | None = None,
         dedup_key: str | None = None,
         target_instance_id: str | None = None,
+        priority: str = "normal",
     ) -> ExecutionHandle:
         """Start an execution of ``flow_id`` (its latest version unless ``version``) with
         ``input``; the handle's ``result()`` awaits its end. With ``dedup_key`` a second
         start with the same key returns the first one's execution (``handle.deduplicated``).
         With ``target_instance_id`` (a worker's instance id, ``Worker.instance_id``) it runs
-        on that worker while it is running; otherwise on any.
+        on that worker while it is running; otherwise on any. ``priority`` (``"high"``,
+        ``"normal"``, ``"low"``; ``InvalidPriorityError`` otherwise) says which starts
+        workers take first.
         """
         if not isinstance(flow_id, str):
             flow_id = flow_id.flow_id
@@ -259,6 +262,7 @@ class Client:
                 dedup_key=dedup_key,
                 tenant_id=self.tenant_id,
                 target_instance_id=target_instance_id,
+                priority=priority,
             )
         return ExecutionHandle(self, started.execution_id, started=started)
 

@@ -114,6 +114,7 @@ class SyncClient:
         execution_id: str | None = None,
         dedup_key: str | None = None,
         target_instance_id: str | None = None,
+        priority: str = "normal",
     ) -> SyncExecutionHandle:
         handle = self._call(
             self._client.start(
@@ -123,6 +124,7 @@ class SyncClient:
                 execution_id=execution_id,
                 dedup_key=dedup_key,
                 target_instance_id=target_instance_id,
+                priority=priority,
             ),
             "start",
         )

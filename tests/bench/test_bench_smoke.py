@@ -125,3 +125,10 @@ def test_tenant_gate_runs() -> None:
         "tenant_gate.py", "--redis-url", REDIS_URL, "--dispatches", "3", "--warm-up", "1"
     )
     assert "default, no record" in out and "tenant with a quota" in out
+
+
+def test_priority_reads_runs() -> None:
+    out = run_bench(
+        "priority_reads.py", "--redis-url", REDIS_URL, "--rounds", "1", "--carriers", "5"
+    )
+    assert "one stream: median" in out and "three streams: median" in out

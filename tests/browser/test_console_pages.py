@@ -193,3 +193,20 @@ def test_a_completed_execution_offers_only_what_works_and_says_why(
     for jargon in ("carrier", "fence", "generation", "W7", "W23", "V8", "I0"):
         assert jargon not in text, jargon
     screenshot(page, "console-actions.png")
+
+
+def test_an_urgent_starts_history_says_its_priority(console: ConsoleServer, page: Page) -> None:
+    async def work(container: Any) -> str:
+        from plaita.application.tenancy import tenant_scope
+
+        with tenant_scope("default"):
+            started = await container.start_execution()(
+                "lookup", params={"customer": {"id": 7}}, priority="high"
+            )
+        return str(started.execution_id)
+
+    execution_id = console.call(work)
+    sign_in(page, console, f"#/executions/{execution_id}")
+
+    accepted = page.locator('ol.history li[data-kind="accepted"]')
+    expect(accepted).to_contain_text("priority high", timeout=STATUS_TIMEOUT_MS)

@@ -57,6 +57,17 @@ async def test_an_admin_creates_a_schedule_that_lists_with_its_next_run(
     assert [item["schedule_id"] for item in listed.json()["items"]] == ["nightly"]
 
 
+async def test_a_schedule_keeps_the_priority_it_was_created_with(
+    client: httpx.AsyncClient, approval: None
+) -> None:
+    created = await create(client, priority="high")
+
+    assert created.status_code == 201, created.text
+    assert created.json()["priority"] == "high"
+    shown = await client.get(f"{BASE}/nightly", headers=auth("viewer"))
+    assert shown.json()["priority"] == "high"
+
+
 async def test_show_lists_the_next_run_times_asked_for(
     client: httpx.AsyncClient, approval: None
 ) -> None:
@@ -86,6 +97,7 @@ async def test_creating_needs_an_admin(client: httpx.AsyncClient, approval: None
         ({"timezone": "Europe/Nowhere"}, "UnknownTimeZoneError", "timezone"),
         ({"overlap": "queue"}, "RequestValidationError", "overlap"),
         ({"catch_up": "some"}, "RequestValidationError", "catch_up"),
+        ({"priority": "urgent"}, "RequestValidationError", "priority"),
         ({"input": [1, 2]}, "RequestValidationError", "input"),
         ({"schedule_id": "a/b"}, "RequestValidationError", "schedule_id"),
         ({"surprise": 1}, "RequestValidationError", "surprise"),

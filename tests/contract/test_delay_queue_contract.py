@@ -18,6 +18,7 @@ from collections import Counter as Multiset
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol, cast
 
+import attrs
 import pytest
 import redis.asyncio as redis
 
@@ -30,6 +31,7 @@ from plaita.application.codec import encode_envelope
 from plaita.application.ports import DelayQueue, Delivery, TaskQueue
 from plaita.domain.envelope import LEGACY_GENERATIONS, CarrierKind, ResumeType, TaskEnvelope
 from plaita.domain.partitions import partition_of
+from plaita.domain.priorities import Priority
 
 from .conftest import FakeClock
 
@@ -285,6 +287,24 @@ class DelayQueueContract:
         delivered.update(execution_ids(await read_all(ready)))
         assert delivered == scheduled
         assert await delay.pending() == 0
+
+    async def test_a_high_or_low_carrier_moves_into_its_priority_stream(
+        self, delay: RawDelayQueue, ready: TaskQueue
+    ) -> None:
+        """A retry of an urgent start is read as urgent once due (it keeps its priority)."""
+        low, normal, high = (
+            attrs.evolve(envelope(x), priority=level)
+            for x, level in zip(
+                ONE_PARTITION[:3], (Priority.LOW, Priority.NORMAL, Priority.HIGH), strict=True
+            )
+        )
+        for carrier in (low, normal, high):
+            await delay.schedule(carrier, due_ms=NOW)
+
+        assert await delay.move_due(now_ms=NOW) == 3
+
+        deliveries = await ready.read("worker-a", count=3, block_ms=0)
+        assert [d.envelope for d in deliveries] == [high, normal, low]
 
 
 class TestMemoryDelayQueue(DelayQueueContract):

@@ -21,6 +21,7 @@ from plaita.application.ports import Clock, EventLog, TaskQueue
 from plaita.domain.envelope import LEGACY_GENERATIONS, TaskEnvelope
 from plaita.domain.events import Event
 from plaita.domain.partitions import partition_of
+from plaita.domain.priorities import PRIORITIES
 
 Elapse = Callable[[int], Awaitable[None]]
 #: Short enough for the Redis families, which wait in real time.
@@ -169,7 +170,8 @@ class TestRedisQueueTrim(QueueTrimContract):
     async def test_the_trim_is_one_script_on_the_streams_hash_tag(
         self, ready: TaskQueue, real_redis: redis.Redis, keys: RedisKeys
     ) -> None:
-        """Cluster-ready: every key the script touches is the stream, passed in KEYS."""
+        """Cluster-ready: every key the script touches is one of the partition's priority
+        streams, passed in KEYS; one script trims all three."""
         sent: list[tuple[object, ...]] = []
         original = real_redis.execute_command
 
@@ -183,7 +185,8 @@ class TestRedisQueueTrim(QueueTrimContract):
             await ready.trim_acknowledged()
         finally:
             real_redis.execute_command = original  # type: ignore[method-assign]
-        assert [(a[0], a[2], a[3]) for a in sent] == [("EVALSHA", 1, keys.queue_stream("default"))]
+        streams = [keys.queue_stream("default", None, level) for level in PRIORITIES]
+        assert [(a[0], a[2], *a[3:6]) for a in sent] == [("EVALSHA", 3, *streams)]
 
 
 class NotificationTrimContract:

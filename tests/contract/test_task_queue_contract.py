@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import Counter as Multiset
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Protocol
 
+import attrs
 import pytest
 import redis.asyncio as redis
 
@@ -24,6 +26,7 @@ from plaita.application.codec import encode_envelope
 from plaita.application.ports import Clock, DeadLetter, TaskQueue
 from plaita.domain.envelope import CURRENT_SCHEMA_VERSION, LEGACY_GENERATIONS, TaskEnvelope
 from plaita.domain.partitions import partition_of
+from plaita.domain.priorities import PRIORITIES, SHARE_CYCLE, Priority, split_priority_id
 
 Elapse = Callable[[int], Awaitable[None]]
 
@@ -51,6 +54,10 @@ def envelope(execution_id: str = "x-1") -> TaskEnvelope:
         now_ms=1_760_000_000_000,
         generations=LEGACY_GENERATIONS,
     )
+
+
+def prioritized(execution_id: str, priority: Priority) -> TaskEnvelope:
+    return attrs.evolve(envelope(execution_id), priority=priority)
 
 
 class QueueContract:
@@ -396,6 +403,192 @@ class QueueContract:
 
         assert await ready.dead_letter_length() == 2
         assert (await ready.stats()).length == 3
+
+    # --- priorities -------------------------------------------------------------------
+
+    async def test_high_is_read_before_normal_and_normal_before_low(
+        self, ready: RawTaskQueue
+    ) -> None:
+        low, normal, high = (
+            prioritized(x, level)
+            for x, level in zip(
+                ONE_PARTITION[:3], (Priority.LOW, Priority.NORMAL, Priority.HIGH), strict=True
+            )
+        )
+        for carrier in (low, normal, high):
+            await ready.enqueue(carrier)
+
+        deliveries = await ready.read("worker-a", count=3, block_ms=0)
+
+        assert [d.envelope for d in deliveries] == [high, normal, low]
+
+    async def test_a_normal_carriers_id_is_its_stream_id_and_a_high_ones_names_its_level(
+        self, ready: RawTaskQueue
+    ) -> None:
+        normal_id = await ready.enqueue(prioritized("x-1", Priority.NORMAL))
+        high_id = await ready.enqueue(prioritized("x-2", Priority.HIGH))
+
+        assert split_priority_id(normal_id) == (Priority.NORMAL, normal_id)
+        where = split_priority_id(high_id)
+        assert where is not None and where[0] is Priority.HIGH
+
+    async def test_a_blocked_read_returns_when_a_high_carrier_arrives(
+        self, ready: RawTaskQueue
+    ) -> None:
+        reader = asyncio.ensure_future(ready.read("worker-a", count=1, block_ms=5_000))
+        await asyncio.sleep(0.05)
+        sent = prioritized("x-1", Priority.HIGH)
+        await ready.enqueue(sent)
+
+        [delivery] = await asyncio.wait_for(reader, 5)
+        assert delivery.envelope == sent
+
+    async def test_every_level_is_counted_acked_reclaimed_and_dead_lettered(
+        self, ready: RawTaskQueue, elapse: Elapse
+    ) -> None:
+        sent = {
+            level: prioritized(x, level)
+            for x, level in zip(ONE_PARTITION, PRIORITIES, strict=False)
+        }
+        ids = {level: await ready.enqueue(carrier) for level, carrier in sent.items()}
+        assert (await ready.stats()).length == 3
+
+        await ready.read("crashed", count=3, block_ms=0)
+        assert (await ready.stats()).pending == 3
+        await elapse(150)
+        reclaimed = await ready.reclaim("rescuer", min_idle_ms=100, count=10)
+
+        assert {d.message_id: d.envelope for d in reclaimed} == {
+            ids[level]: sent[level] for level in PRIORITIES
+        }
+        assert all(d.delivery_count == 2 for d in reclaimed)
+        by_level = {d.envelope.priority: d for d in reclaimed if d.envelope}
+        assert await ready.touch("rescuer", list(ids.values())) == 3
+        await ready.ack(ids[Priority.HIGH])
+        await ready.dead_letter(by_level[Priority.LOW], "budget spent")
+        assert (await ready.stats()).pending == 1
+        assert [d.raw for d in await ready.dead_letters()] == [encode_envelope(sent[Priority.LOW])]
+        await ready.ack(ids[Priority.NORMAL])
+        assert (await ready.stats()).pending == 0
+        await ready.trim_acknowledged()
+        assert (await ready.stats()).length == 0
+
+    async def test_a_read_ahead_carrier_a_reclaim_took_is_not_read_again(
+        self, ready: RawTaskQueue, elapse: Elapse
+    ) -> None:
+        """What one read brought beyond its share waits pending on the consumer; if its own
+        reclaim takes it meanwhile, the next read must not hand it out a second time."""
+        for x, level in zip(ONE_PARTITION, PRIORITIES, strict=False):
+            await ready.enqueue(prioritized(x, level))
+        [first] = await ready.read("worker-a", count=1, block_ms=0)
+        await elapse(150)
+
+        reclaimed = await ready.reclaim("worker-a", min_idle_ms=100, count=10)
+        later = await ready.read("worker-a", count=10, block_ms=0)
+
+        assert first.envelope is not None and first.envelope.priority is Priority.HIGH
+        assert {d.message_id for d in reclaimed} >= {d.message_id for d in later}
+        assert len({d.message_id for d in reclaimed + later} - {first.message_id}) == 2
+
+    async def test_a_malformed_priority_is_read_from_the_normal_stream_by_name(
+        self, ready: RawTaskQueue
+    ) -> None:
+        fields = encode_envelope(envelope("x-1"))
+        document = json.loads(fields["envelope"]) | {"priority": "urgent"}
+        await ready.enqueue_raw(fields | {"envelope": json.dumps(document)})
+
+        [delivery] = await ready.read("worker-a", count=1, block_ms=0)
+
+        assert delivery.envelope is None
+        assert delivery.problem is not None and "priority" in delivery.problem
+        assert split_priority_id(delivery.message_id) == (Priority.NORMAL, delivery.message_id)
+
+
+class PriorityShareContract:
+    """The share for lower levels across many small reads (one partition; with several, a
+    read refills only once what the previous round brought is taken)."""
+
+    @pytest.fixture
+    def queue(self) -> TaskQueue:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def elapse(self, sleep_real: Elapse) -> Elapse:
+        return sleep_real
+
+    async def test_each_level_gets_its_share_while_all_three_are_backlogged(
+        self, queue: TaskQueue
+    ) -> None:
+        await queue.ensure_group()
+        for n in range(25):
+            for level in PRIORITIES:
+                await queue.enqueue(prioritized(f"x-{level.value}-{n}", level))
+
+        taken: list[Priority] = []
+        for _ in range(30):
+            [delivery] = await queue.read("worker-a", count=1, block_ms=0)
+            assert delivery.envelope is not None
+            taken.append(delivery.envelope.priority)
+            await queue.ack(delivery.message_id)
+
+        assert taken[:10] == list(SHARE_CYCLE)
+        assert Multiset(taken) == {Priority.HIGH: 21, Priority.NORMAL: 6, Priority.LOW: 3}
+
+    async def test_a_level_with_nothing_ready_gives_its_share_to_the_others(
+        self, queue: TaskQueue
+    ) -> None:
+        await queue.ensure_group()
+        for n in range(12):
+            await queue.enqueue(prioritized(f"x-low-{n}", Priority.LOW))
+        for n in range(3):
+            await queue.enqueue(prioritized(f"x-high-{n}", Priority.HIGH))
+
+        taken = []
+        for _ in range(15):
+            taken += await queue.read("worker-a", count=1, block_ms=0)
+
+        levels = [d.envelope.priority for d in taken if d.envelope]
+        assert levels == [Priority.HIGH] * 3 + [Priority.LOW] * 12
+        assert await queue.read("worker-a", count=1, block_ms=0) == []
+
+
+class TestMemoryPriorityShare(PriorityShareContract):
+    @pytest.fixture
+    def queue(self, clock: Clock) -> TaskQueue:
+        return MemoryTaskQueue(clock)
+
+
+@pytest.mark.redis
+class TestRedisPriorityShare(PriorityShareContract):
+    @pytest.fixture
+    async def queue(self, real_redis: redis.Redis, keys: RedisKeys) -> AsyncIterator[TaskQueue]:
+        queue = RedisTaskQueue(real_redis, keys)
+        yield queue
+        await queue.close()
+
+    async def test_a_normal_only_read_is_one_xreadgroup_over_the_three_streams(
+        self, queue: TaskQueue, real_redis: redis.Redis, keys: RedisKeys
+    ) -> None:
+        """The steady state's cost: one round trip per read, as with one stream."""
+        await queue.ensure_group()
+        await queue.enqueue(envelope("x-1"))
+        sent: list[tuple[object, ...]] = []
+        original = real_redis.execute_command
+
+        async def recording(*args: object, **options: object) -> object:
+            sent.append(args)
+            return await original(*args, **options)
+
+        real_redis.execute_command = recording  # type: ignore[method-assign]
+        try:
+            [delivery] = await queue.read("worker-a", count=4, block_ms=0)
+            assert await queue.read("worker-a", count=4, block_ms=0) == []
+        finally:
+            real_redis.execute_command = original  # type: ignore[method-assign]
+        streams = [keys.queue_stream("default", None, level) for level in PRIORITIES]
+        assert [a[0] for a in sent] == ["XREADGROUP", "XREADGROUP"]
+        assert all(list(a[-6:-3]) == streams for a in sent)
+        assert delivery.envelope == envelope("x-1")
 
 
 class TestMemoryQueue(QueueContract):

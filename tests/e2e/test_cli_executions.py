@@ -34,6 +34,7 @@ from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionSta
 from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED
 from plaita.domain.operator_controls import ControlFlags
+from plaita.domain.priorities import Priority
 from plaita.entrypoints.cli import main
 
 from .conftest import seeding_scope
@@ -481,5 +482,54 @@ def test_start_with_a_bad_target_instance_exits_2_with_one_line(ns: Namespace, t
     code, out = ns.invoke("executions", "start", "waiting", "--target-instance", target)
     assert code == 2
     assert "InvalidTargetInstanceError" in out and "--target-instance" in out
+    assert "Traceback" not in out
+    assert ns.carriers() == []
+
+
+# --- priorities: which starts workers take first -------------------------------------------
+
+
+@pytest.mark.parametrize("level", ["high", "low"])
+def test_start_with_a_priority_puts_its_carrier_on_that_level(ns: Namespace, level: str) -> None:
+    ns.execution("seed-flow", ExecutionStatus.COMPLETED)  # registers FLOW in the namespace
+    code, out = ns.invoke("executions", "start", "waiting", "--priority", level)
+    assert code == 0, out
+    execution_id = out.strip()
+
+    [carrier] = ns.carriers()
+    assert (carrier.execution_id, carrier.priority) == (execution_id, Priority(level))
+    code, out = ns.invoke("executions", "history", execution_id, "--json")
+    accepted = json.loads(out.splitlines()[1])
+    assert accepted["detail"]["priority"] == level
+    code, out = ns.invoke("executions", "show", execution_id, "--json")
+    assert json.loads(out)["history"]["priority"] == level
+    code, out = ns.invoke("executions", "show", execution_id)
+    assert f"priority {level} (asked for at its start)" in " ".join(out.split())
+
+
+def test_a_start_without_a_priority_is_normal_and_says_nothing_of_it(ns: Namespace) -> None:
+    ns.execution("seed-flow", ExecutionStatus.COMPLETED)
+    code, out = ns.invoke("executions", "start", "waiting")
+    assert code == 0, out
+
+    [carrier] = ns.carriers()
+    assert carrier.priority is Priority.NORMAL
+    execution_id = out.strip()
+    code, out = ns.invoke("executions", "history", execution_id, "--json")
+    assert "priority" not in json.loads(out.splitlines()[1])["detail"]
+    code, out = ns.invoke("executions", "show", execution_id, "--json")
+    assert json.loads(out)["history"]["priority"] is None
+    code, out = ns.invoke("executions", "show", execution_id)
+    assert "priority" not in out
+
+
+@pytest.mark.parametrize("level", ["urgent", "HIGH", ""])
+def test_start_with_a_bad_priority_exits_2_naming_the_allowed_ones(
+    ns: Namespace, level: str
+) -> None:
+    ns.execution("seed-flow", ExecutionStatus.COMPLETED)
+    code, out = ns.invoke("executions", "start", "waiting", "--priority", level)
+    assert code == 2
+    assert "InvalidPriorityError" in out and "high, normal, low" in out
     assert "Traceback" not in out
     assert ns.carriers() == []

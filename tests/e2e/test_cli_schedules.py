@@ -117,6 +117,7 @@ def test_create_list_show_pause_resume_trigger_and_delete(cli: Cli) -> None:
         (("--cron", "0 3 * * *", "--input", "{nope"), "--input"),
         (("--cron", "0 3 * * *", "--overlap", "queue"), "--overlap"),
         (("--cron", "0 3 * * *", "--catch-up", "some"), "--catch-up"),
+        (("--cron", "0 3 * * *", "--priority", "urgent"), "--priority"),
     ],
 )
 def test_a_bad_value_is_a_usage_error_naming_its_flag_before_anything_connects(
@@ -177,3 +178,18 @@ def test_schedules_belong_to_their_tenant(cli: Cli) -> None:
     assert cli.json("schedules", "list")["items"] == []
     [mine] = cli.json("schedules", "list", "--tenant", "acme")["items"]
     assert mine["tenant_id"] == "acme"
+
+
+def test_a_low_priority_schedule_shows_it_and_its_starts_carry_it(cli: Cli) -> None:
+    code, out, err = cli.invoke(
+        "schedules", "create", "batch", "--flow", "quick", "--cron", "0 3 * * *",
+        "--priority", "low",
+    )  # fmt: skip
+    assert code == 0, err
+    assert cli.json("schedules", "show", "batch")["priority"] == "low"
+    code, out, _ = cli.invoke("schedules", "show", "batch")
+    assert "priority" in out and "low" in out
+
+    triggered = cli.json("schedules", "trigger", "batch")
+    shown = cli.json("executions", "show", triggered["execution_id"])
+    assert shown["history"]["priority"] == "low"

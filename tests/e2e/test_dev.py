@@ -205,10 +205,13 @@ def test_dev_serves_a_project_directory_and_picks_up_an_edited_flow(dev: DevProc
     # A new version in the file registers and becomes the latest.
     (dev.cwd / "flows" / "calc.json").write_text(calc("2", "$NODE['work']['value']"))
     wait_for(lambda: "registered calc v2" in dev.text(), "the reload of calc.json")
-    again = dev.cli_json("executions", "start", "calc", "--input", '{"n": 5}')
+    again = dev.cli_json("executions", "start", "calc", "--input", '{"n": 5}', "--priority", "high")
     assert again["version"] == "2"
     done = dev.cli("executions", "wait", again["execution_id"], "--timeout", "30")
     assert (done.returncode, done.stdout) == (0, "10\n")
+    # The start option crosses the socket: the history records the high start.
+    history = dev.cli("executions", "history", again["execution_id"], "--json")
+    assert '"priority":"high"' in history.stdout.replace(" ", ""), history.stdout
 
     # An edit under a registered version is refused by name; the stored one stays.
     (dev.cwd / "flows" / "calc.json").write_text(calc("2", "'edited'"))

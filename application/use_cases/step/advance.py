@@ -253,6 +253,8 @@ class Advance:
             generations=self._settings.generations,
             # W25: the rest of a dispatch that asked for one worker asks for it too.
             target_instance_id=held.envelope.target_instance_id,
+            # The rest of an urgent dispatch stays urgent.
+            priority=held.envelope.priority,
         )
         return DispatchResult(Disposition.ACK, "yielded", enqueue=(hand_over,), continues=True)
 

@@ -78,6 +78,7 @@ function describe(entry, onNode, nowMs) {
         d.by && d.by !== "unknown" ? ` from ${d.by}` : "",
         ENTRY_POINTS[d.via] ? ` through the ${ENTRY_POINTS[d.via]}` : "",
         d.dedup_key ? `, dedup key ${d.dedup_key}` : "",
+        d.priority ? `, priority ${d.priority}` : "",
         "; waiting for a worker",
       ];
     case "started":

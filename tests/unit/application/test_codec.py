@@ -31,6 +31,7 @@ from plaita.domain.envelope import (
 )
 from plaita.domain.errors import InvalidEnvelopeError, SchemaVersionError
 from plaita.domain.limits import ENVELOPE_LIMIT, MAX_JSON_DEPTH
+from plaita.domain.priorities import Priority
 
 from ..strategies import json_objects, valid_ids
 
@@ -56,6 +57,7 @@ start_envelopes = st.builds(
     dedup_key=st.none() | ids,
     generations=generations,
     target_instance_id=st.none() | ids,
+    priority=st.sampled_from(Priority),
 )
 resume_envelopes = st.builds(
     TaskEnvelope.resume,
@@ -211,6 +213,26 @@ def test_a_malformed_target_or_count_makes_the_entry_malformed_by_name(
 ) -> None:
     with pytest.raises(InvalidEnvelopeError, match=problem):
         decode_envelope(entry(VALID_BODY | fields))
+
+
+def test_a_normal_carrier_encodes_no_priority_and_an_older_one_reads_as_normal() -> None:
+    """A normal carrier is byte for byte what it was before priorities existed."""
+    plain = decode_envelope(entry(VALID_BODY))
+    assert "priority" not in json.loads(encode_envelope(plain)[ENVELOPE_FIELD])
+    assert plain.priority is Priority.NORMAL
+
+
+@pytest.mark.parametrize("level", [Priority.HIGH, Priority.LOW])
+def test_a_high_or_low_carrier_travels_with_its_priority(level: Priority) -> None:
+    envelope = decode_envelope(entry(VALID_BODY | {"priority": level.value}))
+    assert envelope.priority is level
+    assert json.loads(encode_envelope(envelope)[ENVELOPE_FIELD])["priority"] == level.value
+
+
+@pytest.mark.parametrize("raw", ["urgent", "HIGH", 1, ""])
+def test_a_malformed_priority_makes_the_entry_malformed_by_name(raw: object) -> None:
+    with pytest.raises(InvalidEnvelopeError, match="priority"):
+        decode_envelope(entry(VALID_BODY | {"priority": raw}))
 
 
 # --- schema versions (W11) ----------------------------------------------------------

@@ -26,11 +26,17 @@ from plaita.application.use_cases.schedules import (
     TriggerSchedule,
 )
 from plaita.application.use_cases.start_execution import StartExecution
-from plaita.domain.cron_schedules import DueOutcome, ScheduleRef
-from plaita.domain.errors import ScheduleExistsError, UnknownFlowError, UnknownScheduleError
+from plaita.domain.cron_schedules import DueOutcome, Schedule, ScheduleRef
+from plaita.domain.errors import (
+    InvalidPriorityError,
+    ScheduleExistsError,
+    UnknownFlowError,
+    UnknownScheduleError,
+)
 from plaita.domain.execution import ExecutionState, ExecutionStatus
 from plaita.domain.flow import Flow
 from plaita.domain.flow_owners import SHARED
+from plaita.domain.priorities import Priority
 from plaita.domain.schedule_ticks import SkipReason
 
 from .conftest import FakeClock
@@ -410,3 +416,44 @@ async def test_unknown_schedules_are_named(scheduling: Scheduling) -> None:
         await PauseSchedule(store=scheduling.store, clock=scheduling.clock)("nightly", paused=True)
     with pytest.raises(UnknownScheduleError):
         await DeleteSchedule(store=scheduling.store)("nightly")
+
+
+# --- priorities ----------------------------------------------------------------------------
+
+
+async def test_every_start_of_a_schedule_carries_its_priority(scheduling: Scheduling) -> None:
+    """A nightly batch scheduled ``low`` waits behind the day's urgent starts."""
+    await nightly(scheduling, priority="low")
+    scheduling.to_next_minute(seconds=5)
+
+    assert len(fired(await scheduling.tick()())) == 1
+    trigger = TriggerSchedule(
+        store=scheduling.store, start=scheduling.twin.start_execution, ids=scheduling.twin.ids
+    )
+    await trigger("nightly")
+
+    carriers = await scheduling.twin.queue.read("probe", count=10, block_ms=0)
+    assert [d.envelope.priority for d in carriers if d.envelope] == [Priority.LOW] * 2
+
+
+async def test_a_schedule_with_a_bad_priority_is_refused_by_name(scheduling: Scheduling) -> None:
+    with pytest.raises(InvalidPriorityError, match="urgent"):
+        await nightly(scheduling, priority="urgent")
+    assert await ListSchedules(store=scheduling.store, clock=scheduling.clock)() == []
+
+
+@pytest.mark.parametrize("level", list(Priority))
+def test_a_schedules_priority_survives_its_stored_form_and_normal_is_not_written(
+    level: Priority,
+) -> None:
+    schedule = Schedule.create(
+        schedule_id="nightly",
+        tenant_id="default",
+        flow_id="quick",
+        cron="* * * * *",
+        now_ms=1_760_000_000_000,
+        priority=level.value,
+    )
+    stored = schedule.to_json()
+    assert ("priority" in stored) is (level is not Priority.NORMAL)
+    assert Schedule.from_json(stored) == schedule

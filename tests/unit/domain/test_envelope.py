@@ -14,8 +14,10 @@ from plaita.domain.envelope import (
     ResumeType,
     TaskEnvelope,
     check_schema_version,
+    copy_envelope,
 )
 from plaita.domain.errors import InvalidTenantIdError, SchemaVersionError
+from plaita.domain.priorities import Priority
 
 
 def test_a_start_carrier_has_no_resume_type_and_the_current_schema() -> None:
@@ -148,3 +150,29 @@ def test_a_carrier_must_name_a_valid_tenant(tenant_id: str) -> None:
             tenant_id=tenant_id,
             generations=LEGACY_GENERATIONS,
         )
+
+
+@pytest.mark.parametrize("level", list(Priority))
+def test_a_copy_keeps_its_sources_priority(level: Priority) -> None:
+    """A retry, hand-over or recovery copy of an urgent start stays urgent."""
+    source = TaskEnvelope.start(
+        execution_id="x-1",
+        flow_id="approval",
+        version="1",
+        params={},
+        now_ms=1_000,
+        generations=LEGACY_GENERATIONS,
+        priority=level,
+    )
+    assert copy_envelope(source, timestamp_ms=500, handovers=1).priority is level
+
+
+def test_a_carrier_without_a_priority_is_normal() -> None:
+    resume = TaskEnvelope.resume(
+        execution_id="x-1",
+        flow_id="approval",
+        resume_type=ResumeType.EVENT,
+        now_ms=1_000,
+        generations=LEGACY_GENERATIONS,
+    )
+    assert resume.priority is Priority.NORMAL

@@ -235,3 +235,20 @@ def test_a_node_started_entry_keeps_small_params_and_only_the_size_of_large_ones
     )
     assert big.detail == {"params_bytes": history.json_size(big_value)}
     assert history.node_started(1, node_id="a", attempt=1, worker="w").detail == {}
+
+
+@pytest.mark.parametrize(("priority", "expected"), [("high", "high"), ("low", "low"), (None, None)])
+def test_the_summary_names_the_priority_its_start_asked_for(
+    priority: str | None, expected: str | None
+) -> None:
+    """A start that was not normal says so in ``executions show``; a normal one (its accepted
+    entry names none) says nothing."""
+    accepted = history.accepted(
+        1, input_size=2, via="cli", by="ops", dedup_key=None, priority=priority
+    )
+    started = history.started(2, input_size=2, via="start", worker="w-1")
+
+    summary = history.summarize([accepted, started], dropped=0)
+
+    assert summary.priority == expected
+    assert summary.to_json()["priority"] == expected

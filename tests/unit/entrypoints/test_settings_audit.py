@@ -316,7 +316,12 @@ PROBES: dict[str, Probe] = {
     "namespace": Probe(
         "acme",
         redis_keys_written,
-        ["acme:q:{default}:dlq", "acme:q:{default}:stream"],
+        [
+            "acme:q:{default}:dlq",
+            "acme:q:{default}:stream",
+            "acme:q:{default}:stream:high",
+            "acme:q:{default}:stream:low",
+        ],
         extra={"backend": "redis"},
     ),
     "handler_modules": Probe(
@@ -331,7 +336,12 @@ PROBES: dict[str, Probe] = {
     "queue_name": Probe(
         "orders",
         redis_keys_written,
-        ["plaita:q:{orders}:dlq", "plaita:q:{orders}:stream"],
+        [
+            "plaita:q:{orders}:dlq",
+            "plaita:q:{orders}:stream",
+            "plaita:q:{orders}:stream:high",
+            "plaita:q:{orders}:stream:low",
+        ],
         extra={"backend": "redis"},
     ),
     "consumer_group": Probe(
@@ -343,10 +353,16 @@ PROBES: dict[str, Probe] = {
         (
             [
                 "plaita:q:{default:p0}:stream",
+                "plaita:q:{default:p0}:stream:high",
+                "plaita:q:{default:p0}:stream:low",
                 "plaita:q:{default:p1}:delayed",
                 "plaita:q:{default:p1}:dlq",
                 "plaita:q:{default:p1}:stream",
+                "plaita:q:{default:p1}:stream:high",
+                "plaita:q:{default:p1}:stream:low",
                 "plaita:q:{default:p2}:stream",
+                "plaita:q:{default:p2}:stream:high",
+                "plaita:q:{default:p2}:stream:low",
                 "plaita:q:{default}:partitions",
             ],
             3,
@@ -402,7 +418,12 @@ PROBES: dict[str, Probe] = {
     "dlq_key": Probe(
         "app:{default}:dead",
         redis_keys_written,
-        ["app:{default}:dead", "plaita:q:{default}:stream"],
+        [
+            "app:{default}:dead",
+            "plaita:q:{default}:stream",
+            "plaita:q:{default}:stream:high",
+            "plaita:q:{default}:stream:low",
+        ],
         extra={"backend": "redis"},
     ),
     "alert_webhook_url": Probe(
