@@ -79,10 +79,11 @@ async def noop(params: Any, ctx: Any) -> None:
 NOOP_MODULE = types.SimpleNamespace(noop=noop)
 
 
-def chain(nodes: int) -> Flow:
-    """``nodes`` no-op async task nodes in a row, then an end node."""
+def chain(nodes: int, concurrency_limit: int | None = None) -> Flow:
+    """``nodes`` no-op async task nodes in a row, then an end node; with
+    ``concurrency_limit``, at most that many executions of the flow run at once (E1a)."""
     ids = [f"n{i}" for i in range(nodes)]
-    document = {
+    document: dict[str, Any] = {
         "flow_id": f"bench_chain_{nodes}",
         "version": "1",
         "start": ids[0],
@@ -92,6 +93,8 @@ def chain(nodes: int) -> Flow:
         ]
         + [{"id": "done", "type": "end"}],
     }
+    if concurrency_limit is not None:
+        document["concurrency"] = {"limit": concurrency_limit}
     return Flow.from_document(document)
 
 
@@ -271,7 +274,11 @@ async def one_run(args: argparse.Namespace, profiler: cProfile.Profile | None = 
     observer = observer_client(args)
     try:
         await observer.ping()
-        flow = (await container.flows().register(chain(args.nodes), owner=SHARED)).flow
+        flow = (
+            await container.flows().register(
+                chain(args.nodes, args.concurrency_limit), owner=SHARED
+            )
+        ).flow
         queue = container.queue()
         await queue.ensure_group()
         # Worker processes start (imports, connections) before the carriers go in, so that
@@ -494,6 +501,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=1, help="queue partitions (P)")
     parser.add_argument("--timeout", type=float, default=20.0, help="seconds per run, at most")
     parser.add_argument("--poll-ms", type=int, default=50, help="completion poll interval")
+    parser.add_argument(
+        "--concurrency-limit",
+        type=int,
+        default=None,
+        help="the flow's concurrency limit (E1a), one key for the whole flow; none by default",
+    )
     parser.add_argument("--profile", action="store_true", help="one more run under cProfile")
     parser.add_argument("--profile-top", type=int, default=10)
     parser.add_argument(

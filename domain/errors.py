@@ -58,6 +58,16 @@ class InvalidChildNodeError(FlowDefinitionError):
     map's concurrency is out of bounds, or its ``items`` is not an expression (E13, E14)."""
 
 
+class InvalidConcurrencyError(FlowDefinitionError):
+    """A flow's ``concurrency`` cannot be used: its limit is not an integer from 1 to
+    10,000, or its key is not an expression (E1a)."""
+
+
+class ConcurrencyKeyError(PlaitaError):
+    """A flow's concurrency key expression failed on an execution's input: the execution
+    cannot be given a slot, so it fails instead of running unlimited (E1a)."""
+
+
 class InvalidHttpNodeError(FlowDefinitionError):
     """An http node's method, static url, header names or ``expect`` cannot be used."""
 

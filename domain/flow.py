@@ -27,6 +27,7 @@ from plaita.domain.errors import (
     DuplicateNodeIdError,
     EmptyEventTypeError,
     InvalidChildNodeError,
+    InvalidConcurrencyError,
     InvalidFlowDocumentError,
     InvalidForkError,
     InvalidHandlerReferenceError,
@@ -44,6 +45,7 @@ from plaita.domain.http_calls import (
 from plaita.domain.ids import id_problem, validate_flow_id
 from plaita.domain.limits import check_unicode
 from plaita.domain.rate_limits import RateLimitSpec, rule_of
+from plaita.domain.slots import check_limit
 from plaita.domain.tokens import WaitFor
 
 JSON = Any
@@ -248,12 +250,22 @@ Node = Annotated[
 _NODE_LIST = TypeAdapter(list[Node])
 
 
+class ConcurrencyLimit(_Document):
+    """At most ``limit`` executions of the flow with the same ``key`` (an expression over
+    the input; absent: the whole flow is one key) run at once; the others wait (E1a)."""
+
+    key: str | None = None
+    #: Checked by ``check_concurrency`` so a wrong value gets its own named error.
+    limit: JSON = None
+
+
 class FlowDocument(_Document):
     flow_id: str = Field(min_length=1)
     version: str = Field(default="1", min_length=1)
     start: str = Field(min_length=1)
     timeout: Duration | None = None
     nodes: list[Node] = Field(min_length=1)
+    concurrency: ConcurrencyLimit | None = None
 
 
 class Flow:
@@ -266,17 +278,21 @@ class Flow:
         self.document = document
         self._by_id = _index_nodes(document)
         _check_graph(document, self._by_id)
+        check_concurrency(document)
         self.timeout_ms = (
             None
             if document.timeout is None
             else parse_duration_ms(document.timeout, field="flow.timeout", maximum_ms=MAX_WAIT_MS)
         )
+        # A flow without a concurrency limit keeps the fingerprint it had before the field
+        # existed: a re-registration of the same version must not look like a change.
+        unset = {"concurrency"} if document.concurrency is None else None
         try:
-            dumped = document.model_dump(mode="json", by_alias=True)
+            dumped = document.model_dump(mode="json", by_alias=True, exclude=unset)
         except UnicodeEncodeError:
             # A lone surrogate in an object key: the python form holds the same values,
             # and the check below names the character.
-            dumped = document.model_dump(by_alias=True)
+            dumped = document.model_dump(by_alias=True, exclude=unset)
         self.fingerprint = _sha256(dumped, flow_id=document.flow_id)
         self._subgraphs: dict[str, str] = {}
 
@@ -422,6 +438,20 @@ def check_node(flow_id: str, node: BaseNode) -> None:
             raise InvalidHandlerReferenceError(
                 f"{where}: handler {node.handler!r} must be written as 'module:function'"
             )
+
+
+def check_concurrency(document: FlowDocument) -> None:
+    """A flow's ``concurrency``: a limit from 1 to 10,000, and a key that is not blank."""
+    concurrency = document.concurrency
+    if concurrency is None:
+        return
+    where = f"flow {document.flow_id!r} concurrency"
+    check_limit(concurrency.limit, where=where)
+    if concurrency.key is not None and not concurrency.key.strip():
+        raise InvalidConcurrencyError(
+            f"{where}: key must be an expression over the input, such as 'input.customer', "
+            "or be left out to limit the whole flow"
+        )
 
 
 def _check_children(where: str, node: ChildNode) -> None:

@@ -105,6 +105,9 @@ class Settings(BaseSettings):
     #: S5: how often the worker trims the task stream and the event filter the notification
     #: stream (only below what a consumer group still needs).
     stream_trim_interval_seconds: float = Field(default=30.0, gt=0, le=3600)
+    #: E1a: how often the worker sweeps the slot tables (concurrency keys, tenant quotas):
+    #: slots of dead workers are freed and handed to waiting carriers.
+    slot_sweep_interval_seconds: float = Field(default=5.0, gt=0, le=3600)
     #: The index janitor (V7): a tick every interval prunes at most ``janitor_budget`` index
     #: members per store. Unusable values fall back to 60 s / 500 with a WARNING
     #: (``plan_janitor``); ``janitor_enabled=false`` switches it off, with a WARNING too.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
 import attrs
 
@@ -48,10 +49,12 @@ from plaita.entrypoints.stream_trimming import (
 )
 from plaita.entrypoints.worker_chores import (
     GAUGES_BACKOFF,
+    SLOTS_BACKOFF,
     TIMERS_BACKOFF,
     move_due_timers,
     refresh_gauges,
     report_dead_letter_drops,
+    sweep_slots,
 )
 from plaita.entrypoints.worker_drain import Drain
 from plaita.entrypoints.worker_reclaim import CarrierSource, DeadLetterRoute
@@ -78,6 +81,7 @@ class WorkerOptions:
     drain_timeout_seconds: float
     gauges_every_seconds: float
     trim_every_seconds: float
+    slot_sweep_every_seconds: float
 
 
 class Worker:
@@ -103,6 +107,8 @@ class Worker:
         alerts: AlertSink | None = None,
         trim_every_seconds: float = DEFAULT_TRIM_INTERVAL_SECONDS,
         outages: StoreOutages | None = None,
+        sweep_slots: Callable[[], Awaitable[int]] | None = None,
+        slot_sweep_every_seconds: float = 5.0,
     ) -> None:
         self.options = WorkerOptions(
             consumer=consumer,
@@ -112,7 +118,9 @@ class Worker:
             drain_timeout_seconds=drain_timeout_seconds,
             gauges_every_seconds=gauges_every_seconds,
             trim_every_seconds=trim_every_seconds,
+            slot_sweep_every_seconds=slot_sweep_every_seconds,
         )
+        self._sweep_slots = sweep_slots
         self._queue = queue
         self._process = process
         self._delay = delay
@@ -199,6 +207,21 @@ class Worker:
                     )
                 ),
             ]
+            if self._sweep_slots is not None:
+                helpers.append(
+                    asyncio.create_task(
+                        sweep_slots(
+                            self._sweep_slots,
+                            stop,
+                            every_seconds=self.options.slot_sweep_every_seconds,
+                            outage=self._outages.loop(
+                                "slot_sweep",
+                                consequence="slots of dead workers are handed on later",
+                                backoff=SLOTS_BACKOFF,
+                            ),
+                        )
+                    )
+                )
             await self._consume(stop)
             # The draining record is written as the signal arrives; make sure it was.
             await draining

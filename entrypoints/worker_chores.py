@@ -82,6 +82,29 @@ async def refresh_gauges(
         await wait(stop, every_seconds)
 
 
+#: A failing slot sweep waits up to a minute: expired slots wait for it, none is lost.
+SLOTS_BACKOFF = Backoff(base_ms=1_000, cap_ms=60_000)
+
+
+async def sweep_slots(
+    sweep: Callable[[], Awaitable[int]],
+    stop: asyncio.Event,
+    *,
+    every_seconds: float,
+    outage: LoopOutage,
+    wait: Pause = pause,
+) -> None:
+    """Free the slots of dead workers and hand them to waiting carriers (E1a)."""
+    while not stop.is_set():
+        try:
+            await sweep()
+        except Exception as exc:
+            await wait(stop, max(every_seconds, outage.failed(exc)))
+            continue
+        outage.succeeded()
+        await wait(stop, every_seconds)
+
+
 #: How often the DLQ cap's drops are counted, and how often at most they are warned about.
 DLQ_DROPS_EVERY_SECONDS = 10.0
 DLQ_DROPS_WARN_EVERY_SECONDS = 60.0

@@ -19,6 +19,7 @@ import hashlib
 from plaita.application.tenancy import current_tenant
 from plaita.domain.flow_owners import FlowOwner
 from plaita.domain.priorities import Priority
+from plaita.domain.slots import SlotTableId
 from plaita.domain.tenancy import tenant_namespace
 
 DEFAULT_NAMESPACE = "plaita"
@@ -94,6 +95,29 @@ class RedisKeys:
         """The state key of ``execution_id`` in the tenant whose executions index is ``index``
         (the janitor walks every tenant's index outside any tenant's scope)."""
         return _execution_key(index.removesuffix(_EXECUTIONS), execution_id, "state")
+
+    # --- slot tables (concurrency keys, tenant quotas; E1a) ---------------------------
+
+    def _slot_table(self, table: SlotTableId, suffix: str) -> str:
+        # The hash tag is a digest of the table's identity: a key value may hold any text.
+        return f"{self.tenant_namespace(current_tenant())}:slots:{{{table.digest}}}:{suffix}"
+
+    def slot_table(self, table: SlotTableId) -> str:
+        """Hash: version, limit, holders and reservations of one table (one hash slot)."""
+        return self._slot_table(table, "table")
+
+    def slot_fifo(self, table: SlotTableId) -> str:
+        """List of the table's waiting carriers, head first; same hash tag."""
+        return self._slot_table(table, "fifo")
+
+    def slot_parked(self, table: SlotTableId) -> str:
+        """Hash of the waiting (and promoted) carriers' envelopes by carrier id; same tag."""
+        return self._slot_table(table, "parked")
+
+    def slot_tables(self) -> str:
+        """Sorted set of every tenant's tables with holders or waiters, by last write (ms),
+        walked by the sweeper; written before the table, so it may list idle ones."""
+        return f"{self.namespace}:slot-tables"
 
     # --- task queues ----------------------------------------------------------------
 

@@ -16,8 +16,9 @@ from typing import Any
 
 import simpleeval
 
-from plaita.domain.errors import InvalidExpressionError
+from plaita.domain.errors import InvalidConcurrencyError, InvalidExpressionError
 from plaita.domain.flow import EndNode, Flow, HttpNode, IfNode, SwitchNode, TaskNode
+from plaita.domain.slots import key_value
 
 JSON = Any
 
@@ -154,6 +155,15 @@ def _template_pieces(text: str) -> list[tuple[str, str]]:
 
 def compile_flow_expressions(flow: Flow) -> None:
     """Parse every expression of ``flow`` so a bad one is refused at registration (E2)."""
+    concurrency = flow.document.concurrency
+    if concurrency is not None and concurrency.key is not None:
+        try:
+            compile_expression(concurrency.key)
+        except InvalidExpressionError as exc:
+            raise InvalidConcurrencyError(
+                f"flow {flow.flow_id!r} concurrency key: {exc}; write an expression over the "
+                "input, such as 'input.customer'"
+            ) from None
     for node in flow.nodes():
         where = f"flow {flow.flow_id!r} node {node.id!r}"
         try:
@@ -172,6 +182,19 @@ def compile_flow_expressions(flow: Flow) -> None:
                 _compile_template(node.rate_limit.key)
         except InvalidExpressionError as exc:
             raise InvalidExpressionError(f"{where}: {exc}") from None
+
+
+def concurrency_key(flow: Flow, execution_input: Mapping[str, JSON]) -> str | None:
+    """The value of ``flow``'s concurrency key for an execution's input, as a table name
+    (None: the flow has no limit; ``""``: the whole flow is one key). Sees only the input:
+    the key stays the same for the execution's whole life."""
+    concurrency = flow.document.concurrency
+    if concurrency is None:
+        return None
+    if concurrency.key is None:
+        return ""
+    names = {**execution_input, "input": execution_input, "FLOW_ID": flow.flow_id}
+    return key_value(evaluate(concurrency.key, names))
 
 
 def _compile_template(value: JSON) -> None:

@@ -42,6 +42,7 @@ from plaita.application.ports.reconciler_cursor import ReconcilerCursor
 from plaita.application.ports.replay_markers import ReplayMarkerStore
 from plaita.application.ports.schedule_store import DueClaim, ScheduleStore, StoredSchedule
 from plaita.application.ports.seen_signatures import SeenSignatures
+from plaita.application.ports.slot_tables import ActiveTable, SlotRead, SlotTables
 from plaita.application.ports.span import Span
 from plaita.application.ports.subscription_store import SubscriptionStore
 from plaita.application.ports.task_queue import (
@@ -58,6 +59,7 @@ from plaita.application.ports.worker_registry import WorkerInstance, WorkerRegis
 
 __all__ = [
     "PAGE_SCAN_BUDGET",
+    "ActiveTable",
     "Admission",
     "AlertSink",
     "Clock",
@@ -100,6 +102,8 @@ __all__ = [
     "ReplayMarkerStore",
     "ScheduleStore",
     "SeenSignatures",
+    "SlotRead",
+    "SlotTables",
     "Span",
     "StoredSchedule",
     "SubscriptionStore",

@@ -21,6 +21,7 @@ from plaita.adapters.memory.reconciler_cursor import MemoryReconcilerCursor
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
 from plaita.adapters.memory.replay_markers import MemoryReplayMarkerStore
 from plaita.adapters.memory.schedules import MemoryScheduleStore
+from plaita.adapters.memory.slot_tables import MemorySlotTables
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.adapters.memory.tenants import MemoryTenantDirectory
@@ -36,6 +37,7 @@ class MemoryStores(containers.DeclarativeContainer):
     counters = providers.Singleton(MemoryCounterStore, clock)
     #: Operator flags and parked carriers, beside the checkpoint (ADR 0008).
     controls = providers.Singleton(MemoryExecutionControls, clock)
+    slot_tables = providers.Singleton(MemorySlotTables)
     #: Why an execution waits for room to run (flow control), beside the checkpoint.
     waiting_notes = providers.Singleton(MemoryWaitingNotes, clock)
     executions = providers.Singleton(

@@ -31,6 +31,7 @@ from plaita.adapters.redis.reconciler_cursor import RedisReconcilerCursor
 from plaita.adapters.redis.registry import RedisWorkerRegistry
 from plaita.adapters.redis.replay_markers import RedisReplayMarkerStore
 from plaita.adapters.redis.schedules import RedisScheduleStore
+from plaita.adapters.redis.slot_tables import RedisSlotTables
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
 from plaita.adapters.redis.tenants import RedisTenantDirectory
@@ -130,6 +131,7 @@ class RedisStores(containers.DeclarativeContainer):
     counters = providers.Singleton(RedisCounterStore, client, keys)
     #: Operator flags and parked carriers, beside the checkpoint (ADR 0008).
     controls = providers.Singleton(RedisExecutionControls, client, keys)
+    slot_tables = providers.Singleton(RedisSlotTables, client, keys)
     #: Why an execution waits for room to run (flow control), beside the checkpoint.
     waiting_notes = providers.Singleton(RedisWaitingNotes, client, keys)
     executions = providers.Singleton(

@@ -108,6 +108,8 @@ class Container(UseCases):
         alerts=alerts,
         outages=UseCases.outages,
         trim_every_seconds=UseCases.config.stream_trim_interval_seconds,
+        sweep_slots=UseCases.sweep_slots,
+        slot_sweep_every_seconds=UseCases.config.slot_sweep_interval_seconds,
     )
 
     # --- the event filter (V1-V7) ----------------------------------------------------------

@@ -127,6 +127,11 @@ class Stores(containers.DeclarativeContainer):
     counters = providers.Selector(
         config.backend, memory=memory_stores.counters, redis=redis_stores.counters
     )
+    #: Slot tables (E1a concurrency keys, tenant quotas): on the queue's side, whatever the
+    #: storage.
+    slot_tables = providers.Selector(
+        config.backend, memory=memory_stores.slot_tables, redis=redis_stores.slot_tables
+    )
     waiting_notes = providers.Selector(
         config.backend, memory=memory_stores.waiting_notes, redis=redis_stores.waiting_notes
     )

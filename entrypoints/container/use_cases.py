@@ -42,6 +42,7 @@ from plaita.application.use_cases.schedules import (
     TickSettings,
     TriggerSchedule,
 )
+from plaita.application.use_cases.slot_sweep import SweepSlots
 from plaita.application.use_cases.start_execution import StartExecution
 from plaita.application.use_cases.step import ProcessTask, StepSettings
 from plaita.application.use_cases.tenants import (
@@ -276,6 +277,7 @@ class UseCases(Stores):
         dedup=Stores.dedup,
         inbox=Stores.inbox,
         controls=Stores.controls,
+        slots=Stores.slot_tables,
         tenants=Stores.tenants,
         waiting=Stores.waiting_notes,
         rate_buckets=Stores.rate_buckets,
@@ -284,6 +286,15 @@ class UseCases(Stores):
         http=Stores.http_client,
         children=worker_children,
         leased_load=Stores.leased_load,
+    )
+    #: The worker's slot sweep (E1a): one per process, it walks the listing round by round.
+    sweep_slots = providers.Singleton(
+        SweepSlots,
+        slots=Stores.slot_tables,
+        waiting=Stores.waiting_notes,
+        queue=Stores.queue,
+        clock=Stores.clock,
+        lease_ttl_ms=Stores.config.lease_ttl_ms,
     )
     continue_execution = providers.Factory(
         ContinueExecution,

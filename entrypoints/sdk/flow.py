@@ -45,12 +45,14 @@ from plaita.application.handlers import handler_reference
 from plaita.domain.durations import MAX_WAIT_MS, parse_duration_ms
 from plaita.domain.errors import (
     DuplicateNodeIdError,
+    InvalidConcurrencyError,
     InvalidFlowDocumentError,
     InvalidHandlerReferenceError,
     MissingStartNodeError,
 )
 from plaita.domain.flow import (
     BaseNode,
+    ConcurrencyLimit,
     EndNode,
     EventNode,
     FailureStrategy,
@@ -67,6 +69,7 @@ from plaita.domain.flow import (
 )
 from plaita.domain.flow import Flow as Definition
 from plaita.domain.ids import validate_flow_id
+from plaita.domain.slots import check_limit
 
 __all__ = [
     "ContinueWith",
@@ -139,7 +142,15 @@ class Flow:
     of a whole execution; ``start`` the first node, by default the first node added.
     """
 
-    __slots__ = ("_awaiting_next", "_flow_id", "_nodes", "_start", "_timeout", "_version")
+    __slots__ = (
+        "_awaiting_next",
+        "_concurrency",
+        "_flow_id",
+        "_nodes",
+        "_start",
+        "_timeout",
+        "_version",
+    )
 
     def __init__(
         self,
@@ -168,6 +179,20 @@ class Flow:
         self._nodes: dict[str, BaseNode] = {}
         #: The node whose ``next`` was left to the node added after it.
         self._awaiting_next: str | None = None
+        self._concurrency: ConcurrencyLimit | None = None
+
+    def concurrency(self, limit: int, *, key: str | None = None) -> Self:
+        """At most ``limit`` executions with the same ``key`` (an expression over the input;
+        None: the whole flow) run at once; the others wait their turn (E1a)."""
+        where = f"flow {self._flow_id!r} concurrency"
+        check_limit(limit, where=where)
+        if key is not None and (not isinstance(key, str) or not key.strip()):
+            raise InvalidConcurrencyError(
+                f"{where}: key must be an expression over the input such as 'input.customer', "
+                f"got {key!r}; or leave it out to limit the whole flow"
+            )
+        self._concurrency = ConcurrencyLimit(key=key, limit=limit)
+        return self
 
     # --- nodes ------------------------------------------------------------------------------
 
@@ -400,6 +425,11 @@ class Flow:
                 "version": self._version,
                 "start": start,
                 "timeout": self._timeout,
+                **(
+                    {}
+                    if self._concurrency is None
+                    else {"concurrency": self._concurrency.model_dump(exclude_none=True)}
+                ),
                 "nodes": [
                     node.model_dump(mode="json", by_alias=True) for node in self._nodes.values()
                 ],
@@ -422,6 +452,7 @@ class Flow:
         document = definition.document
         builder = cls(document.flow_id, document.version, document.timeout, start=document.start)
         builder._nodes = {node.id: node for node in document.nodes}
+        builder._concurrency = document.concurrency
         return builder
 
     @classmethod
@@ -486,6 +517,8 @@ def canonical_document(document: FlowDocument) -> dict[str, Any]:
     canonical["start"] = document.start
     if document.timeout is not None:
         canonical["timeout"] = document.timeout
+    if document.concurrency is not None:
+        canonical["concurrency"] = document.concurrency.model_dump(exclude_none=True)
     canonical["nodes"] = [_canonical_node(node) for node in document.nodes]
     return canonical
 

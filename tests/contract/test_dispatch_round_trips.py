@@ -23,6 +23,10 @@ that is denied writes nothing: its GET is all it costs.)
 
 Both are today's figures: a change that adds a round trip fails here and must say why.
 Folding the tombstone and the pause gate into that script too would cut two more.
+
+A flow with a concurrency limit (E1a) adds ``SLOT_ROUND_TRIPS`` per dispatch: the slot
+table's read and its compare-and-set when the slot is taken, and again when it is released
+after the lease. A flow without one adds nothing (the 7 above).
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ from .test_checkpoint_costs import Wire, recording, report
 STEP_ROUND_TRIPS = 1
 #: Round trips of one dispatch beyond its steps' checkpoints.
 DISPATCH_ROUND_TRIPS = 7
+#: Round trips a concurrency limit adds to a dispatch: take (read, write), release (same).
+SLOT_ROUND_TRIPS = 4
 #: Round trips a rate limit adds to a step whose bucket admits it (W23).
 RATE_LIMIT_ROUND_TRIPS = 2
 #: A limit no test chain reaches: every take is admitted.
@@ -64,14 +70,19 @@ async def noop(params: Any, ctx: Any) -> None:
     return None
 
 
-def chain(nodes: int, *, rate_limit: dict[str, Any] | None = None) -> Flow:
+def chain(
+    nodes: int, *, rate_limit: dict[str, Any] | None = None, concurrency: bool = False
+) -> Flow:
     ids = [f"n{i}" for i in range(nodes)]
     limit = {} if rate_limit is None else {"rate_limit": rate_limit}
+    slots = {"concurrency": {"key": "input.get('customer', 'all')", "limit": 2}}
+    suffix = ("" if rate_limit is None else "_limited") + ("_slots" if concurrency else "")
     return Flow.from_document(
         {
-            "flow_id": f"cost_chain_{nodes}" + ("" if rate_limit is None else "_limited"),
+            "flow_id": f"cost_chain_{nodes}{suffix}",
             "version": "1",
             "start": ids[0],
+            **(slots if concurrency else {}),
             "nodes": [
                 {
                     "id": node,
@@ -121,11 +132,16 @@ async def container(wire: Wire) -> AsyncIterator[Container]:
 
 
 async def dispatch_round_trips(
-    container: Container, wire: Wire, nodes: int, *, rate_limit: dict[str, Any] | None = None
+    container: Container,
+    wire: Wire,
+    nodes: int,
+    *,
+    rate_limit: dict[str, Any] | None = None,
+    concurrency: bool = False,
 ) -> int:
     """Round trips of the dispatch of a start carrier that runs ``nodes`` nodes to the end;
     the second of two such dispatches, so scripts are loaded and caches warm."""
-    flow = chain(nodes, rate_limit=rate_limit)
+    flow = chain(nodes, rate_limit=rate_limit, concurrency=concurrency)
     with tenant_scope(DEFAULT_TENANT):
         await container.flows().register(flow, owner=SHARED)
         process = container.process_task()
@@ -162,6 +178,15 @@ async def test_a_dispatch_costs_a_fixed_number_of_round_trips_and_two_per_step(
     )
     assert per_step == STEP_ROUND_TRIPS
     assert round(fixed) == DISPATCH_ROUND_TRIPS
+
+
+async def test_a_concurrency_limit_adds_four_round_trips_per_dispatch_and_none_per_step(
+    container: Container, wire: Wire, request: pytest.FixtureRequest
+) -> None:
+    plain = await dispatch_round_trips(container, wire, 6)
+    limited = await dispatch_round_trips(container, wire, 6, concurrency=True)
+    report(request, round_trips_6_nodes=plain, round_trips_6_nodes_limited=limited)
+    assert limited - plain == SLOT_ROUND_TRIPS
 
 
 async def test_a_rate_limit_adds_two_round_trips_to_a_step_it_admits(

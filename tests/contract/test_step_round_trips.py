@@ -20,6 +20,7 @@ import pytest
 import redis.asyncio as redis
 
 from plaita.adapters.memory.controls import MemoryExecutionControls
+from plaita.adapters.memory.slot_tables import MemorySlotTables
 from plaita.adapters.memory.tenants import MemoryTenantDirectory
 from plaita.adapters.redis.controls import RedisExecutionControls
 from plaita.adapters.redis.counters import RedisCounterStore
@@ -104,6 +105,7 @@ def worker_step(
         controls=RedisExecutionControls(client, keys)
         if controls
         else MemoryExecutionControls(clock),
+        slots=MemorySlotTables(),
         waiting=RedisWaitingNotes(client, keys),
         tenants=RedisTenantDirectory(client, keys) if tenants else MemoryTenantDirectory(),
         rate_buckets=RedisRateBuckets(client, keys),

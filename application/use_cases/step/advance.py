@@ -256,7 +256,7 @@ class Advance:
             # The rest of an urgent dispatch stays urgent.
             priority=held.envelope.priority,
         )
-        return DispatchResult(Disposition.ACK, "yielded", enqueue=(hand_over,))
+        return DispatchResult(Disposition.ACK, "yielded", enqueue=(hand_over,), continues=True)
 
     async def _rate_gated(
         self,
@@ -415,7 +415,11 @@ class Advance:
                 str(_original(error)),
             )
             return DispatchResult(
-                Disposition.ACK, "retry_scheduled", str(error), schedule=((copy, due),)
+                Disposition.ACK,
+                "retry_scheduled",
+                str(error),
+                schedule=((copy, due),),
+                continues=True,
             )
         failed = state.transition(
             ExecutionStatus.ERROR, now_ms=now_ms, error=_error_of(error, decision.node_retries)

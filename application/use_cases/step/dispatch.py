@@ -52,6 +52,9 @@ class DispatchResult:
     #: A dead letter refused for what the carrier is (W9: released once, never copied); False
     #: when the carrier is given up on, so the guard may terminalise its execution first.
     refused: bool = True
+    #: The execution runs on with the carrier scheduled or enqueued here (a retry, a
+    #: hand-over): it keeps its slots (E1a) until that carrier's dispatch ends.
+    continues: bool = False
     #: Why the carrier was kept to wait for room to run (flow control), counted by reason.
     waited: WaitReason | None = None
 

@@ -24,6 +24,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from plaita.application.ports import Clock, ExecutionRepository, LeaseManager, TaskQueue
+from plaita.application.use_cases.step.slots import NO_SLOTS, HeldSlots, SlotGate
 from plaita.domain.errors import ExecutionLeaseError
 from plaita.domain.lease import (
     Lease,
@@ -56,8 +57,13 @@ class KeeperRun:
         self.lost = threading.Event()
         self.stopped = False
         self.open_node: str | None = None
+        #: The slots the dispatch holds (E1a): renewed with the lease.
+        self.slots = NO_SLOTS
         self._writes = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
+
+    def holding(self, slots: HeldSlots) -> None:
+        self.slots = slots
 
     def opened(self, node_id: str) -> None:
         self.open_node = node_id
@@ -107,8 +113,10 @@ class LeaseKeeper:
         holder_id: str,
         lease_ttl_ms: int,
         sleep: Callable[[float], Awaitable[None]],
+        slots: SlotGate,
     ) -> None:
         self._leases = leases
+        self._slots = slots
         self._executions = executions
         self._queue = queue
         self._clock = clock
@@ -155,6 +163,8 @@ class LeaseKeeper:
                 # W5/I0: a live holder's carrier must never look idle to a reclaiming peer.
                 with contextlib.suppress(Exception):
                     await self._queue.touch(self._holder_id, [run.message_id])
+            if run.slots.tables and not run.stopped and not await self._renew_slots(run):
+                return  # fenced off: a slot it held is someone else's now
             node_id = run.open_node
             if node_id is not None and not run.stopped and not await self._heartbeat(run, node_id):
                 return  # fenced off: the lease is gone, nothing left to renew
@@ -171,6 +181,30 @@ class LeaseKeeper:
             )
             return RenewalOutcome.FAILED
         return RenewalOutcome.RENEWED if renewed else RenewalOutcome.LOST
+
+    async def _renew_slots(self, run: KeeperRun) -> bool:
+        """Keep the dispatch's slots as long as its lease (E1a); False when one was lost."""
+        expires_ms = self._clock.now_ms() + self._lease_ttl_ms
+        try:
+            ours = await self._slots.renew(run.slots, expires_ms=expires_ms)
+        except Exception as exc:  # a store outage: the next renewal tries again
+            log.warning(
+                "event=slots.renew_failed execution_id=%s error=%r: retrying at the next "
+                "lease renewal",
+                run.lease.execution_id,
+                exc,
+            )
+            return True
+        if not ours:
+            log.warning(
+                "event=slots.lost execution_id=%s generation=%s: a slot of this execution "
+                "expired and was given to another; this worker stops advancing it, and its "
+                "carrier's redelivery takes a slot again",
+                run.lease.execution_id,
+                run.lease.generation,
+            )
+            run.fence_off()
+        return ours
 
     async def _heartbeat(self, run: KeeperRun, node_id: str) -> bool:
         """Record the open node's progress under the fence (W15); False when fenced off."""

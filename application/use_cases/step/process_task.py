@@ -1,11 +1,12 @@
 """The worker step: one carrier, from the gates to the ack (W1-W15). Read it top to bottom.
 
-gates → lease and load → decide (start or resume) → advance loop (engine step → apply →
-checkpoint) → release → schedule → settle. Every rule is the domain's: the stages gather the
-facts, ask the pure decision functions and perform the answer through ports; what passes
-between them is a value (a ``Carrier``, the ``Held`` lease, ``Counters``, a
-``DispatchResult``). The caller acks only on ``Disposition.ACK``; every path that could leave
-an execution without a carrier answers ``LEAVE_PENDING`` instead (invariant I0, W5).
+gates → lease and load → slots (E1a) → decide (start or resume) → advance loop (engine step
+→ apply → checkpoint) → release → schedule → let the slots go → settle. Every rule is the
+domain's: the stages gather the facts, ask the pure decision functions and perform the
+answer through ports; what passes between them is a value (a ``Carrier``, the ``Held``
+lease, ``Counters``, a ``DispatchResult``). The caller acks only on ``Disposition.ACK``;
+every path that could leave an execution without a carrier answers ``LEAVE_PENDING``
+instead (invariant I0, W5).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+
+import attrs
 
 from plaita.application.engine.children import NO_CHILD_EXECUTIONS, ChildExecutions
 from plaita.application.engine.runner import NO_HTTP_CLIENT
@@ -32,6 +35,7 @@ from plaita.application.ports import (
     LeasedLoad,
     LeaseManager,
     RateBuckets,
+    SlotTables,
     SubscriptionStore,
     TaskQueue,
     TenantDirectory,
@@ -55,6 +59,7 @@ from plaita.application.use_cases.step.gates import CarrierGates
 from plaita.application.use_cases.step.lease_keeper import KeeperRun, LeaseKeeper
 from plaita.application.use_cases.step.rate_gate import RateLimits
 from plaita.application.use_cases.step.resumes import Resumes
+from plaita.application.use_cases.step.slots import SlotGate
 from plaita.application.use_cases.step.starts import Starts
 from plaita.application.use_cases.step.tenant_gate import TenantGate
 from plaita.application.use_cases.step.tracing import StepTracing
@@ -63,10 +68,17 @@ from plaita.application.use_cases.step.writes import Writes
 from plaita.domain import history
 from plaita.domain.children import repeats_end_notice
 from plaita.domain.envelope import CarrierKind, TaskEnvelope
-from plaita.domain.errors import ExecutionLeaseError, LeaseLostError, UnknownFlowError
-from plaita.domain.execution import ExecutionState
+from plaita.domain.errors import (
+    ConcurrencyKeyError,
+    ExecutionLeaseError,
+    LeaseLostError,
+    UnknownFlowError,
+)
+from plaita.domain.execution import ExecutionState, ExecutionStatus
+from plaita.domain.flow import Flow
 from plaita.domain.lease import Lease
 from plaita.domain.operator_controls import ControlFlags
+from plaita.domain.step import first_state
 
 log = logging.getLogger("plaita.worker.step")
 
@@ -91,6 +103,7 @@ class ProcessTask:
         dedup: DedupStore,
         inbox: Inbox,
         controls: ExecutionControls,
+        slots: SlotTables,
         waiting: WaitingNotes,
         tenants: TenantDirectory,
         rate_buckets: RateBuckets,
@@ -128,7 +141,11 @@ class ProcessTask:
             controls=controls,
             queue=queue,
         )
+        self._slots = SlotGate(
+            slots=slots, waiting=waiting, clock=clock, hold_ms=settings.lease_ttl_ms
+        )
         self._keeper = LeaseKeeper(
+            slots=self._slots,
             leases=leases,
             executions=executions,
             queue=queue,
@@ -222,7 +239,9 @@ class ProcessTask:
         run = self._keeper.start(lease, carrier.message_id)
         held = Held(carrier.envelope, run, self._writes_of(run))
         try:
-            result = await self._under_lease(held, state, admission.flags, carrier.reclaimed)
+            result = await self._under_lease(
+                held, state, admission.flags, carrier.reclaimed, quota=tenant.max_running
+            )
         except ExecutionLeaseError as exc:
             # W4: a fenced-off writer must not ack; the new holder owns the carrier's fate.
             outcome = "lease_lost" if isinstance(exc, LeaseLostError) else "fenced"
@@ -259,13 +278,21 @@ class ProcessTask:
             )
             return DispatchResult(Disposition.LEAVE_PENDING, "release_failed", repr(exc))
         await self._schedule(result)
+        await self._let_slots_go(run, result)
         return result
 
     async def _under_lease(
-        self, held: Held, state: ExecutionState | None, flags: ControlFlags, reclaimed: bool
+        self,
+        held: Held,
+        state: ExecutionState | None,
+        flags: ControlFlags,
+        reclaimed: bool,
+        *,
+        quota: int | None,
     ) -> DispatchResult:
-        """Count the attempt, and start or resume the execution from ``state``, its
-        checkpoint read under the lease (W2, W6, W7)."""
+        """Take the slots (the tenant's ``quota``, the flow's concurrency key), count the
+        attempt, and start or resume the execution from ``state``, its checkpoint read under
+        the lease (W2, W6, W7)."""
         envelope = held.envelope
         if repeats_end_notice(state, reclaimed=reclaimed):
             assert state is not None
@@ -276,6 +303,32 @@ class ProcessTask:
                 flow = await self._flows.get(envelope.flow_id, envelope.version)
             except UnknownFlowError as exc:
                 return DispatchResult(Disposition.DEAD_LETTER, "unknown_flow", str(exc))
+        # Slots (E1a): before the attempt is counted, so waiting for one burns none (W2).
+        slots = await self._slots.take(
+            envelope,
+            held.run.lease,
+            flow or await self._flow_of(state),
+            state,
+            message_id=held.run.message_id,
+            quota=quota,
+        )
+        if slots.failed is not None:
+            return await self._key_failed(held, state, flow, slots.failed)
+        if slots.waited is not None:
+            return attrs.evolve(slots.waited, enqueue=(*slots.waited.enqueue, *slots.promoted))
+        held.run.holding(slots.held)
+        result = await self._run(held, state, flow, flags)
+        return attrs.evolve(result, enqueue=(*result.enqueue, *slots.promoted))
+
+    async def _run(
+        self,
+        held: Held,
+        state: ExecutionState | None,
+        flow: Flow | None,
+        flags: ControlFlags,
+    ) -> DispatchResult:
+        """Count the attempt, then start or resume; the slots are held by now."""
+        envelope = held.envelope
         # The node this attempt runs first: a new execution's start node, or the checkpoint's.
         first_node = flow.start_node.id if flow else state.next_node_id if state else None
         counters = await self._attempts.begin(held.run.lease, state, first_node)
@@ -291,6 +344,46 @@ class ProcessTask:
             )
         assert envelope.resume_type is not None, "a resume carrier names its resume type"
         return await self._resumes.run(held, state, envelope.resume_type, counters, flags)
+
+    async def _key_failed(
+        self,
+        held: Held,
+        state: ExecutionState | None,
+        flow: Flow | None,
+        error: ConcurrencyKeyError,
+    ) -> DispatchResult:
+        """E1a: the concurrency key failed on the input, so no slot can be taken: the
+        execution ends in error under the lease, naming the key (never runs unlimited)."""
+        if state is not None:
+            return await held.writes.fail(state, error, previous=state)
+        assert flow is not None, "a start without a row has its flow looked up"
+        now_ms = self._clock.now_ms()
+        fresh = first_state(held.envelope, flow, now_ms=now_ms, status=ExecutionStatus.RUNNING)
+        return await held.writes.fail(fresh, error, previous=None)
+
+    async def _flow_of(self, state: ExecutionState | None) -> Flow | None:
+        """The definition a checkpoint runs (cached), for its slots; None when it has none
+        here any more (the resume then says so)."""
+        if state is None:
+            return None
+        try:
+            return await self._flows.get(state.flow_id, state.flow_version)
+        except UnknownFlowError:
+            return None
+
+    async def _let_slots_go(self, run: KeeperRun, result: DispatchResult) -> None:
+        """After the lease (W8): release or keep the slots, then enqueue whom a release
+        promoted; a failure leaves them to the slot sweep (their reservation lapses)."""
+        for promoted in await self._slots.let_go(run.slots, result):
+            try:
+                await self._queue.enqueue(promoted)
+            except Exception as exc:
+                log.warning(
+                    "event=slots.promote_failed execution_id=%s error=%r: the promoted carrier "
+                    "stays kept by its slot table; the slot sweep enqueues it again",
+                    promoted.execution_id,
+                    exc,
+                )
 
     async def _note_lease_lost(self, lease: Lease, *, fenced: bool) -> None:
         """The history's one entry with no checkpoint to ride on (the lease is gone): a

@@ -522,6 +522,7 @@ async def test_a_start_dropped_for_a_deleted_execution_releases_its_dedup_key(tw
         dedup=dedup,
         inbox=twin.inbox,
         controls=twin.controls,
+        slots=twin.slots,
         waiting=twin.waiting,
         tenants=twin.tenants,
         rate_buckets=twin.rate_buckets,

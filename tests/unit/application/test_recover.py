@@ -19,6 +19,7 @@ from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.rate_buckets import MemoryRateBuckets
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
+from plaita.adapters.memory.slot_tables import MemorySlotTables
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.adapters.memory.tenants import MemoryTenantDirectory
@@ -92,6 +93,7 @@ class Process:
             dedup=MemoryDedupStore(self.clock),
             inbox=MemoryInbox(self.clock),
             controls=MemoryExecutionControls(self.clock),
+            slots=MemorySlotTables(),
             waiting=MemoryWaitingNotes(self.clock),
             tenants=MemoryTenantDirectory(),
             rate_buckets=MemoryRateBuckets(),

@@ -19,6 +19,7 @@ from plaita.adapters.memory.lease import MemoryLeaseManager
 from plaita.adapters.memory.queue import MemoryTaskQueue
 from plaita.adapters.memory.rate_buckets import MemoryRateBuckets
 from plaita.adapters.memory.registry import MemoryWorkerRegistry
+from plaita.adapters.memory.slot_tables import MemorySlotTables
 from plaita.adapters.memory.storage import MemoryExecutionRepository
 from plaita.adapters.memory.subscriptions import MemorySubscriptionStore
 from plaita.adapters.memory.tenants import MemoryTenantDirectory
@@ -108,6 +109,8 @@ class Twin:
     controls: MemoryExecutionControls = attrs.field(
         default=attrs.Factory(lambda self: MemoryExecutionControls(self.clock), takes_self=True)
     )
+    #: The slot tables of concurrency keys and tenant quotas (E1a).
+    slots: MemorySlotTables = attrs.field(factory=MemorySlotTables)
     #: Why an execution waits for room to run (flow control).
     waiting: MemoryWaitingNotes = attrs.field(
         default=attrs.Factory(lambda self: MemoryWaitingNotes(self.clock), takes_self=True)
@@ -149,6 +152,7 @@ class Twin:
             dedup=self.dedup,
             inbox=self.inbox,
             controls=self.controls,
+            slots=self.slots,
             waiting=self.waiting,
             tenants=self.tenants,
             rate_buckets=self.rate_buckets,

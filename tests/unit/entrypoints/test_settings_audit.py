@@ -406,6 +406,9 @@ PROBES: dict[str, Probe] = {
     "stream_trim_interval_seconds": Probe(
         0.05, sync(lambda c: c.worker().options.trim_every_seconds), 0.05
     ),
+    "slot_sweep_interval_seconds": Probe(
+        0.5, sync(lambda c: c.worker().options.slot_sweep_every_seconds), 0.5
+    ),
     "max_carrier_age_days": Probe(
         2.0, sync(lambda c: c.step_settings().max_carrier_age_ms), 2 * 24 * 3600 * 1000
     ),
