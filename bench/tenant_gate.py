@@ -46,6 +46,7 @@ from plaita.adapters.redis.leased_load import RedisLeasedLoad
 from plaita.adapters.redis.queue import RedisTaskQueue
 from plaita.adapters.redis.rate_buckets import RedisRateBuckets
 from plaita.adapters.redis.registry import RedisWorkerRegistry
+from plaita.adapters.redis.slot_tables import RedisSlotTables
 from plaita.adapters.redis.storage import RedisExecutionRepository
 from plaita.adapters.redis.subscriptions import RedisSubscriptionStore
 from plaita.adapters.redis.tenants import RedisTenantDirectory
@@ -99,6 +100,7 @@ def worker_step(client: redis.Redis, keys: RedisKeys, tenants: TenantDirectory) 
         waiting=RedisWaitingNotes(client, keys),
         tenants=tenants,
         rate_buckets=RedisRateBuckets(client, keys),
+        slots=RedisSlotTables(client, keys),
     )
 
 
