@@ -449,7 +449,7 @@ def check_concurrency(document: FlowDocument) -> None:
     check_limit(concurrency.limit, where=where)
     if concurrency.key is not None and not concurrency.key.strip():
         raise InvalidConcurrencyError(
-            f"{where}: key must be an expression over the input, such as 'input.customer', "
+            f"{where}: key must be a template over the input, such as '${{customer}}', "
             "or be left out to limit the whole flow"
         )
 

@@ -158,11 +158,11 @@ def compile_flow_expressions(flow: Flow) -> None:
     concurrency = flow.document.concurrency
     if concurrency is not None and concurrency.key is not None:
         try:
-            compile_expression(concurrency.key)
+            _compile_template(concurrency.key)
         except InvalidExpressionError as exc:
             raise InvalidConcurrencyError(
-                f"flow {flow.flow_id!r} concurrency key: {exc}; write an expression over the "
-                "input, such as 'input.customer'"
+                f"flow {flow.flow_id!r} concurrency key: {exc}; write a template over the "
+                "input, such as '${customer}'"
             ) from None
     for node in flow.nodes():
         where = f"flow {flow.flow_id!r} node {node.id!r}"
@@ -185,7 +185,8 @@ def compile_flow_expressions(flow: Flow) -> None:
 
 
 def concurrency_key(flow: Flow, execution_input: Mapping[str, JSON]) -> str | None:
-    """The value of ``flow``'s concurrency key for an execution's input, as a table name
+    """The value of ``flow``'s concurrency key (a template, like a rate limit's key and a
+    node's params) for an execution's input, as a table name
     (None: the flow has no limit; ``""``: the whole flow is one key). Sees only the input:
     the key stays the same for the execution's whole life."""
     concurrency = flow.document.concurrency
@@ -194,7 +195,7 @@ def concurrency_key(flow: Flow, execution_input: Mapping[str, JSON]) -> str | No
     if concurrency.key is None:
         return ""
     names = {**execution_input, "input": execution_input, "FLOW_ID": flow.flow_id}
-    return key_value(evaluate(concurrency.key, names))
+    return key_value(render_template(concurrency.key, names))
 
 
 def _compile_template(value: JSON) -> None:

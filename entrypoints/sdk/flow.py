@@ -182,13 +182,13 @@ class Flow:
         self._concurrency: ConcurrencyLimit | None = None
 
     def concurrency(self, limit: int, *, key: str | None = None) -> Self:
-        """At most ``limit`` executions with the same ``key`` (an expression over the input;
+        """At most ``limit`` executions with the same ``key`` (a template over the input such as ``"${customer}"``;
         None: the whole flow) run at once; the others wait their turn (E1a)."""
         where = f"flow {self._flow_id!r} concurrency"
         check_limit(limit, where=where)
         if key is not None and (not isinstance(key, str) or not key.strip()):
             raise InvalidConcurrencyError(
-                f"{where}: key must be an expression over the input such as 'input.customer', "
+                f"{where}: key must be a template over the input such as '${{customer}}', "
                 f"got {key!r}; or leave it out to limit the whole flow"
             )
         self._concurrency = ConcurrencyLimit(key=key, limit=limit)

@@ -75,7 +75,7 @@ def chain(
 ) -> Flow:
     ids = [f"n{i}" for i in range(nodes)]
     limit = {} if rate_limit is None else {"rate_limit": rate_limit}
-    slots = {"concurrency": {"key": "input.get('customer', 'all')", "limit": 2}}
+    slots = {"concurrency": {"key": "${input.get('customer', 'all')}", "limit": 2}}
     suffix = ("" if rate_limit is None else "_limited") + ("_slots" if concurrency else "")
     return Flow.from_document(
         {

@@ -30,7 +30,7 @@ from .twin import Twin
 LIMITED = {
     "flow_id": "limited",
     "start": "work",
-    "concurrency": {"key": "customer", "limit": 1},
+    "concurrency": {"key": "${customer}", "limit": 1},
     "nodes": [
         {"id": "work", "type": "task", "handler": "t:request", "next": "wait"},
         {"id": "wait", "type": "event", "event_type": "go", "next": "done"},
@@ -176,7 +176,7 @@ async def test_a_cancel_of_an_execution_holding_its_slot_releases_it(limited: Tw
 async def test_a_key_that_fails_on_the_input_fails_the_execution_with_a_named_error(
     twin: Twin,
 ) -> None:
-    document = {**LIMITED, "concurrency": {"key": "input['tenant']", "limit": 1}}
+    document = {**LIMITED, "concurrency": {"key": "${input['tenant']}", "limit": 1}}
     await twin.catalog.register(Flow.from_document(document), owner=SHARED)
     result = await twin.process(start(twin, "x-1"))
     assert (result.disposition, result.outcome) == (Disposition.ACK, "failed")

@@ -24,8 +24,8 @@ def document(concurrency: Any) -> dict[str, Any]:
 
 
 def test_a_limit_per_key_is_kept_in_the_document() -> None:
-    flow = Definition.from_document(document({"key": "input.customer", "limit": 2}))
-    assert flow.to_document()["concurrency"] == {"key": "input.customer", "limit": 2}
+    flow = Definition.from_document(document({"key": "${customer}", "limit": 2}))
+    assert flow.to_document()["concurrency"] == {"key": "${customer}", "limit": 2}
 
 
 @pytest.mark.parametrize("limit", [0, 10_001, -3, "2", 2.5, True, None])
@@ -36,12 +36,12 @@ def test_a_bad_limit_is_refused_at_registration_naming_the_value(limit: object) 
 
 @pytest.mark.parametrize("key", ["", "   "])
 def test_a_blank_key_is_refused(key: str) -> None:
-    with pytest.raises(InvalidConcurrencyError, match="key must be an expression"):
+    with pytest.raises(InvalidConcurrencyError, match="key must be a template"):
         Definition.from_document(document({"key": key, "limit": 1}))
 
 
 def test_a_key_that_does_not_parse_is_refused_at_registration() -> None:
-    flow = Definition.from_document(document({"key": "input.(", "limit": 1}))
+    flow = Definition.from_document(document({"key": "${input.(}", "limit": 1}))
     with pytest.raises(InvalidConcurrencyError, match="concurrency key"):
         compile_flow_expressions(flow)
 
@@ -50,11 +50,13 @@ def test_a_key_that_does_not_parse_is_refused_at_registration() -> None:
     ("key", "execution_input", "value"),
     [
         (None, {"customer": "acme"}, ""),
-        ("customer", {"customer": "acme"}, "acme"),
-        ("input.customer", {"customer": "acme"}, "acme"),
-        ("input['n'] % 2", {"n": 7}, "1"),
-        ("input.get('tags')", {"tags": ["b", "a"]}, '["b","a"]'),
-        ("input.get('who')", {}, "null"),
+        ("${customer}", {"customer": "acme"}, "acme"),
+        ("${input.customer}", {"customer": "acme"}, "acme"),
+        ("${input['n'] % 2}", {"n": 7}, "1"),
+        ("${input.get('tags')}", {"tags": ["b", "a"]}, '["b","a"]'),
+        ("${input.get('who')}", {}, "null"),
+        ("region-${region}", {"region": "eu"}, "region-eu"),
+        ("partner-api", {"customer": "acme"}, "partner-api"),
     ],
 )
 def test_the_key_is_evaluated_over_the_input_only(
@@ -66,7 +68,7 @@ def test_the_key_is_evaluated_over_the_input_only(
 
 
 def test_a_key_failing_on_the_input_is_an_evaluation_error() -> None:
-    flow = Definition.from_document(document({"key": "input.customer", "limit": 1}))
+    flow = Definition.from_document(document({"key": "${input.customer}", "limit": 1}))
     with pytest.raises(ExpressionEvaluationError):
         concurrency_key(flow, {"client": "acme"})
 
@@ -77,8 +79,8 @@ def test_a_flow_without_a_limit_has_no_key() -> None:
 
 
 def test_the_builder_sets_the_limit_and_round_trips() -> None:
-    flow = Flow("orders").concurrency(2, key="input.customer").end("done")
-    assert flow.to_dict()["concurrency"] == {"key": "input.customer", "limit": 2}
+    flow = Flow("orders").concurrency(2, key="${customer}").end("done")
+    assert flow.to_dict()["concurrency"] == {"key": "${customer}", "limit": 2}
     assert Flow.from_dict(flow.to_dict()).to_dict() == flow.to_dict()
     whole = Flow("orders").concurrency(5).end("done")
     assert whole.to_dict()["concurrency"] == {"limit": 5}
