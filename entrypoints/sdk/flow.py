@@ -182,8 +182,9 @@ class Flow:
         self._concurrency: ConcurrencyLimit | None = None
 
     def concurrency(self, limit: int, *, key: str | None = None) -> Self:
-        """At most ``limit`` executions with the same ``key`` (a template over the input such as ``"${customer}"``;
-        None: the whole flow) run at once; the others wait their turn (E1a)."""
+        """At most ``limit`` executions with the same ``key`` (a template over the input such
+        as ``"${customer}"``; None: the whole flow) run at once; the others wait their turn
+        (E1a)."""
         where = f"flow {self._flow_id!r} concurrency"
         check_limit(limit, where=where)
         if key is not None and (not isinstance(key, str) or not key.strip()):
