@@ -61,7 +61,37 @@ def _flaky(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
     return {"customer": params.get("customer"), "plan": "gold"}
 
 
-browser_handlers = types.SimpleNamespace(flaky=_flaky)
+#: Set by a test to let every ``browser:hold`` handler end; each ends by itself after 15 s.
+HOLD_RELEASED = threading.Event()
+
+
+async def _hold(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """Runs until the test releases it (bounded): an execution holding its slot."""
+    for _ in range(300):
+        if HOLD_RELEASED.is_set():
+            break
+        await asyncio.sleep(0.05)
+    return {"customer": params.get("customer")}
+
+
+browser_handlers = types.SimpleNamespace(flaky=_flaky, hold=_hold)
+#: One running execution per customer: a second one waits for the first's slot.
+ONE_PER_CUSTOMER_FLOW: dict[str, Any] = {
+    "flow_id": "invoice_run",
+    "version": "1",
+    "start": "bill",
+    "concurrency": {"key": "${customer}", "limit": 1},
+    "nodes": [
+        {
+            "id": "bill",
+            "type": "task",
+            "handler": f"{BROWSER_HANDLERS}:hold",
+            "params": {"customer": "${customer}"},
+            "next": "done",
+        },
+        {"id": "done", "type": "end", "output": "$NODE['bill']"},
+    ],
+}
 LOOKUP_FLOW: dict[str, Any] = {
     "flow_id": "lookup",
     "version": "1",
@@ -172,6 +202,7 @@ class ConsoleServer:
             load_flow_file(REPO_ROOT / "examples/flows/approval.json"), owner=SHARED
         )
         await container.flows().register(Flow.from_document(LOOKUP_FLOW), owner=SHARED)
+        await container.flows().register(Flow.from_document(ONE_PER_CUSTOMER_FLOW), owner=SHARED)
         app = create_app(
             container,
             tokens=[

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from playwright.sync_api import Page, Route, expect
 
-from .conftest import ADMIN_TOKEN, FLAKY_FAILURES, REPO_ROOT, ConsoleServer
+from .conftest import ADMIN_TOKEN, FLAKY_FAILURES, HOLD_RELEASED, REPO_ROOT, ConsoleServer
 
 IMAGES = REPO_ROOT / "docs" / "images"
 #: Retries back off 1 s then 2 s, the worker polls every 20 ms and the page every 2 s.
@@ -210,3 +210,27 @@ def test_an_urgent_starts_history_says_its_priority(console: ConsoleServer, page
 
     accepted = page.locator('ol.history li[data-kind="accepted"]')
     expect(accepted).to_contain_text("priority high", timeout=STATUS_TIMEOUT_MS)
+
+
+def test_an_execution_held_back_by_a_concurrency_key_says_why_and_by_whom(
+    console: ConsoleServer, page: Page
+) -> None:
+    """Two invoice runs for one customer with a limit of one: the second waits for the
+    first's slot, and its page names the key, the holder and what frees it."""
+    HOLD_RELEASED.clear()
+    try:
+        first = start(console, "invoice_run", {"customer": "acme"})
+        second = start(console, "invoice_run", {"customer": "acme"})
+        sign_in(page, console, f"#/executions/{second}")
+        held = page.locator(".execution-view .callout.held-back")
+        expect(held).to_be_visible(timeout=STATUS_TIMEOUT_MS)
+        expect(held).to_contain_text("Waiting for a concurrency slot")
+        expect(held.get_by_role("link", name=first)).to_be_visible()
+        text = page.locator("main").inner_text()
+        for jargon in ("carrier", "fence", "generation", "E1a", "W2", "I0"):
+            assert jargon not in text, jargon
+        screenshot(page, "console-held-back.png")
+    finally:
+        HOLD_RELEASED.set()
+    expect(badge(page)).to_have_text("completed", timeout=STATUS_TIMEOUT_MS)
+    expect(page.locator(".execution-view .callout.held-back")).to_have_count(0)

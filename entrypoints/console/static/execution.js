@@ -288,7 +288,7 @@ export function executionView(ctx, executionId) {
         "p",
         { class: "callout held-back", dataset: { reason: held.reason } },
         h("strong", { text: `${HELD_BACK[held.reason] ?? "Held back"}. ` }),
-        held.detail,
+        /[.!?]$/.test(held.detail) ? held.detail : `${held.detail}.`,
         " Since ",
         h("span", { title: formatTime(held.since_ms), text: formatAge(held.since_ms) }),
         held.due_ms
