@@ -523,11 +523,11 @@ def execution_rows(view: dict[str, Any], now_ms: int) -> list[tuple[str, str]]:
         item = "" if parent.get("index") is None else f", item {parent['index']}"
         rows.append(("parent", f"{parent['execution_id']} (node {parent['node_id']}{item})"))
     waiting = view.get("waiting_for")
+    held_back = view.get("held_back")
     if waiting:
         rows.append(("waiting", _waiting_line(waiting, now_ms)))
-    elif view["status"] == ExecutionStatus.PENDING.value:
+    elif view["status"] == ExecutionStatus.PENDING.value and not held_back:
         rows.append(("waiting", "for a worker to pick it up (accepted, not started yet)"))
-    held_back = view.get("held_back")
     if held_back:
         rows.append(("held back", _held_back_line(held_back, now_ms)))
     for branch in view.get("branch_waits") or []:
@@ -611,13 +611,16 @@ def _status_line(view: dict[str, Any]) -> str:
 
 def _held_back_line(held_back: dict[str, Any], now_ms: int) -> str:
     """Why a limit keeps the execution waiting (flow control), for a person."""
-    since = human_time(held_back["since_ms"], now_ms)
-    line = f"{held_back['reason']}: {held_back['detail']} (since {since}"
+    detail = str(held_back["detail"]).rstrip(".")
+    parts = [
+        f"{held_back['reason']}: {detail}",
+        f"since {human_time(held_back['since_ms'], now_ms)}",
+    ]
     if held_back.get("due_ms"):
-        line += f"; runs again {human_time(held_back['due_ms'], now_ms)}"
+        parts.append(f"runs again {human_time(held_back['due_ms'], now_ms)}")
     if held_back.get("holders"):
-        line += f"; held by {', '.join(held_back['holders'])}"
-    return line + ")"
+        parts.append(f"held by {', '.join(held_back['holders'])}")
+    return "; ".join(parts)
 
 
 def _waiting_line(waiting: dict[str, Any], now_ms: int) -> str:
