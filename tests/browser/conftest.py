@@ -40,6 +40,8 @@ from plaita.entrypoints.worker import Worker
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ADMIN_TOKEN = "browser-test-admin-token-0123456789"
+#: A tenant's own admin: it may read the deployment's tenant settings of acme, not change them.
+ACME_ADMIN_TOKEN = "browser-test-acme-admin-token-0123"
 #: Every wait of these tests is bounded; a broken page fails in seconds, never hangs.
 START_TIMEOUT_SECONDS = 20.0
 STOP_TIMEOUT_SECONDS = 10.0
@@ -206,7 +208,13 @@ class ConsoleServer:
         app = create_app(
             container,
             tokens=[
-                {"token": ADMIN_TOKEN, "name": "browser-test", "role": "admin", "tenants": ["*"]}
+                {"token": ADMIN_TOKEN, "name": "browser-test", "role": "admin", "tenants": ["*"]},
+                {
+                    "token": ACME_ADMIN_TOKEN,
+                    "name": "acme-admin",
+                    "role": "admin",
+                    "tenants": ["acme"],
+                },
             ],
         )
         server = uvicorn.Server(

@@ -49,6 +49,10 @@ export class Api {
     return this.request("POST", path, { body, withTenant: tenant });
   }
 
+  put(path, body, { tenant = true } = {}) {
+    return this.request("PUT", path, { body, withTenant: tenant });
+  }
+
   delete(path, params) {
     return this.request("DELETE", path, { params });
   }

@@ -9,6 +9,7 @@ import { flowView, flowsView } from "./flows.js";
 import { clearErrors, errorRegion, field, setBusy, showError } from "./forms.js";
 import { dlqView, eventsView, queueStrip, workersView } from "./ops.js";
 import { scheduleView, schedulesView } from "./schedules.js";
+import { tenantsView } from "./tenants.js";
 
 const POLL_MS = 2000;
 const ROLES = ["viewer", "operator", "admin"];
@@ -51,6 +52,10 @@ const ctx = {
   can(role) {
     if (!identity?.role) return true; // the API will answer 403 if not
     return ROLES.indexOf(identity.role) >= ROLES.indexOf(role);
+  },
+  // An admin of every tenant ("*"): what the deployment's own settings need.
+  canForEveryTenant() {
+    return ctx.can("admin") && (!identity || (identity.tenants ?? []).includes("*"));
   },
   flows(flowId, version) {
     const key = `${session.tenant}\u0000${flowId}\u0000${version ?? ""}`;
@@ -112,6 +117,7 @@ function viewFor({ parts, query }) {
   if (section === "flows") return ["flows", flowsView(ctx)];
   if (section === "schedules" && id) return ["schedules", scheduleView(ctx, id)];
   if (section === "schedules") return ["schedules", schedulesView(ctx)];
+  if (section === "tenants") return ["tenants", tenantsView(ctx)];
   if (section === "dlq") return ["dlq", dlqView(ctx)];
   if (section === "workers") return ["workers", workersView(ctx)];
   if (section === "events") return ["events", eventsView(ctx, query)];
