@@ -309,3 +309,18 @@ def copy_envelope(source: TaskEnvelope, /, **changes: Any) -> TaskEnvelope:
     stamp this build's version and the current time.
     """
     return attrs.evolve(source, **changes)
+
+
+def continue_copy(source: TaskEnvelope, /, **changes: Any) -> TaskEnvelope:
+    """``source`` as a continue resume of its execution (a copy, see ``copy_envelope``): what
+    a node's retry and a rate-limited node's next try are scheduled as. It carries no event,
+    wait or dedup key of its source; ``changes`` override fields as ``copy_envelope``'s do."""
+    return copy_envelope(
+        source,
+        kind=CarrierKind.RESUME,
+        resume_type=ResumeType.CONTINUE,
+        event=None,
+        subscription_id=None,
+        dedup_key=None,
+        **changes,
+    )

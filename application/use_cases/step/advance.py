@@ -57,11 +57,10 @@ from plaita.domain.budgets import (
     resolve_retry_times,
 )
 from plaita.domain.envelope import (
-    CarrierKind,
     EventPath,
     ResumeType,
     TaskEnvelope,
-    copy_envelope,
+    continue_copy,
 )
 from plaita.domain.errors import FlowDefinitionError
 from plaita.domain.execution import ExecutionError, ExecutionState, ExecutionStatus, NodeFailure
@@ -396,14 +395,7 @@ class Advance:
             )
             # Persist where it failed, then (after the lease is released) the delayed copy.
             await held.writes.checkpoint(state, previous=previous, history=pending)
-            copy = copy_envelope(
-                held.envelope,
-                kind=CarrierKind.RESUME,
-                resume_type=ResumeType.CONTINUE,
-                event=None,
-                subscription_id=None,
-                dedup_key=None,
-            )
+            copy = continue_copy(held.envelope)
             log.warning(
                 "event=node.retry_scheduled execution_id=%s node_id=%s attempt=%d retry=%d "
                 "delay_ms=%s error=%r",

@@ -30,7 +30,7 @@ from plaita.application.ports import Clock, RateBuckets, WaitingNotes
 from plaita.application.use_cases.step.dispatch import DispatchResult, Disposition
 from plaita.application.use_cases.step.writes import Writes
 from plaita.domain import history
-from plaita.domain.envelope import CarrierKind, ResumeType, TaskEnvelope, copy_envelope
+from plaita.domain.envelope import TaskEnvelope, continue_copy
 from plaita.domain.errors import RateLimitKeyError
 from plaita.domain.execution import ExecutionState
 from plaita.domain.failures import FlowErrorException
@@ -135,15 +135,7 @@ class RateGate:
             due_ms=hold.due_ms,
         )
         await self._best_effort(self._notes.note(state.execution_id, waiting), "note")
-        copy = copy_envelope(
-            self._envelope,
-            kind=CarrierKind.RESUME,
-            resume_type=ResumeType.CONTINUE,
-            event=None,
-            subscription_id=None,
-            dedup_key=None,
-            origin=RATE_LIMITED_ORIGIN,
-        )
+        copy = continue_copy(self._envelope, origin=RATE_LIMITED_ORIGIN)
         log.info(
             "event=node.rate_limited execution_id=%s node_id=%s key=%r due_ms=%d again=%s",
             state.execution_id,

@@ -14,6 +14,7 @@ from plaita.domain.envelope import (
     ResumeType,
     TaskEnvelope,
     check_schema_version,
+    continue_copy,
     copy_envelope,
 )
 from plaita.domain.errors import InvalidTenantIdError, SchemaVersionError
@@ -176,3 +177,23 @@ def test_a_carrier_without_a_priority_is_normal() -> None:
         generations=LEGACY_GENERATIONS,
     )
     assert resume.priority is Priority.NORMAL
+
+
+def test_a_continue_copy_drops_the_event_wait_and_dedup_key_and_keeps_age_and_priority() -> None:
+    """A node's retry and a rate-limited node's next try: the same execution, continued."""
+    source = TaskEnvelope.start(
+        execution_id="x-1",
+        flow_id="approval",
+        version="1",
+        params={"amount": 5},
+        now_ms=1_000,
+        generations=LEGACY_GENERATIONS,
+        dedup_key="order-7",
+        priority=Priority.HIGH,
+    )
+
+    copy = continue_copy(source, origin="rate_limit")
+
+    assert (copy.kind, copy.resume_type) == (CarrierKind.RESUME, ResumeType.CONTINUE)
+    assert (copy.event, copy.subscription_id, copy.dedup_key) == (None, None, None)
+    assert (copy.timestamp_ms, copy.priority, copy.origin) == (1_000, Priority.HIGH, "rate_limit")
